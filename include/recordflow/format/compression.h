@@ -1,0 +1,87 @@
+// Byte streams under the record framing: plain files and GZIP / ZLIB streams.
+//
+// I/O composes as layers: file -> (decompression) -> record framing. Each layer here is an
+// InputStream or OutputStream and can be tested alone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "recordflow/core/status.h"
+#include "recordflow/io/file.h"
+
+namespace recordflow::format {
+
+enum class Compression { kNone, kGzip, kZlib };
+
+// Parses TensorFlow's names: "" or "NONE" -> kNone, "GZIP", "ZLIB"; case-insensitive.
+// Errors: kInvalidArgument for anything else.
+Result<Compression> ParseCompression(std::string_view name);
+// "" (none), "GZIP" or "ZLIB", as TensorFlow spells them.
+std::string_view CompressionName(Compression compression);
+// The compression a file name implies: ".gz"/".gzip" -> kGzip, ".zz"/".zlib" -> kZlib, else kNone.
+Compression CompressionFromPath(std::string_view path);
+
+// A source of bytes read front to back.
+//
+// Thread safety: thread-compatible.
+class InputStream {
+ public:
+  virtual ~InputStream() = default;
+  // Fills as much of `dst` as it can; returns the count, 0 only at end of stream.
+  // Errors: kIOError; kDataLoss for corrupt or truncated compressed data.
+  virtual Result<size_t> Read(std::span<std::byte> dst) = 0;
+  // Bytes left to read when known without reading (plain files), for sanity checks on lengths.
+  virtual std::optional<uint64_t> remaining() const { return std::nullopt; }
+  // Human-readable description of where the bytes come from, for messages.
+  virtual const std::string& name() const = 0;
+};
+
+// A sink of bytes that becomes visible under its final name only on Close().
+//
+// Thread safety: thread-compatible.
+// Lifetime: destroying an unclosed stream discards what was written.
+class OutputStream {
+ public:
+  virtual ~OutputStream() = default;
+  // Errors: kResourceExhausted (disk full), kIOError, kFailedPrecondition after Close.
+  virtual Status Write(std::span<const std::byte> data) = 0;
+  // Pushes buffered and compressed bytes to the OS (a GZIP/ZLIB stream is sync-flushed).
+  virtual Status Flush() = 0;
+  // Finishes the stream and commits the file under its final name.
+  virtual Status Close() = 0;
+  // Discards everything; the final name is never created.
+  virtual void Abort() = 0;
+};
+
+struct InputStreamOptions {
+  // Size of each read from the file (compressed bytes, for GZIP/ZLIB).
+  size_t read_size = 1 << 20;
+};
+
+// Opens `path` for sequential reading, decompressing as `compression` says.
+Result<std::unique_ptr<InputStream>> OpenInputStream(const std::string& path,
+                                                     Compression compression,
+                                                     InputStreamOptions options = {});
+
+// Wraps an in-memory buffer (tests, fuzzers). `data` must outlive the stream.
+std::unique_ptr<InputStream> NewMemoryInputStream(std::span<const std::byte> data,
+                                                  Compression compression,
+                                                  std::string name = "<memory>");
+
+struct OutputStreamOptions {
+  // zlib level: -1 is zlib's default (6), 0 stores, 9 is smallest.
+  int compression_level = -1;
+  io::AtomicFileOptions file;
+};
+
+// Creates `path` (atomically, see io::AtomicFileWriter) writing `compression`.
+Result<std::unique_ptr<OutputStream>> CreateOutputStream(const std::string& path,
+                                                         Compression compression,
+                                                         OutputStreamOptions options = {});
+
+}  // namespace recordflow::format

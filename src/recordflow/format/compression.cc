@@ -1,0 +1,268 @@
+#include "recordflow/format/compression.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <vector>
+
+namespace recordflow::format {
+namespace {
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+class FileInputStream final : public InputStream {
+ public:
+  explicit FileInputStream(std::unique_ptr<io::RandomAccessFile> file)
+      : file_(std::move(file)), name_(file_->path()) {
+    file_->AdviseSequential();
+  }
+  Result<size_t> Read(std::span<std::byte> dst) override {
+    RF_ASSIGN_OR_RETURN(size_t n, file_->ReadAt(offset_, dst));
+    offset_ += n;
+    return n;
+  }
+  std::optional<uint64_t> remaining() const override {
+    return file_->size() > offset_ ? file_->size() - offset_ : 0;
+  }
+  const std::string& name() const override { return name_; }
+
+ private:
+  std::unique_ptr<io::RandomAccessFile> file_;
+  std::string name_;
+  uint64_t offset_ = 0;
+};
+
+class MemoryInputStream final : public InputStream {
+ public:
+  MemoryInputStream(std::span<const std::byte> data, std::string name)
+      : data_(data), name_(std::move(name)) {}
+  Result<size_t> Read(std::span<std::byte> dst) override {
+    size_t n = std::min(dst.size(), data_.size() - offset_);
+    if (n > 0) std::memcpy(dst.data(), data_.data() + offset_, n);
+    offset_ += n;
+    return n;
+  }
+  std::optional<uint64_t> remaining() const override { return data_.size() - offset_; }
+  const std::string& name() const override { return name_; }
+
+ private:
+  std::span<const std::byte> data_;
+  std::string name_;
+  size_t offset_ = 0;
+};
+
+int WindowBits(Compression c) { return c == Compression::kGzip ? MAX_WBITS + 16 : MAX_WBITS; }
+
+// Inflates a GZIP or ZLIB stream (several concatenated GZIP members are read as one).
+class ZlibInputStream final : public InputStream {
+ public:
+  ZlibInputStream(std::unique_ptr<InputStream> source, Compression compression, size_t read_size)
+      : source_(std::move(source)), compression_(compression), in_(std::max<size_t>(read_size, 4096)) {
+    std::memset(&z_, 0, sizeof(z_));
+    init_rc_ = inflateInit2(&z_, WindowBits(compression));
+  }
+  ~ZlibInputStream() override {
+    if (init_rc_ == Z_OK) inflateEnd(&z_);
+  }
+
+  Result<size_t> Read(std::span<std::byte> dst) override {
+    if (init_rc_ != Z_OK) return InternalError("zlib inflateInit2 failed for '" + name() + "'");
+    if (!error_.ok()) return error_;
+    z_.next_out = reinterpret_cast<Bytef*>(dst.data());
+    // zlib counts in uInt; large reads are split over calls.
+    size_t want = std::min<size_t>(dst.size(), 1u << 30);
+    z_.avail_out = static_cast<uInt>(want);
+    while (z_.avail_out > 0) {
+      if (z_.avail_in == 0 && !source_eof_) {
+        RF_ASSIGN_OR_RETURN(size_t n, source_->Read(in_));
+        if (n == 0) {
+          source_eof_ = true;
+        } else {
+          z_.next_in = reinterpret_cast<Bytef*>(in_.data());
+          z_.avail_in = static_cast<uInt>(n);
+          compressed_read_ += n;
+        }
+      }
+      if (stream_end_) {
+        if (z_.avail_in == 0) {
+          if (source_eof_) break;
+          continue;
+        }
+        // Another GZIP member follows (as `cat a.gz b.gz` makes).
+        inflateReset(&z_);
+        stream_end_ = false;
+      }
+      if (z_.avail_in == 0 && source_eof_) {
+        if (want - z_.avail_out > 0) break;
+        if (compressed_read_ == 0) return size_t{0};  // a zero-byte file holds no records
+        error_ = DataLossError(std::string(CompressionName(compression_)) + " stream in '" +
+                               name() + "' ends early after " + std::to_string(compressed_read_) +
+                               " compressed bytes (truncated file?)");
+        return error_;
+      }
+      int rc = inflate(&z_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) {
+        stream_end_ = true;
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        uint64_t at = compressed_read_ - z_.avail_in;
+        error_ = DataLossError(std::string(CompressionName(compression_)) +
+                               " data corrupt in '" + name() + "' near compressed byte offset " +
+                               std::to_string(at) + ": " + (z_.msg ? z_.msg : "inflate error") +
+                               (at < 16 ? " (is this file really " +
+                                              std::string(CompressionName(compression_)) +
+                                              "-compressed?)"
+                                        : ""));
+        return error_;
+      }
+    }
+    return want - z_.avail_out;
+  }
+  const std::string& name() const override { return source_->name(); }
+
+ private:
+  std::unique_ptr<InputStream> source_;
+  Compression compression_;
+  std::vector<std::byte> in_;
+  z_stream z_;
+  int init_rc_;
+  bool source_eof_ = false;
+  bool stream_end_ = false;
+  uint64_t compressed_read_ = 0;
+  Status error_;
+};
+
+class RawOutputStream final : public OutputStream {
+ public:
+  explicit RawOutputStream(std::unique_ptr<io::AtomicFileWriter> file) : file_(std::move(file)) {}
+  Status Write(std::span<const std::byte> data) override { return file_->Append(data); }
+  Status Flush() override { return Status::OK(); }  // Write is unbuffered.
+  Status Close() override { return file_->Commit(); }
+  void Abort() override { file_->Abort(); }
+
+ private:
+  std::unique_ptr<io::AtomicFileWriter> file_;
+};
+
+class ZlibOutputStream final : public OutputStream {
+ public:
+  ZlibOutputStream(std::unique_ptr<io::AtomicFileWriter> file, Compression compression,
+                   int level)
+      : file_(std::move(file)), out_(256 * 1024) {
+    std::memset(&z_, 0, sizeof(z_));
+    init_rc_ = deflateInit2(&z_, level, Z_DEFLATED, WindowBits(compression), 8,
+                            Z_DEFAULT_STRATEGY);
+  }
+  ~ZlibOutputStream() override {
+    if (init_rc_ == Z_OK) deflateEnd(&z_);
+  }
+  Status Init() const {
+    if (init_rc_ != Z_OK) {
+      return InvalidArgumentError("zlib deflateInit2 failed (bad compression level?) for '" +
+                                  file_->path() + "'");
+    }
+    return Status::OK();
+  }
+  Status Write(std::span<const std::byte> data) override {
+    while (!data.empty()) {
+      size_t chunk = std::min<size_t>(data.size(), 1u << 30);
+      z_.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(data.data()));
+      z_.avail_in = static_cast<uInt>(chunk);
+      RF_RETURN_IF_ERROR(Deflate(Z_NO_FLUSH));
+      data = data.subspan(chunk);
+    }
+    return Status::OK();
+  }
+  Status Flush() override { return Deflate(Z_SYNC_FLUSH); }
+  Status Close() override {
+    RF_RETURN_IF_ERROR(Deflate(Z_FINISH));
+    return file_->Commit();
+  }
+  void Abort() override { file_->Abort(); }
+
+ private:
+  Status Deflate(int flush) {
+    while (true) {
+      z_.next_out = reinterpret_cast<Bytef*>(out_.data());
+      z_.avail_out = static_cast<uInt>(out_.size());
+      int rc = deflate(&z_, flush);
+      if (rc == Z_STREAM_ERROR) return InternalError("zlib deflate failed for '" + file_->path() + "'");
+      size_t produced = out_.size() - z_.avail_out;
+      if (produced > 0) RF_RETURN_IF_ERROR(file_->Append(std::span(out_.data(), produced)));
+      if (flush == Z_FINISH ? rc == Z_STREAM_END : (z_.avail_in == 0 && z_.avail_out != 0)) {
+        return Status::OK();
+      }
+    }
+  }
+
+  std::unique_ptr<io::AtomicFileWriter> file_;
+  std::vector<std::byte> out_;
+  z_stream z_;
+  int init_rc_;
+};
+
+}  // namespace
+
+Result<Compression> ParseCompression(std::string_view name) {
+  std::string upper(name);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper.empty() || upper == "NONE") return Compression::kNone;
+  if (upper == "GZIP") return Compression::kGzip;
+  if (upper == "ZLIB") return Compression::kZlib;
+  return InvalidArgumentError("unknown compression '" + std::string(name) +
+                              "': expected \"\", \"GZIP\" or \"ZLIB\"");
+}
+
+std::string_view CompressionName(Compression compression) {
+  switch (compression) {
+    case Compression::kNone: return "";
+    case Compression::kGzip: return "GZIP";
+    case Compression::kZlib: return "ZLIB";
+  }
+  return "";
+}
+
+Compression CompressionFromPath(std::string_view path) {
+  if (EndsWith(path, ".gz") || EndsWith(path, ".gzip")) return Compression::kGzip;
+  if (EndsWith(path, ".zz") || EndsWith(path, ".zlib")) return Compression::kZlib;
+  return Compression::kNone;
+}
+
+Result<std::unique_ptr<InputStream>> OpenInputStream(const std::string& path,
+                                                     Compression compression,
+                                                     InputStreamOptions options) {
+  RF_ASSIGN_OR_RETURN(auto file, io::RandomAccessFile::Open(path));
+  std::unique_ptr<InputStream> raw = std::make_unique<FileInputStream>(std::move(file));
+  if (compression == Compression::kNone) return raw;
+  return std::unique_ptr<InputStream>(
+      std::make_unique<ZlibInputStream>(std::move(raw), compression, options.read_size));
+}
+
+std::unique_ptr<InputStream> NewMemoryInputStream(std::span<const std::byte> data,
+                                                  Compression compression, std::string name) {
+  std::unique_ptr<InputStream> raw = std::make_unique<MemoryInputStream>(data, std::move(name));
+  if (compression == Compression::kNone) return raw;
+  return std::make_unique<ZlibInputStream>(std::move(raw), compression, 64 * 1024);
+}
+
+Result<std::unique_ptr<OutputStream>> CreateOutputStream(const std::string& path,
+                                                         Compression compression,
+                                                         OutputStreamOptions options) {
+  if (options.compression_level < -1 || options.compression_level > 9) {
+    return InvalidArgumentError("compression level must be -1..9, got " +
+                                std::to_string(options.compression_level));
+  }
+  RF_ASSIGN_OR_RETURN(auto file, io::AtomicFileWriter::Create(path, options.file));
+  if (compression == Compression::kNone) {
+    return std::unique_ptr<OutputStream>(std::make_unique<RawOutputStream>(std::move(file)));
+  }
+  auto stream =
+      std::make_unique<ZlibOutputStream>(std::move(file), compression, options.compression_level);
+  RF_RETURN_IF_ERROR(stream->Init());
+  return std::unique_ptr<OutputStream>(std::move(stream));
+}
+
+}  // namespace recordflow::format

@@ -1,0 +1,145 @@
+#include "recordflow/format/record_index.h"
+
+#include <charconv>
+
+#include "recordflow/format/record_format.h"
+#include "recordflow/io/file.h"
+
+namespace recordflow::format {
+namespace {
+
+bool ParseUint(std::string_view& s, uint64_t* out) {
+  size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+  auto [ptr, ec] = std::from_chars(s.data() + i, s.data() + s.size(), *out);
+  if (ec != std::errc() || ptr == s.data() + i) return false;
+  s.remove_prefix(static_cast<size_t>(ptr - s.data()));
+  return true;
+}
+
+}  // namespace
+
+Result<std::vector<IndexEntry>> ParseIndex(std::string_view text, const std::string& name) {
+  std::vector<IndexEntry> entries;
+  uint64_t line_no = 0;
+  uint64_t next_min_offset = 0;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    IndexEntry e;
+    std::string_view rest = line;
+    bool ok = ParseUint(rest, &e.offset) && ParseUint(rest, &e.size) &&
+              rest.find_first_not_of(" \t") == std::string_view::npos;
+    auto bad = [&](const std::string& why) {
+      return DataLossError("index file '" + name + "' line " + std::to_string(line_no) + " ('" +
+                           std::string(line.substr(0, 80)) + "'): " + why);
+    };
+    if (!ok) return bad("expected two decimal numbers, `offset size`");
+    if (e.size < kFramingOverhead) return bad("a record is at least 16 bytes");
+    if (e.offset < next_min_offset) return bad("offset overlaps the previous record");
+    next_min_offset = e.offset + e.size;
+    entries.push_back(e);
+  }
+  return entries;
+}
+
+Result<std::vector<IndexEntry>> ReadIndexFile(const std::string& index_path) {
+  RF_ASSIGN_OR_RETURN(std::string text, io::ReadFileToString(index_path));
+  return ParseIndex(text, index_path);
+}
+
+Status WriteIndexFile(const std::string& index_path, std::span<const IndexEntry> entries) {
+  std::string text;
+  text.reserve(entries.size() * 16);
+  for (const auto& e : entries) {
+    text += std::to_string(e.offset);
+    text += ' ';
+    text += std::to_string(e.size);
+    text += '\n';
+  }
+  return io::WriteStringToFileAtomic(index_path, text);
+}
+
+Result<std::vector<IndexEntry>> BuildIndex(const std::string& record_path,
+                                           RecordReaderOptions options) {
+  Compression compression = options.compression.value_or(CompressionFromPath(record_path));
+  if (compression != Compression::kNone) {
+    return InvalidArgumentError("cannot index '" + record_path +
+                                "': index files need uncompressed TFRecord files");
+  }
+  options.compression = Compression::kNone;
+  RF_ASSIGN_OR_RETURN(auto reader, RecordReader::Open(record_path, options));
+  std::vector<IndexEntry> entries;
+  std::span<const std::byte> record;
+  while (true) {
+    RF_ASSIGN_OR_RETURN(bool more, reader->ReadRecord(&record));
+    if (!more) break;
+    entries.push_back({reader->last_record_offset(), record.size() + kFramingOverhead});
+  }
+  return entries;
+}
+
+IndexedRecordReader::IndexedRecordReader(std::unique_ptr<io::RandomAccessFile> file,
+                                         std::vector<IndexEntry> entries)
+    : file_(std::move(file)), entries_(std::move(entries)) {}
+
+IndexedRecordReader::~IndexedRecordReader() = default;
+
+Result<std::unique_ptr<IndexedRecordReader>> IndexedRecordReader::Open(
+    const std::string& record_path, const std::string& index_path) {
+  RF_ASSIGN_OR_RETURN(auto entries,
+                      ReadIndexFile(index_path.empty() ? record_path + ".idx" : index_path));
+  return Open(record_path, std::move(entries));
+}
+
+Result<std::unique_ptr<IndexedRecordReader>> IndexedRecordReader::Open(
+    const std::string& record_path, std::vector<IndexEntry> entries) {
+  RF_ASSIGN_OR_RETURN(auto file, io::RandomAccessFile::Open(record_path));
+  if (!entries.empty()) {
+    const IndexEntry& last = entries.back();
+    if (last.offset + last.size > file->size()) {
+      return DataLossError("index for '" + record_path + "' has record " +
+                           std::to_string(entries.size() - 1) + " ending at byte " +
+                           std::to_string(last.offset + last.size) + " but the file is " +
+                           std::to_string(file->size()) + " bytes (stale index?)");
+    }
+  }
+  return std::unique_ptr<IndexedRecordReader>(
+      new IndexedRecordReader(std::move(file), std::move(entries)));
+}
+
+Result<std::span<const std::byte>> IndexedRecordReader::ReadRecord(
+    uint64_t index, std::vector<std::byte>* scratch) const {
+  if (index >= entries_.size()) {
+    return OutOfRangeError("record " + std::to_string(index) + " requested from '" +
+                           file_->path() + "', which has " + std::to_string(entries_.size()) +
+                           " records");
+  }
+  const IndexEntry& e = entries_[index];
+  auto where = [&] {
+    return "'" + file_->path() + "' at byte offset " + std::to_string(e.offset) +
+           " (record index " + std::to_string(index) + ")";
+  };
+  if (scratch->size() < e.size) scratch->resize(e.size);
+  RF_ASSIGN_OR_RETURN(size_t n, file_->ReadAt(e.offset, std::span(scratch->data(), e.size)));
+  if (n < e.size) return DataLossError("truncated record in " + where());
+  const std::byte* header = scratch->data();
+  if (!HeaderCrcMatches(header)) return DataLossError("length CRC mismatch in " + where());
+  uint64_t length = DecodeFixed64(header);
+  if (length + kFramingOverhead != e.size) {
+    return DataLossError("index says " + std::to_string(e.size) + " bytes but the record in " +
+                         where() + " is " + std::to_string(length + kFramingOverhead) +
+                         " bytes framed (stale index?)");
+  }
+  std::span<const std::byte> payload(header + kHeaderSize, length);
+  if (UnmaskCrc(DecodeFixed32(header + kHeaderSize + length)) != Crc32c(payload)) {
+    return DataLossError("payload CRC mismatch in " + where());
+  }
+  return payload;
+}
+
+}  // namespace recordflow::format

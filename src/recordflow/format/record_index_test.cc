@@ -1,0 +1,118 @@
+#include "recordflow/format/record_index.h"
+
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "recordflow/format/record_test_util.h"
+#include "recordflow/format/record_writer.h"
+#include "recordflow/io/file.h"
+
+namespace recordflow::format {
+namespace {
+
+using testing::Bytes;
+using testing::MakeTempDir;
+using testing::ToString;
+
+std::vector<std::string> Payloads(int n) {
+  std::vector<std::string> p;
+  for (int i = 0; i < n; ++i) p.push_back(std::string(static_cast<size_t>(i * 37 % 500), 'a' + i % 26));
+  return p;
+}
+
+std::string WriteWithIndex(const std::vector<std::string>& payloads) {
+  std::string path = MakeTempDir() + "/d.tfrecord";
+  RecordWriterOptions o;
+  o.write_index = true;
+  o.buffer_size = 4096;
+  auto writer = RecordWriter::Open(path, o);
+  EXPECT_TRUE(writer.ok());
+  for (const auto& p : payloads) EXPECT_TRUE((*writer)->WriteRecord(Bytes(p)).ok());
+  EXPECT_TRUE((*writer)->Close().ok());
+  return path;
+}
+
+TEST(RecordIndexTest, WriterIndexEqualsBuiltIndexAndDaliFormat) {
+  auto payloads = Payloads(200);
+  std::string path = WriteWithIndex(payloads);
+  auto from_writer = ReadIndexFile(path + ".idx");
+  ASSERT_TRUE(from_writer.ok()) << from_writer.status().ToString();
+  auto built = BuildIndex(path);
+  ASSERT_TRUE(built.ok());
+  EXPECT_EQ(*from_writer, *built);
+  ASSERT_EQ(built->size(), payloads.size());
+  uint64_t offset = 0;
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    EXPECT_EQ((*built)[i].offset, offset);
+    EXPECT_EQ((*built)[i].size, payloads[i].size() + 16);
+    offset += payloads[i].size() + 16;
+  }
+  auto text = io::ReadFileToString(path + ".idx");
+  EXPECT_EQ(text->substr(0, text->find('\n', text->find('\n') + 1) + 1), "0 16\n16 53\n");
+}
+
+TEST(RecordIndexTest, RandomAccessFromManyThreads) {
+  auto payloads = Payloads(300);
+  std::string path = WriteWithIndex(payloads);
+  auto reader = IndexedRecordReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  ASSERT_EQ((*reader)->size(), payloads.size());
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::byte> scratch;
+      for (size_t i = t; i < payloads.size(); i += 3) {
+        auto rec = (*reader)->ReadRecord(payloads.size() - 1 - i, &scratch);
+        if (!rec.ok() || ToString(*rec) != payloads[payloads.size() - 1 - i]) ++mismatches;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  std::vector<std::byte> scratch;
+  EXPECT_EQ((*reader)->ReadRecord(300, &scratch).status().code(), StatusCode::kOutOfRange);
+}
+
+TEST(RecordIndexTest, StaleIndexDetected) {
+  auto payloads = Payloads(10);
+  std::string path = WriteWithIndex(payloads);
+  // An index whose sizes are shifted by one record.
+  auto entries = *ReadIndexFile(path + ".idx");
+  std::swap(entries[3].size, entries[4].size);
+  entries[4].offset = entries[3].offset + entries[3].size;
+  auto reader = IndexedRecordReader::Open(path, entries);
+  ASSERT_TRUE(reader.ok());
+  std::vector<std::byte> scratch;
+  auto rec = (*reader)->ReadRecord(3, &scratch);
+  EXPECT_EQ(rec.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(rec.status().message().find("record index 3"), std::string::npos);
+  // An index pointing past the end of the file is refused at open.
+  entries.push_back({1u << 20, 100});
+  EXPECT_EQ(IndexedRecordReader::Open(path, entries).status().code(), StatusCode::kDataLoss);
+}
+
+TEST(RecordIndexTest, MalformedIndexNamesTheLine) {
+  auto bad = ParseIndex("0 16\n16 20\nbanana\n", "x.idx");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("line 3"), std::string::npos);
+  EXPECT_FALSE(ParseIndex("0 8\n", "x.idx").ok()) << "size under 16";
+  EXPECT_FALSE(ParseIndex("0 100\n50 20\n", "x.idx").ok()) << "overlap";
+  EXPECT_FALSE(ParseIndex("0 16 7\n", "x.idx").ok()) << "trailing junk";
+  auto ok = ParseIndex("0 16\r\n\n16 20\n", "x.idx");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->size(), 2u);
+}
+
+TEST(RecordIndexTest, CompressedFilesCannotBeIndexed) {
+  std::string path = MakeTempDir() + "/c.tfrecord.gz";
+  auto writer = RecordWriter::Open(path);
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)->Close().ok());
+  EXPECT_EQ(BuildIndex(path).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace recordflow::format

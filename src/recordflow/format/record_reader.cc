@@ -1,0 +1,221 @@
+#include "recordflow/format/record_reader.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "recordflow/format/record_format.h"
+
+namespace recordflow::format {
+namespace {
+
+std::string Hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "0x%08" PRIx32, v);
+  return buf;
+}
+
+}  // namespace
+
+Result<CorruptionPolicy> ParseCorruptionPolicy(std::string_view name) {
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "raise") return CorruptionPolicy::kRaise;
+  if (lower == "skip") return CorruptionPolicy::kSkip;
+  return InvalidArgumentError("unknown corruption policy '" + std::string(name) +
+                              "': expected \"raise\" or \"skip\"");
+}
+
+RecordReader::RecordReader(std::unique_ptr<InputStream> stream, RecordReaderOptions options,
+                           bool compressed)
+    : stream_(std::move(stream)), options_(options), compressed_(compressed) {
+  options_.buffer_size = std::max<size_t>(options_.buffer_size, 4096);
+  buffer_.resize(options_.buffer_size);
+}
+
+RecordReader::~RecordReader() = default;
+
+Result<std::unique_ptr<RecordReader>> RecordReader::Open(const std::string& path,
+                                                         RecordReaderOptions options) {
+  Compression compression = options.compression.value_or(CompressionFromPath(path));
+  InputStreamOptions stream_options;
+  stream_options.read_size = compression == Compression::kNone ? 0 : 256 * 1024;
+  RF_ASSIGN_OR_RETURN(auto stream, OpenInputStream(path, compression, stream_options));
+  return std::unique_ptr<RecordReader>(
+      new RecordReader(std::move(stream), options, compression != Compression::kNone));
+}
+
+std::unique_ptr<RecordReader> RecordReader::FromStream(std::unique_ptr<InputStream> stream,
+                                                       RecordReaderOptions options,
+                                                       bool compressed) {
+  return std::unique_ptr<RecordReader>(new RecordReader(std::move(stream), options, compressed));
+}
+
+const std::string& RecordReader::path() const { return stream_->name(); }
+
+std::string RecordReader::Where(uint64_t offset) const {
+  return "'" + path() + "' at byte offset " + std::to_string(offset) +
+         (compressed_ ? " of the decompressed stream" : "") + " (record index " +
+         std::to_string(record_index_) + ")";
+}
+
+// Makes at least `n` bytes available at pos_ unless the stream ends first; returns how many
+// are available. Reads as much as the buffer holds, so small records cost no syscall each.
+Result<size_t> RecordReader::Fill(size_t n) {
+  size_t avail = end_ - pos_;
+  if (avail >= n || eof_) return avail;
+  if (pos_ > 0) {
+    if (avail > 0) std::memmove(buffer_.data(), buffer_.data() + pos_, avail);
+    buffer_offset_ += pos_;
+    pos_ = 0;
+    end_ = avail;
+  }
+  // Give back memory a huge record took once the buffer is empty again.
+  if (end_ == 0 && n <= options_.buffer_size && buffer_.size() > 4 * options_.buffer_size) {
+    buffer_.resize(options_.buffer_size);
+    buffer_.shrink_to_fit();
+  }
+  while (end_ < n && !eof_) {
+    if (end_ == buffer_.size()) {
+      // Grow by doubling as data arrives, never by what a length field claims, so a lying
+      // length in a compressed stream costs at most twice the bytes actually present.
+      buffer_.resize(std::max(buffer_.size() * 2, std::min(n, buffer_.size() * 2)));
+    }
+    RF_ASSIGN_OR_RETURN(size_t got,
+                        stream_->Read(std::span(buffer_.data() + end_, buffer_.size() - end_)));
+    if (got == 0) eof_ = true;
+    end_ += got;
+  }
+  return end_ - pos_;
+}
+
+Status RecordReader::Corruption(uint64_t offset, uint64_t bytes, std::string reason) {
+  CorruptionEvent event{path(), offset, record_index_, bytes, reason};
+  if (options_.reporter != nullptr) options_.reporter->Report(event);
+  if (options_.on_corruption == CorruptionPolicy::kSkip) {
+    stats_.records_skipped += 1;
+    stats_.bytes_skipped += bytes;
+    if (stats_.events.size() < CorruptionStats::kMaxEvents) stats_.events.push_back(event);
+    record_index_ += 1;
+    return Status::OK();
+  }
+  std::string msg = "corrupt record in " + Where(offset) + ": " + reason;
+  if (offset == 0) {
+    msg += ". Is this a TFRecord file?";
+    if (!compressed_ && end_ - pos_ >= 2 && buffer_[pos_] == std::byte{0x1f} &&
+        buffer_[pos_ + 1] == std::byte{0x8b}) {
+      msg += " It starts with the GZIP magic bytes: open it with compression=\"GZIP\".";
+    } else if (!compressed_ && end_ - pos_ >= 1 && buffer_[pos_] == std::byte{0x78}) {
+      msg += " It may be ZLIB-compressed: try compression=\"ZLIB\".";
+    }
+  }
+  error_ = DataLossError(std::move(msg));
+  return error_;
+}
+
+// After a bad length CRC nothing after `bad_offset` can be trusted, so look for the next
+// position whose 12 bytes form a header with a valid CRC and a plausible length.
+Result<bool> RecordReader::Resynchronize(uint64_t bad_offset) {
+  pos_ += 1;
+  while (true) {
+    RF_ASSIGN_OR_RETURN(size_t avail, Fill(kHeaderSize));
+    if (avail < kHeaderSize) {
+      pos_ = end_;
+      return false;
+    }
+    for (size_t i = pos_; i + kHeaderSize <= end_; ++i) {
+      const std::byte* h = buffer_.data() + i;
+      if (HeaderCrcMatches(h) && DecodeFixed64(h) <= options_.max_record_size) {
+        pos_ = i;
+        return true;
+      }
+    }
+    pos_ = end_ - (kHeaderSize - 1);
+    (void)bad_offset;
+  }
+}
+
+Result<bool> RecordReader::ReadRecord(std::span<const std::byte>* record) {
+  if (!error_.ok()) return error_;
+  while (true) {
+    const uint64_t offset = buffer_offset_ + pos_;
+    RF_ASSIGN_OR_RETURN(size_t avail, Fill(kHeaderSize));
+    if (avail == 0) return false;
+    if (avail < kHeaderSize) {
+      RF_RETURN_IF_ERROR(Corruption(offset, avail,
+                                    "truncated record header: the file ends " +
+                                        std::to_string(avail) + " bytes into a 12-byte header"));
+      pos_ = end_;
+      return false;
+    }
+    const std::byte* header = buffer_.data() + pos_;
+    const uint64_t length = DecodeFixed64(header);
+    if (options_.verify_checksums && !HeaderCrcMatches(header)) {
+      uint32_t stored = UnmaskCrc(DecodeFixed32(header + kLengthSize));
+      uint32_t actual = Crc32c(std::span(header, kLengthSize));
+      std::string reason = "length CRC mismatch (stored " + Hex32(stored) + ", computed " +
+                           Hex32(actual) + ")";
+      if (options_.on_corruption == CorruptionPolicy::kRaise) {
+        return Corruption(offset, 0, std::move(reason));
+      }
+      RF_ASSIGN_OR_RETURN(bool found, Resynchronize(offset));
+      uint64_t resume = buffer_offset_ + pos_;
+      RF_RETURN_IF_ERROR(Corruption(offset, resume - offset, std::move(reason)));
+      if (!found) return false;
+      continue;
+    }
+    if (length > options_.max_record_size) {
+      error_ = ResourceExhaustedError("record in " + Where(offset) + " claims " +
+                                      std::to_string(length) +
+                                      " bytes, over the max_record_size limit of " +
+                                      std::to_string(options_.max_record_size));
+      return error_;
+    }
+    const uint64_t framed = length + kFramingOverhead;
+    // For plain files the length is checked against the file before anything is allocated.
+    std::optional<uint64_t> left = stream_->remaining();
+    const uint64_t have = left ? *left + (end_ - pos_) : 0;
+    if (left && framed > have) {
+      RF_RETURN_IF_ERROR(Corruption(offset, have,
+                                    "truncated record: it claims " + std::to_string(length) +
+                                        " payload bytes but only " + std::to_string(have) +
+                                        " bytes (with framing) are left in the file"));
+      pos_ = end_;
+      eof_ = true;
+      return false;
+    }
+    RF_ASSIGN_OR_RETURN(avail, Fill(framed));
+    if (avail < framed) {
+      RF_RETURN_IF_ERROR(Corruption(offset, avail,
+                                    "truncated record: it claims " + std::to_string(length) +
+                                        " payload bytes but the stream ends after " +
+                                        std::to_string(avail) + " bytes (with framing)"));
+      pos_ = end_;
+      return false;
+    }
+    header = buffer_.data() + pos_;  // Fill may have moved the buffer.
+    const std::byte* payload = header + kHeaderSize;
+    if (options_.verify_checksums) {
+      uint32_t stored = UnmaskCrc(DecodeFixed32(payload + length));
+      uint32_t actual = Crc32c(std::span(payload, length));
+      if (stored != actual) {
+        RF_RETURN_IF_ERROR(Corruption(offset, framed,
+                                      "payload CRC mismatch (stored " + Hex32(stored) +
+                                          ", computed " + Hex32(actual) + ", payload " +
+                                          std::to_string(length) + " bytes)"));
+        pos_ += framed;
+        continue;
+      }
+    }
+    pos_ += framed;
+    last_record_offset_ = offset;
+    ++record_index_;
+    ++records_read_;
+    *record = std::span<const std::byte>(payload, length);
+    return true;
+  }
+}
+
+}  // namespace recordflow::format

@@ -1,0 +1,82 @@
+// Helpers shared by the format layer's tests.
+#pragma once
+
+#include <stdlib.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "recordflow/format/record_format.h"
+#include "recordflow/format/record_reader.h"
+
+namespace recordflow::format::testing {
+
+inline std::string MakeTempDir() {
+  std::string tmpl = ::testing::TempDir() + "rf_test_XXXXXX";
+  EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
+  return tmpl;
+}
+
+inline std::span<const std::byte> Bytes(const std::string& s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+// Frames `payloads` as TFRecord bytes in memory (independently of RecordWriter).
+inline std::string Frame(const std::vector<std::string>& payloads) {
+  std::string out;
+  for (const auto& p : payloads) {
+    std::byte header[kHeaderSize];
+    EncodeHeader(header, p.size());
+    std::byte footer[kFooterSize];
+    EncodeFixed32(footer, MaskCrc(Crc32c(Bytes(p))));
+    out.append(reinterpret_cast<const char*>(header), kHeaderSize);
+    out += p;
+    out.append(reinterpret_cast<const char*>(footer), kFooterSize);
+  }
+  return out;
+}
+
+inline std::string ToString(std::span<const std::byte> b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+struct ReadAllResult {
+  std::vector<std::string> records;
+  Status status;
+  CorruptionStats stats;
+};
+
+// Reads every record of an in-memory file until the end or the first error.
+inline ReadAllResult ReadAllFromMemory(const std::string& data, RecordReaderOptions options = {},
+                                       Compression compression = Compression::kNone) {
+  auto reader = RecordReader::FromStream(
+      NewMemoryInputStream(Bytes(data), compression, "mem.tfrecord"), options,
+      compression != Compression::kNone);
+  ReadAllResult out;
+  std::span<const std::byte> record;
+  while (true) {
+    auto more = reader->ReadRecord(&record);
+    if (!more.ok()) {
+      out.status = more.status();
+      break;
+    }
+    if (!*more) break;
+    out.records.push_back(ToString(record));
+  }
+  out.stats = reader->corruption_stats();
+  return out;
+}
+
+inline std::vector<std::string> SamplePayloads() {
+  std::vector<std::string> p = {"", "a", std::string(100, 'x'), "hello world",
+                                std::string(5000, '\x01')};
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
+  p.push_back(all);
+  return p;
+}
+
+}  // namespace recordflow::format::testing
