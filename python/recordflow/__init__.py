@@ -1,0 +1,65 @@
+"""recordflow: TFRecord files written and streamed into training fast, without TensorFlow.
+
+Reading and writing::
+
+    import recordflow as rf
+    with rf.RecordWriter("data.tfrecord", index=True) as w:
+        w.write(b"payload")
+    for record in rf.RecordReader("data.tfrecord"):
+        ...
+"""
+
+from recordflow._core import (
+    IndexedRecordReader,
+    RecordReader,
+    RecordWriter,
+    build_index,
+    count_records,
+    crc32c,
+    crc32c_backend,
+    write_index,
+)
+from recordflow.errors import (
+    AlreadyExistsError,
+    CancelledError,
+    DataLossError,
+    Error,
+    FailedPreconditionError,
+    InputOutputError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    OutOfRangeError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    SchemaError,
+    UnimplementedError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "IndexedRecordReader",
+    "RecordReader",
+    "RecordWriter",
+    "build_index",
+    "count_records",
+    "crc32c",
+    "crc32c_backend",
+    "write_index",
+    "Error",
+    "DataLossError",
+    "SchemaError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "AlreadyExistsError",
+    "PermissionDeniedError",
+    "ResourceExhaustedError",
+    "FailedPreconditionError",
+    "OutOfRangeError",
+    "UnimplementedError",
+    "InternalError",
+    "InputOutputError",
+    "CancelledError",
+    "__version__",
+]

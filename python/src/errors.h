@@ -1,0 +1,26 @@
+// The one place where recordflow Status values become Python exceptions.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include "recordflow/core/status.h"
+
+namespace recordflow::python {
+
+// Raises the recordflow.errors class for `status.code()` with its message.
+// Requires the GIL. `status` must not be OK.
+[[noreturn]] void ThrowStatus(const Status& status);
+
+inline void ThrowIfError(const Status& status) {
+  if (!status.ok()) ThrowStatus(status);
+}
+
+template <typename T>
+T ValueOrThrow(Result<T> result) {
+  if (!result.ok()) ThrowStatus(result.status());
+  return std::move(result).value();
+}
+
+void RegisterFormat(nanobind::module_& m);
+
+}  // namespace recordflow::python

@@ -1,0 +1,433 @@
+// Bindings for the format layer: RecordReader, RecordWriter, IndexedRecordReader, index files.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "recordflow/format/crc32c.h"
+#include "recordflow/format/record_index.h"
+#include "recordflow/format/record_reader.h"
+#include "recordflow/format/record_writer.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace recordflow::python {
+namespace {
+
+using format::Compression;
+using format::CorruptionPolicy;
+
+std::optional<Compression> ToCompression(const std::optional<std::string>& name) {
+  if (!name) return std::nullopt;
+  return ValueOrThrow(format::ParseCompression(*name));
+}
+
+// A read-only view of any bytes-like object (bytes, bytearray, memoryview, NumPy), or the
+// UTF-8 bytes of a str.
+class BytesArg {
+ public:
+  explicit BytesArg(nb::handle obj) {
+    if (PyUnicode_Check(obj.ptr())) {
+      Py_ssize_t size;
+      const char* data = PyUnicode_AsUTF8AndSize(obj.ptr(), &size);
+      if (data == nullptr) throw nb::python_error();
+      span_ = std::as_bytes(std::span(data, static_cast<size_t>(size)));
+      return;
+    }
+    if (PyObject_GetBuffer(obj.ptr(), &view_, PyBUF_SIMPLE) != 0) {
+      PyErr_Clear();
+      throw nb::type_error("expected a bytes-like object or str");
+    }
+    has_view_ = true;
+    span_ = std::span(static_cast<const std::byte*>(view_.buf), static_cast<size_t>(view_.len));
+  }
+  ~BytesArg() {
+    if (has_view_) PyBuffer_Release(&view_);
+  }
+  BytesArg(const BytesArg&) = delete;
+  BytesArg& operator=(const BytesArg&) = delete;
+  std::span<const std::byte> span() const { return span_; }
+
+ private:
+  Py_buffer view_{};
+  bool has_view_ = false;
+  std::span<const std::byte> span_;
+};
+
+nb::bytes ToBytes(std::span<const std::byte> b) {
+  return nb::bytes(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+nb::dict EventToDict(const format::CorruptionEvent& e) {
+  nb::dict d;
+  d["path"] = e.path;
+  d["offset"] = e.offset;
+  d["record_index"] = e.record_index;
+  d["bytes_skipped"] = e.bytes_skipped;
+  d["reason"] = e.reason;
+  return d;
+}
+
+class PyRecordReader {
+ public:
+  PyRecordReader(const std::filesystem::path& path, const std::optional<std::string>& compression,
+                 const std::string& on_corruption, bool verify_checksums, size_t buffer_size,
+                 uint64_t max_record_size) {
+    format::RecordReaderOptions options;
+    options.compression = ToCompression(compression);
+    options.on_corruption = ValueOrThrow(format::ParseCorruptionPolicy(on_corruption));
+    options.verify_checksums = verify_checksums;
+    options.buffer_size = buffer_size;
+    options.max_record_size = max_record_size;
+    Result<std::unique_ptr<format::RecordReader>> reader = InternalError("not opened");
+    {
+      nb::gil_scoped_release release;
+      reader = format::RecordReader::Open(path.string(), options);
+    }
+    reader_ = ValueOrThrow(std::move(reader));
+  }
+
+  nb::bytes Next() {
+    std::span<const std::byte> record;
+    Result<bool> more = Reader().ReadRecord(&record);
+    if (!more.ok()) ThrowStatus(more.status());
+    if (!*more) throw nb::stop_iteration();
+    return ToBytes(record);
+  }
+
+  // Reads up to `n` records with the GIL released; an empty list at the end of the file.
+  nb::list ReadBatch(size_t n) {
+    format::RecordReader& reader = Reader();
+    std::vector<std::byte> arena;
+    std::vector<size_t> ends;
+    ends.reserve(std::min<size_t>(n, 1 << 16));
+    Status status;
+    {
+      nb::gil_scoped_release release;
+      std::span<const std::byte> record;
+      for (size_t i = 0; i < n; ++i) {
+        Result<bool> more = reader.ReadRecord(&record);
+        if (!more.ok()) {
+          status = more.status();
+          break;
+        }
+        if (!*more) break;
+        arena.insert(arena.end(), record.begin(), record.end());
+        ends.push_back(arena.size());
+      }
+    }
+    // Records read before an error are not lost: they are returned, and the (sticky) error
+    // is raised by the next call.
+    if (!status.ok() && ends.empty()) ThrowStatus(status);
+    nb::list out;
+    size_t begin = 0;
+    for (size_t end : ends) {
+      out.append(ToBytes(std::span(arena.data() + begin, end - begin)));
+      begin = end;
+    }
+    return out;
+  }
+
+  void Close() { reader_.reset(); }
+  bool closed() const { return reader_ == nullptr; }
+  const format::RecordReader& reader() const { return const_cast<PyRecordReader*>(this)->Reader(); }
+
+  nb::list CorruptionEvents() const {
+    nb::list out;
+    for (const auto& e : reader().corruption_stats().events) out.append(EventToDict(e));
+    return out;
+  }
+
+ private:
+  format::RecordReader& Reader() {
+    if (!reader_) ThrowStatus(FailedPreconditionError("I/O operation on a closed RecordReader"));
+    return *reader_;
+  }
+  std::unique_ptr<format::RecordReader> reader_;
+};
+
+class PyRecordWriter {
+ public:
+  PyRecordWriter(const std::filesystem::path& path, const std::optional<std::string>& compression,
+                 int compression_level, bool index, const std::optional<std::filesystem::path>& index_path,
+                 bool sync, size_t buffer_size)
+      : path_(path.string()) {
+    format::RecordWriterOptions options;
+    options.compression = ToCompression(compression);
+    options.compression_level = compression_level;
+    options.write_index = index || index_path.has_value();
+    if (index_path) options.index_path = index_path->string();
+    options.sync = sync;
+    options.buffer_size = buffer_size;
+    Result<std::unique_ptr<format::RecordWriter>> writer = InternalError("not opened");
+    {
+      nb::gil_scoped_release release;
+      writer = format::RecordWriter::Open(path_, options);
+    }
+    writer_ = ValueOrThrow(std::move(writer));
+  }
+
+  ~PyRecordWriter() {
+    if (writer_ && !writer_->closed()) {
+      // Dropping an unclosed writer discards its file (nothing half-written may appear under
+      // the final name); say so instead of failing silently.
+      if (PyErr_WarnFormat(PyExc_ResourceWarning, 1,
+                           "recordflow.RecordWriter for '%s' was garbage-collected without "
+                           "close(): the unfinished file was discarded",
+                           path_.c_str()) != 0) {
+        PyErr_WriteUnraisable(nullptr);
+      }
+    }
+  }
+
+  void Write(nb::handle data) {
+    BytesArg bytes(data);
+    format::RecordWriter& writer = Writer();
+    Status s;
+    if (bytes.span().size() >= (64 << 10)) {
+      nb::gil_scoped_release release;
+      s = writer.WriteRecord(bytes.span());
+    } else {
+      s = writer.WriteRecord(bytes.span());
+    }
+    ThrowIfError(s);
+  }
+
+  void Flush() {
+    format::RecordWriter& writer = Writer();
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      s = writer.Flush();
+    }
+    ThrowIfError(s);
+  }
+
+  void Close() {
+    if (!writer_) return;
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      s = writer_->Close();
+    }
+    ThrowIfError(s);
+  }
+
+  void Abort() {
+    if (writer_) writer_->Abort();
+  }
+
+  bool Exit(nb::handle exc_type, nb::handle, nb::handle) {
+    if (exc_type.is_none()) {
+      Close();
+    } else {
+      Abort();
+    }
+    return false;
+  }
+
+  const std::string& path() const { return path_; }
+  bool closed() const { return !writer_ || writer_->closed(); }
+  uint64_t records_written() const { return writer_ ? writer_->records_written() : 0; }
+  uint64_t bytes_written() const { return writer_ ? writer_->bytes_written() : 0; }
+
+ private:
+  format::RecordWriter& Writer() {
+    if (!writer_ || writer_->closed()) {
+      ThrowStatus(FailedPreconditionError("write to a closed RecordWriter for '" + path_ + "'"));
+    }
+    return *writer_;
+  }
+  std::string path_;
+  std::unique_ptr<format::RecordWriter> writer_;
+};
+
+class PyIndexedRecordReader {
+ public:
+  PyIndexedRecordReader(const std::filesystem::path& path,
+                        const std::optional<std::filesystem::path>& index_path) {
+    Result<std::unique_ptr<format::IndexedRecordReader>> reader = InternalError("not opened");
+    {
+      nb::gil_scoped_release release;
+      reader = format::IndexedRecordReader::Open(path.string(),
+                                                 index_path ? index_path->string() : "");
+    }
+    reader_ = ValueOrThrow(std::move(reader));
+  }
+  size_t size() const { return reader_->size(); }
+  nb::bytes Get(int64_t i) {
+    int64_t n = static_cast<int64_t>(reader_->size());
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) throw nb::index_error("record index out of range");
+    Result<std::span<const std::byte>> rec = InternalError("unread");
+    {
+      nb::gil_scoped_release release;
+      rec = reader_->ReadRecord(static_cast<uint64_t>(i), &scratch_);
+    }
+    return ToBytes(ValueOrThrow(std::move(rec)));
+  }
+  nb::list Entries() const {
+    nb::list out;
+    for (const auto& e : reader_->entries()) out.append(nb::make_tuple(e.offset, e.size));
+    return out;
+  }
+
+ private:
+  std::unique_ptr<format::IndexedRecordReader> reader_;
+  std::vector<std::byte> scratch_;
+};
+
+}  // namespace
+
+void RegisterFormat(nb::module_& m) {
+  nb::class_<PyRecordReader>(m, "RecordReader",
+                             "Reads the records of one TFRecord file as bytes.\n\n"
+                             "compression: None (from the extension: .gz GZIP, .zz ZLIB), \"\", "
+                             "\"GZIP\" or \"ZLIB\".\n"
+                             "on_corruption: \"raise\" (DataLossError naming path, offset and "
+                             "record index) or \"skip\" (skipped records are counted in "
+                             "skipped_records / skipped_bytes / corruption_events).")
+      .def(nb::init<const std::filesystem::path&, const std::optional<std::string>&,
+                    const std::string&, bool, size_t, uint64_t>(),
+           "path"_a, "compression"_a = nb::none(), "on_corruption"_a = "raise", nb::kw_only(),
+           "verify_checksums"_a = true, "buffer_size"_a = size_t{1} << 20,
+           "max_record_size"_a = uint64_t{1} << 30)
+      .def("__iter__", [](nb::handle self) { return self; })
+      .def("__next__", &PyRecordReader::Next)
+      .def("read_batch", &PyRecordReader::ReadBatch, "n"_a,
+           "Up to n records (GIL released while reading); [] at the end of the file.")
+      .def("close", &PyRecordReader::Close)
+      .def("__enter__", [](nb::handle self) { return self; })
+      .def("__exit__", [](PyRecordReader& r, nb::args) { r.Close(); })
+      .def_prop_ro("closed", &PyRecordReader::closed)
+      .def_prop_ro("path", [](const PyRecordReader& r) { return r.reader().path(); })
+      .def_prop_ro("offset", [](const PyRecordReader& r) { return r.reader().offset(); },
+                   "Byte offset just past the last record read (decompressed stream offset "
+                   "for compressed files).")
+      .def_prop_ro("records_read", [](const PyRecordReader& r) { return r.reader().records_read(); })
+      .def_prop_ro("skipped_records",
+                   [](const PyRecordReader& r) { return r.reader().corruption_stats().records_skipped; })
+      .def_prop_ro("skipped_bytes",
+                   [](const PyRecordReader& r) { return r.reader().corruption_stats().bytes_skipped; })
+      .def_prop_ro("corruption_events", &PyRecordReader::CorruptionEvents,
+                   "The first 100 corrupt regions skipped: dicts with path, offset, "
+                   "record_index, bytes_skipped, reason.");
+
+  nb::class_<PyRecordWriter>(m, "RecordWriter",
+                             "Writes records to one TFRecord file, byte-identical to "
+                             "TensorFlow's writer.\n\n"
+                             "The file is written under a temporary name and appears under "
+                             "`path` only when close() succeeds; leaving a `with` block by an "
+                             "exception, or dropping the writer unclosed, discards it.\n"
+                             "index=True also writes `path + '.idx'` (DALI's `offset size` "
+                             "lines; uncompressed files only).")
+      .def(nb::init<const std::filesystem::path&, const std::optional<std::string>&, int, bool,
+                    const std::optional<std::filesystem::path>&, bool, size_t>(),
+           "path"_a, "compression"_a = nb::none(), nb::kw_only(), "compression_level"_a = -1,
+           "index"_a = false, "index_path"_a = nb::none(), "sync"_a = true,
+           "buffer_size"_a = size_t{1} << 20)
+      .def("write", &PyRecordWriter::Write, "record"_a, "Appends one record (bytes-like or str).")
+      .def("flush", &PyRecordWriter::Flush,
+           "Pushes buffered records to the OS (the file keeps its temporary name until close).")
+      .def("close", &PyRecordWriter::Close, "Finishes the file and publishes it. Idempotent.")
+      .def("abort", &PyRecordWriter::Abort, "Discards everything written.")
+      .def("__enter__", [](nb::handle self) { return self; })
+      .def("__exit__", &PyRecordWriter::Exit, "exc_type"_a.none(), "exc"_a.none(), "tb"_a.none())
+      .def_prop_ro("path", &PyRecordWriter::path)
+      .def_prop_ro("closed", &PyRecordWriter::closed)
+      .def_prop_ro("records_written", &PyRecordWriter::records_written)
+      .def_prop_ro("bytes_written", &PyRecordWriter::bytes_written);
+
+  nb::class_<PyIndexedRecordReader>(m, "IndexedRecordReader",
+                                    "Random access to the records of an uncompressed TFRecord "
+                                    "file through its index (`path + '.idx'` by default).")
+      .def(nb::init<const std::filesystem::path&, const std::optional<std::filesystem::path>&>(),
+           "path"_a, "index_path"_a = nb::none())
+      .def("__len__", &PyIndexedRecordReader::size)
+      .def("__getitem__", &PyIndexedRecordReader::Get, "i"_a)
+      .def("read", &PyIndexedRecordReader::Get, "i"_a)
+      .def_prop_ro("entries", &PyIndexedRecordReader::Entries);
+
+  m.def(
+      "count_records",
+      [](const std::filesystem::path& path, const std::optional<std::string>& compression,
+         bool verify_checksums, const std::string& on_corruption) {
+        format::RecordReaderOptions options;
+        options.compression = ToCompression(compression);
+        options.verify_checksums = verify_checksums;
+        options.on_corruption = ValueOrThrow(format::ParseCorruptionPolicy(on_corruption));
+        Result<uint64_t> count = InternalError("uncounted");
+        {
+          nb::gil_scoped_release release;
+          count = [&]() -> Result<uint64_t> {
+            RF_ASSIGN_OR_RETURN(auto reader, format::RecordReader::Open(path.string(), options));
+            std::span<const std::byte> record;
+            while (true) {
+              RF_ASSIGN_OR_RETURN(bool more, reader->ReadRecord(&record));
+              if (!more) return reader->records_read();
+            }
+          }();
+        }
+        return ValueOrThrow(std::move(count));
+      },
+      "path"_a, "compression"_a = nb::none(), nb::kw_only(), "verify_checksums"_a = true,
+      "on_corruption"_a = "raise",
+      "Counts the records of a TFRecord file in native code, checking CRCs.");
+
+  m.def(
+      "build_index",
+      [](const std::filesystem::path& path) {
+        Result<std::vector<format::IndexEntry>> entries = InternalError("unbuilt");
+        {
+          nb::gil_scoped_release release;
+          entries = format::BuildIndex(path.string());
+        }
+        nb::list out;
+        for (const auto& e : ValueOrThrow(std::move(entries))) {
+          out.append(nb::make_tuple(e.offset, e.size));
+        }
+        return out;
+      },
+      "path"_a, "[(offset, size), ...] for every record of an uncompressed TFRecord file.");
+
+  m.def(
+      "write_index",
+      [](const std::filesystem::path& path, const std::optional<std::filesystem::path>& index_path) {
+        Status s;
+        size_t n = 0;
+        {
+          nb::gil_scoped_release release;
+          auto entries = format::BuildIndex(path.string());
+          if (!entries.ok()) {
+            s = entries.status();
+          } else {
+            n = entries->size();
+            s = format::WriteIndexFile(index_path ? index_path->string() : path.string() + ".idx",
+                                       *entries);
+          }
+        }
+        ThrowIfError(s);
+        return n;
+      },
+      "path"_a, "index_path"_a = nb::none(),
+      "Writes the index file (DALI's `offset size` format); returns the record count.");
+
+  m.def(
+      "crc32c",
+      [](nb::handle data, uint32_t value) {
+        BytesArg bytes(data);
+        return format::Crc32cExtend(value, bytes.span());
+      },
+      "data"_a, "value"_a = 0, "CRC32C of data, extending `value` (a previous CRC32C).");
+  m.def("crc32c_backend", [] { return std::string(format::Crc32cBackendName()); });
+}
+
+}  // namespace recordflow::python

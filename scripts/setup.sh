@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs everything recordflow needs to build, on Debian 12 with Python 3 and pip.
+#   scripts/setup.sh          build dependencies (apt) and Python build tools (pip)
+#   scripts/setup.sh --test   also the test and benchmark peers (TensorFlow, pytest, NumPy)
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+
+with_test=0
+[[ "${1:-}" == "--test" ]] && with_test=1
+
+apt_packages=(g++ make zlib1g-dev libisal-dev libcli11-dev libgtest-dev libgmock-dev
+              libbenchmark-dev)
+if [[ $with_test == 1 ]]; then
+  apt_packages+=(clang libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes
+fi
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+pip_packages=("scikit-build-core>=0.10" "nanobind>=2.0" "cmake>=3.22" "ninja")
+if [[ $with_test == 1 ]]; then
+  pip_packages+=("pytest>=7" "numpy" "tensorflow-cpu==2.21.0")
+fi
+need_pip=0
+for spec in "${pip_packages[@]}"; do
+  name=${spec%%[<>=]*}
+  $PY -m pip show -q "$name" >/dev/null 2>&1 || need_pip=1
+done
+if [[ $need_pip == 1 ]]; then
+  echo "setup: installing Python packages: ${pip_packages[*]}"
+  $PY -m pip install -q --disable-pip-version-check "${pip_packages[@]}"
+fi

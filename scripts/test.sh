@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs every recordflow test on a fresh machine: installs what is needed, builds the C++
+# library, CLI and tests, runs them (also under ASan+UBSan), replays and briefly runs the fuzz
+# target, installs the Python package and runs pytest (including the TensorFlow
+# compatibility tests, which run TensorFlow itself).
+#
+# Environment: RF_FUZZ_SECONDS (default 20) bounds the libFuzzer run; RF_SKIP_SANITIZERS=1
+# skips the sanitizer build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PY=${PYTHON:-python3}
+JOBS=$(nproc)
+
+bash scripts/setup.sh --test
+
+echo "== C++: build and unit tests (Release) =="
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DRF_BUILD_BENCH=ON >/dev/null
+cmake --build build/release -j "$JOBS"
+(cd build/release && ctest --output-on-failure -j "$JOBS")
+
+if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
+  echo "== C++: unit tests under AddressSanitizer + UndefinedBehaviorSanitizer =="
+  cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRF_SANITIZE=address,undefined \
+        -DRF_BUILD_CLI=OFF >/dev/null
+  cmake --build build/asan -j "$JOBS"
+  (cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS")
+
+  echo "== Fuzz: record_reader_fuzzer for ${RF_FUZZ_SECONDS:-20}s (libFuzzer, clang) =="
+  cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRF_BUILD_FUZZERS=ON \
+        -DRF_BUILD_TESTS=OFF -DRF_BUILD_CLI=OFF -DRF_SANITIZE=address,undefined >/dev/null
+  cmake --build build/fuzz -j "$JOBS" --target record_reader_fuzzer
+  fuzz_work=$(mktemp -d)
+  mkdir "$fuzz_work/corpus"
+  cp fuzz/corpus/record_reader/* "$fuzz_work/corpus/"
+  if ! ./build/fuzz/record_reader_fuzzer -max_total_time="${RF_FUZZ_SECONDS:-20}" \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$fuzz_work/" \
+        "$fuzz_work/corpus" >"$fuzz_work/log" 2>&1; then
+    tail -n 60 "$fuzz_work/log"
+    echo "fuzzer found a failing input (kept in $fuzz_work): add it to fuzz/corpus as a regression"
+    exit 1
+  fi
+  grep -E "stat::number_of_executed_units|Done " "$fuzz_work/log"
+  rm -rf "$fuzz_work"
+fi
+
+echo "== Python: install the package and run pytest =="
+$PY -m pip install -q --disable-pip-version-check --no-build-isolation "$ROOT"
+cd "$ROOT/python/tests"
+$PY -m pytest -q -p no:cacheprovider "$ROOT/python/tests"
