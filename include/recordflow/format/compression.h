@@ -58,9 +58,18 @@ class OutputStream {
   virtual void Abort() = 0;
 };
 
+// Which DEFLATE decoder reads GZIP/ZLIB streams. Both give identical bytes and errors of the
+// same codes; ISA-L's igzip is several times faster where it is compiled in.
+enum class Inflater { kAuto, kZlib, kIsal };
+
+// True when this binary was built with ISA-L's igzip inflater.
+bool IsalInflaterAvailable();
+
 struct InputStreamOptions {
   // Size of each read from the file (compressed bytes, for GZIP/ZLIB).
   size_t read_size = 1 << 20;
+  // kAuto: ISA-L when available, else zlib. kIsal without ISA-L is kUnimplemented.
+  Inflater inflater = Inflater::kAuto;
 };
 
 // Opens `path` for sequential reading, decompressing as `compression` says.
@@ -71,7 +80,8 @@ Result<std::unique_ptr<InputStream>> OpenInputStream(const std::string& path,
 // Wraps an in-memory buffer (tests, fuzzers). `data` must outlive the stream.
 std::unique_ptr<InputStream> NewMemoryInputStream(std::span<const std::byte> data,
                                                   Compression compression,
-                                                  std::string name = "<memory>");
+                                                  std::string name = "<memory>",
+                                                  Inflater inflater = Inflater::kAuto);
 
 struct OutputStreamOptions {
   // zlib level: -1 is zlib's default (6), 0 stores, 9 is smallest.

@@ -58,6 +58,8 @@ struct RecordReaderOptions {
   CorruptionReporter* reporter = nullptr;
   // Size of each read from the file. Records larger than this grow the buffer.
   size_t buffer_size = 1 << 20;
+  // DEFLATE decoder for GZIP/ZLIB files (see Inflater).
+  Inflater inflater = Inflater::kAuto;
   // Safety limit: a length field above this is kResourceExhausted, never allocated.
   uint64_t max_record_size = uint64_t{1} << 30;
 };
@@ -68,10 +70,11 @@ struct RecordReaderOptions {
 // returns each payload as a view into its buffer, without copying.
 //
 // Errors: kDataLoss for a bad CRC, a truncated record, or a length larger than what is left of
-// the file; the message names the path, byte offset and record index, with a hint when offset 0
-// is bad. Under CorruptionPolicy::kSkip those are skipped and counted instead: a bad payload
-// CRC skips one record; a bad length CRC resynchronises at the next offset whose 12 header
-// bytes carry a valid CRC; a truncated tail is dropped. Once an error is returned, every later
+// the file, or a damaged or truncated GZIP/ZLIB stream; the message names the path, byte offset
+// and record index, with a hint when offset 0 is bad. Under CorruptionPolicy::kSkip those are
+// skipped and counted instead: a bad payload CRC skips one record; a bad length CRC
+// resynchronises at the next offset whose 12 header bytes carry a valid CRC; a truncated tail,
+// or everything after damage in a compressed stream, is dropped. Once an error is returned, every later
 // call returns it again.
 //
 // Thread safety: thread-compatible (use one reader per thread).
@@ -108,6 +111,7 @@ class RecordReader {
   Result<size_t> Fill(size_t n);
   Status Corruption(uint64_t offset, uint64_t bytes, std::string reason);
   Result<bool> Resynchronize(uint64_t bad_offset);
+  Result<bool> StreamFailure(uint64_t offset, const Status& status);
   std::string Where(uint64_t offset) const;
 
   std::unique_ptr<InputStream> stream_;

@@ -2,6 +2,10 @@
 
 #include <zlib.h>
 
+#if defined(RF_HAVE_ISAL)
+#include <isa-l/igzip_lib.h>
+#endif
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -55,6 +59,20 @@ class MemoryInputStream final : public InputStream {
   size_t offset_ = 0;
 };
 
+Status CorruptStreamError(Compression c, const std::string& name, uint64_t at,
+                          const std::string& why) {
+  std::string kind(CompressionName(c));
+  return DataLossError(kind + " data corrupt in '" + name + "' near compressed byte offset " +
+                       std::to_string(at) + ": " + why +
+                       (at < 16 ? " (is this file really " + kind + "-compressed?)" : ""));
+}
+
+Status TruncatedStreamError(Compression c, const std::string& name, uint64_t compressed) {
+  return DataLossError(std::string(CompressionName(c)) + " stream in '" + name +
+                       "' ends early after " + std::to_string(compressed) +
+                       " compressed bytes (truncated file?)");
+}
+
 int WindowBits(Compression c) { return c == Compression::kGzip ? MAX_WBITS + 16 : MAX_WBITS; }
 
 // Inflates a GZIP or ZLIB stream (several concatenated GZIP members are read as one).
@@ -96,27 +114,20 @@ class ZlibInputStream final : public InputStream {
         inflateReset(&z_);
         stream_end_ = false;
       }
-      if (z_.avail_in == 0 && source_eof_) {
-        if (want - z_.avail_out > 0) break;
-        if (compressed_read_ == 0) return size_t{0};  // a zero-byte file holds no records
-        error_ = DataLossError(std::string(CompressionName(compression_)) + " stream in '" +
-                               name() + "' ends early after " + std::to_string(compressed_read_) +
-                               " compressed bytes (truncated file?)");
-        return error_;
-      }
+      const uInt in_before = z_.avail_in;
+      const uInt out_before = z_.avail_out;
       int rc = inflate(&z_, Z_NO_FLUSH);
       if (rc == Z_STREAM_END) {
         stream_end_ = true;
       } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-        uint64_t at = compressed_read_ - z_.avail_in;
-        error_ = DataLossError(std::string(CompressionName(compression_)) +
-                               " data corrupt in '" + name() + "' near compressed byte offset " +
-                               std::to_string(at) + ": " + (z_.msg ? z_.msg : "inflate error") +
-                               (at < 16 ? " (is this file really " +
-                                              std::string(CompressionName(compression_)) +
-                                              "-compressed?)"
-                                        : ""));
-        return error_;
+        return Corrupt(z_.msg ? z_.msg : "inflate error");
+      } else if (z_.avail_in == in_before && z_.avail_out == out_before) {
+        // No progress: zlib needs more input. At the end of the file that is truncation.
+        if (in_before > 0) return InternalError("zlib made no progress in '" + name() + "'");
+        if (!source_eof_) continue;
+        if (want - z_.avail_out > 0) break;
+        if (compressed_read_ == 0) return size_t{0};  // a zero-byte file holds no records
+        return Truncated();
       }
     }
     return want - z_.avail_out;
@@ -124,6 +135,15 @@ class ZlibInputStream final : public InputStream {
   const std::string& name() const override { return source_->name(); }
 
  private:
+  Status Corrupt(const std::string& why) {
+    error_ = CorruptStreamError(compression_, name(), compressed_read_ - z_.avail_in, why);
+    return error_;
+  }
+  Status Truncated() {
+    error_ = TruncatedStreamError(compression_, name(), compressed_read_);
+    return error_;
+  }
+
   std::unique_ptr<InputStream> source_;
   Compression compression_;
   std::vector<std::byte> in_;
@@ -134,6 +154,122 @@ class ZlibInputStream final : public InputStream {
   uint64_t compressed_read_ = 0;
   Status error_;
 };
+
+#if defined(RF_HAVE_ISAL)
+// Inflates a GZIP or ZLIB stream with ISA-L's igzip; same contract as ZlibInputStream.
+class IsalInputStream final : public InputStream {
+ public:
+  IsalInputStream(std::unique_ptr<InputStream> source, Compression compression, size_t read_size)
+      : source_(std::move(source)),
+        compression_(compression),
+        in_(std::max<size_t>(read_size, 4096)),
+        state_(std::make_unique<inflate_state>()) {
+    Reset();
+  }
+
+  Result<size_t> Read(std::span<std::byte> dst) override {
+    if (!error_.ok()) return error_;
+    inflate_state& st = *state_;
+    size_t want = std::min<size_t>(dst.size(), 1u << 30);
+    st.next_out = reinterpret_cast<uint8_t*>(dst.data());
+    st.avail_out = static_cast<uint32_t>(want);
+    while (st.avail_out > 0) {
+      if (st.avail_in == 0 && !source_eof_) {
+        RF_ASSIGN_OR_RETURN(size_t n, source_->Read(in_));
+        if (n == 0) {
+          source_eof_ = true;
+        } else {
+          st.next_in = reinterpret_cast<uint8_t*>(in_.data());
+          st.avail_in = static_cast<uint32_t>(n);
+          compressed_read_ += n;
+        }
+      }
+      if (st.block_state == ISAL_BLOCK_FINISH) {
+        if (st.avail_in == 0) {
+          if (source_eof_) break;
+          continue;
+        }
+        Reset();  // another GZIP member follows
+      }
+      const uint32_t in_before = st.avail_in;
+      const uint32_t out_before = st.avail_out;
+      int rc = isal_inflate(&st);
+      if (rc < 0) {
+        error_ = CorruptStreamError(compression_, name(), compressed_read_ - st.avail_in,
+                                    IsalError(rc));
+        return error_;
+      }
+      if (st.block_state != ISAL_BLOCK_FINISH && st.avail_in == in_before &&
+          st.avail_out == out_before) {
+        if (in_before > 0) {
+          error_ = InternalError("igzip made no progress in '" + name() + "'");
+          return error_;
+        }
+        if (!source_eof_) continue;
+        if (want - st.avail_out > 0) break;
+        if (compressed_read_ == 0) return size_t{0};
+        error_ = TruncatedStreamError(compression_, name(), compressed_read_);
+        return error_;
+      }
+    }
+    return want - st.avail_out;
+  }
+  const std::string& name() const override { return source_->name(); }
+
+ private:
+  void Reset() {
+    // Keeps the caller's input and output positions across the reset.
+    inflate_state& st = *state_;
+    uint8_t* next_in = st.next_in;
+    uint32_t avail_in = st.avail_in;
+    uint8_t* next_out = st.next_out;
+    uint32_t avail_out = st.avail_out;
+    std::memset(&st, 0, sizeof(inflate_state));
+    isal_inflate_init(&st);
+    st.crc_flag = compression_ == Compression::kGzip ? ISAL_GZIP : ISAL_ZLIB;
+    st.next_in = next_in;
+    st.avail_in = avail_in;
+    st.next_out = next_out;
+    st.avail_out = avail_out;
+  }
+  static std::string IsalError(int rc) {
+    switch (rc) {
+      case ISAL_INVALID_BLOCK: return "invalid deflate block";
+      case ISAL_INVALID_SYMBOL: return "invalid deflate symbol";
+      case ISAL_INVALID_LOOKBACK: return "invalid lookback distance";
+      case ISAL_INVALID_WRAPPER: return "invalid gzip/zlib header";
+      case ISAL_UNSUPPORTED_METHOD: return "unsupported compression method";
+      case ISAL_INCORRECT_CHECKSUM: return "checksum mismatch";
+      default: return "igzip error " + std::to_string(rc);
+    }
+  }
+
+  std::unique_ptr<InputStream> source_;
+  Compression compression_;
+  std::vector<std::byte> in_;
+  std::unique_ptr<inflate_state> state_;
+  bool source_eof_ = false;
+  uint64_t compressed_read_ = 0;
+  Status error_;
+};
+#endif
+
+Result<std::unique_ptr<InputStream>> NewInflater(std::unique_ptr<InputStream> raw,
+                                                 Compression compression, size_t read_size,
+                                                 Inflater inflater) {
+#if defined(RF_HAVE_ISAL)
+  if (inflater != Inflater::kZlib) {
+    return std::unique_ptr<InputStream>(
+        std::make_unique<IsalInputStream>(std::move(raw), compression, read_size));
+  }
+#else
+  if (inflater == Inflater::kIsal) {
+    return UnimplementedError("this build of recordflow has no ISA-L inflater");
+  }
+#endif
+  return std::unique_ptr<InputStream>(
+      std::make_unique<ZlibInputStream>(std::move(raw), compression, read_size));
+}
 
 class RawOutputStream final : public OutputStream {
  public:
@@ -153,7 +289,8 @@ class ZlibOutputStream final : public OutputStream {
                    int level)
       : file_(std::move(file)), out_(256 * 1024) {
     std::memset(&z_, 0, sizeof(z_));
-    init_rc_ = deflateInit2(&z_, level, Z_DEFLATED, WindowBits(compression), 8,
+    // memLevel 9, as TensorFlow's ZlibCompressionOptions: same bytes as TF's writer.
+    init_rc_ = deflateInit2(&z_, level, Z_DEFLATED, WindowBits(compression), 9,
                             Z_DEFAULT_STRATEGY);
   }
   ~ZlibOutputStream() override {
@@ -237,15 +374,24 @@ Result<std::unique_ptr<InputStream>> OpenInputStream(const std::string& path,
   RF_ASSIGN_OR_RETURN(auto file, io::RandomAccessFile::Open(path));
   std::unique_ptr<InputStream> raw = std::make_unique<FileInputStream>(std::move(file));
   if (compression == Compression::kNone) return raw;
-  return std::unique_ptr<InputStream>(
-      std::make_unique<ZlibInputStream>(std::move(raw), compression, options.read_size));
+  return NewInflater(std::move(raw), compression, options.read_size, options.inflater);
 }
 
 std::unique_ptr<InputStream> NewMemoryInputStream(std::span<const std::byte> data,
-                                                  Compression compression, std::string name) {
+                                                  Compression compression, std::string name,
+                                                  Inflater inflater) {
   std::unique_ptr<InputStream> raw = std::make_unique<MemoryInputStream>(data, std::move(name));
   if (compression == Compression::kNone) return raw;
-  return std::make_unique<ZlibInputStream>(std::move(raw), compression, 64 * 1024);
+  if (inflater == Inflater::kIsal && !IsalInflaterAvailable()) inflater = Inflater::kZlib;
+  return NewInflater(std::move(raw), compression, 64 * 1024, inflater).value();
+}
+
+bool IsalInflaterAvailable() {
+#if defined(RF_HAVE_ISAL)
+  return true;
+#else
+  return false;
+#endif
 }
 
 Result<std::unique_ptr<OutputStream>> CreateOutputStream(const std::string& path,

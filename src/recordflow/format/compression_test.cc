@@ -46,7 +46,19 @@ std::string ReadAll(InputStream& in, size_t chunk) {
   return out;
 }
 
-class RoundTripTest : public ::testing::TestWithParam<Compression> {};
+struct StreamCase {
+  Compression compression;
+  Inflater inflater;
+};
+
+class RoundTripTest : public ::testing::TestWithParam<StreamCase> {
+ protected:
+  void SetUp() override {
+    if (GetParam().inflater == Inflater::kIsal && !IsalInflaterAvailable()) {
+      GTEST_SKIP() << "built without ISA-L";
+    }
+  }
+};
 
 TEST_P(RoundTripTest, WriteThenReadInVariousChunkSizes) {
   std::string dir = MakeTempDir();
@@ -55,7 +67,7 @@ TEST_P(RoundTripTest, WriteThenReadInVariousChunkSizes) {
   std::string data(300000, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(rng() % 16);  // compressible
   {
-    auto out = CreateOutputStream(path, GetParam());
+    auto out = CreateOutputStream(path, GetParam().compression);
     ASSERT_TRUE(out.ok());
     ASSERT_TRUE((*out)->Write(Bytes(data.substr(0, 1000))).ok());
     ASSERT_TRUE((*out)->Flush().ok());
@@ -65,15 +77,28 @@ TEST_P(RoundTripTest, WriteThenReadInVariousChunkSizes) {
   for (size_t chunk : {1, 7, 4096, 1 << 20}) {
     InputStreamOptions opts;
     opts.read_size = 5000;
-    auto in = OpenInputStream(path, GetParam(), opts);
+    opts.inflater = GetParam().inflater;
+    auto in = OpenInputStream(path, GetParam().compression, opts);
     ASSERT_TRUE(in.ok());
     EXPECT_EQ(ReadAll(**in, chunk), data) << "chunk " << chunk;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, RoundTripTest,
-                         ::testing::Values(Compression::kNone, Compression::kGzip,
-                                           Compression::kZlib));
+INSTANTIATE_TEST_SUITE_P(
+    All, RoundTripTest,
+    ::testing::Values(StreamCase{Compression::kNone, Inflater::kAuto},
+                      StreamCase{Compression::kGzip, Inflater::kZlib},
+                      StreamCase{Compression::kGzip, Inflater::kIsal},
+                      StreamCase{Compression::kZlib, Inflater::kZlib},
+                      StreamCase{Compression::kZlib, Inflater::kIsal}));
+
+// Every inflater passes the same tests (one contract, many implementations).
+class InflaterTest : public ::testing::TestWithParam<Inflater> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Inflater::kIsal && !IsalInflaterAvailable()) GTEST_SKIP();
+  }
+};
 
 std::string GzipWithZlib(const std::string& data) {
   z_stream z{};
@@ -89,18 +114,18 @@ std::string GzipWithZlib(const std::string& data) {
   return out;
 }
 
-TEST(GzipInputTest, ConcatenatedMembersReadAsOne) {
+TEST_P(InflaterTest, ConcatenatedMembersReadAsOne) {
   std::string a = GzipWithZlib("first member;");
   std::string b = GzipWithZlib("second member");
   std::string both = a + b;
-  auto in = NewMemoryInputStream(Bytes(both), Compression::kGzip);
+  auto in = NewMemoryInputStream(Bytes(both), Compression::kGzip, "<memory>", GetParam());
   EXPECT_EQ(ReadAll(*in, 3), "first member;second member");
 }
 
-TEST(GzipInputTest, TruncatedStreamIsDataLoss) {
+TEST_P(InflaterTest, TruncatedStreamIsDataLoss) {
   std::string gz = GzipWithZlib(std::string(10000, 'q'));
   std::string cut = gz.substr(0, gz.size() - 6);
-  auto in = NewMemoryInputStream(Bytes(cut), Compression::kGzip, "cut.gz");
+  auto in = NewMemoryInputStream(Bytes(cut), Compression::kGzip, "cut.gz", GetParam());
   std::vector<std::byte> buf(1 << 16);
   Status status;
   while (true) {
@@ -115,9 +140,9 @@ TEST(GzipInputTest, TruncatedStreamIsDataLoss) {
   EXPECT_NE(status.message().find("cut.gz"), std::string::npos);
 }
 
-TEST(GzipInputTest, GarbageIsDataLossWithHint) {
+TEST_P(InflaterTest, GarbageIsDataLossWithHint) {
   std::string junk = "this is not gzip data at all";
-  auto in = NewMemoryInputStream(Bytes(junk), Compression::kGzip, "junk.gz");
+  auto in = NewMemoryInputStream(Bytes(junk), Compression::kGzip, "junk.gz", GetParam());
   std::vector<std::byte> buf(100);
   auto n = in->Read(buf);
   ASSERT_FALSE(n.ok());
@@ -125,10 +150,46 @@ TEST(GzipInputTest, GarbageIsDataLossWithHint) {
   EXPECT_NE(n.status().message().find("really GZIP"), std::string::npos);
 }
 
-TEST(GzipInputTest, ZeroByteFileIsEmpty) {
+TEST_P(InflaterTest, ZeroByteFileIsEmpty) {
   std::string empty;
-  auto in = NewMemoryInputStream(Bytes(empty), Compression::kGzip);
+  auto in = NewMemoryInputStream(Bytes(empty), Compression::kGzip, "<memory>", GetParam());
   EXPECT_EQ(ReadAll(*in, 10), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(All, InflaterTest, ::testing::Values(Inflater::kZlib, Inflater::kIsal),
+                         [](const auto& info) {
+                           return info.param == Inflater::kZlib ? std::string("zlib")
+                                                                : std::string("isal");
+                         });
+
+TEST_P(InflaterTest, ZlibFormatAndCorruptTrailer) {
+  std::string data(50000, 'r');
+  for (size_t i = 0; i < data.size(); i += 7) data[i] = static_cast<char>(i);
+  z_stream z{};
+  deflateInit2(&z, 6, Z_DEFLATED, MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+  std::string zz(deflateBound(&z, data.size()) + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(data.data());
+  z.avail_in = data.size();
+  z.next_out = reinterpret_cast<Bytef*>(zz.data());
+  z.avail_out = zz.size();
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  zz.resize(z.total_out);
+  deflateEnd(&z);
+  auto in = NewMemoryInputStream(Bytes(zz), Compression::kZlib, "ok.zz", GetParam());
+  EXPECT_EQ(ReadAll(*in, 999), data);
+  zz[zz.size() - 2] ^= 1;  // adler32 trailer
+  auto bad = NewMemoryInputStream(Bytes(zz), Compression::kZlib, "bad.zz", GetParam());
+  std::vector<std::byte> buf(1 << 20);
+  Status status;
+  for (int i = 0; i < 10 && status.ok(); ++i) {
+    auto n = bad->Read(buf);
+    if (!n.ok()) {
+      status = n.status();
+    } else if (*n == 0) {
+      break;
+    }
+  }
+  EXPECT_EQ(status.code(), StatusCode::kDataLoss) << status.ToString();
 }
 
 TEST(OutputStreamTest, BadLevelRejected) {

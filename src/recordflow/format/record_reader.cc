@@ -41,7 +41,8 @@ Result<std::unique_ptr<RecordReader>> RecordReader::Open(const std::string& path
                                                          RecordReaderOptions options) {
   Compression compression = options.compression.value_or(CompressionFromPath(path));
   InputStreamOptions stream_options;
-  stream_options.read_size = compression == Compression::kNone ? 0 : 256 * 1024;
+  stream_options.read_size = 256 * 1024;
+  stream_options.inflater = options.inflater;
   RF_ASSIGN_OR_RETURN(auto stream, OpenInputStream(path, compression, stream_options));
   return std::unique_ptr<RecordReader>(
       new RecordReader(std::move(stream), options, compression != Compression::kNone));
@@ -115,13 +116,36 @@ Status RecordReader::Corruption(uint64_t offset, uint64_t bytes, std::string rea
   return error_;
 }
 
+// A failure of the byte stream itself (I/O error, or a damaged / truncated compressed stream)
+// while reading the record that starts at `offset`.
+Result<bool> RecordReader::StreamFailure(uint64_t offset, const Status& status) {
+  if (status.code() != StatusCode::kDataLoss) {
+    error_ = status;
+    return error_;
+  }
+  if (options_.on_corruption == CorruptionPolicy::kSkip) {
+    // A deflate stream cannot be resynchronised: drop the rest of the file, counted.
+    RF_RETURN_IF_ERROR(
+        Corruption(offset, end_ - pos_, status.message() + "; the rest of the file is skipped"));
+    pos_ = end_;
+    eof_ = true;
+    return false;
+  }
+  error_ = DataLossError(status.message() + ", inside the record at byte offset " +
+                         std::to_string(offset) +
+                         (compressed_ ? " of the decompressed stream" : "") + " (record index " +
+                         std::to_string(record_index_) + ")");
+  return error_;
+}
+
 // After a bad length CRC nothing after `bad_offset` can be trusted, so look for the next
 // position whose 12 bytes form a header with a valid CRC and a plausible length.
 Result<bool> RecordReader::Resynchronize(uint64_t bad_offset) {
   pos_ += 1;
   while (true) {
-    RF_ASSIGN_OR_RETURN(size_t avail, Fill(kHeaderSize));
-    if (avail < kHeaderSize) {
+    Result<size_t> filled = Fill(kHeaderSize);
+    if (!filled.ok()) return StreamFailure(bad_offset, filled.status());
+    if (*filled < kHeaderSize) {
       pos_ = end_;
       return false;
     }
@@ -133,7 +157,6 @@ Result<bool> RecordReader::Resynchronize(uint64_t bad_offset) {
       }
     }
     pos_ = end_ - (kHeaderSize - 1);
-    (void)bad_offset;
   }
 }
 
@@ -141,7 +164,9 @@ Result<bool> RecordReader::ReadRecord(std::span<const std::byte>* record) {
   if (!error_.ok()) return error_;
   while (true) {
     const uint64_t offset = buffer_offset_ + pos_;
-    RF_ASSIGN_OR_RETURN(size_t avail, Fill(kHeaderSize));
+    Result<size_t> filled = Fill(kHeaderSize);
+    if (!filled.ok()) return StreamFailure(offset, filled.status());
+    size_t avail = *filled;
     if (avail == 0) return false;
     if (avail < kHeaderSize) {
       RF_RETURN_IF_ERROR(Corruption(offset, avail,
@@ -186,7 +211,9 @@ Result<bool> RecordReader::ReadRecord(std::span<const std::byte>* record) {
       eof_ = true;
       return false;
     }
-    RF_ASSIGN_OR_RETURN(avail, Fill(framed));
+    filled = Fill(framed);
+    if (!filled.ok()) return StreamFailure(offset, filled.status());
+    avail = *filled;
     if (avail < framed) {
       RF_RETURN_IF_ERROR(Corruption(offset, avail,
                                     "truncated record: it claims " + std::to_string(length) +

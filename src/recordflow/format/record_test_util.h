@@ -53,7 +53,7 @@ struct ReadAllResult {
 inline ReadAllResult ReadAllFromMemory(const std::string& data, RecordReaderOptions options = {},
                                        Compression compression = Compression::kNone) {
   auto reader = RecordReader::FromStream(
-      NewMemoryInputStream(Bytes(data), compression, "mem.tfrecord"), options,
+      NewMemoryInputStream(Bytes(data), compression, "mem.tfrecord", options.inflater), options,
       compression != Compression::kNone);
   ReadAllResult out;
   std::span<const std::byte> record;
