@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.buffer_size = (mode & 16) ? 4096 : 1 << 16;
   options.max_record_size = 1 << 24;
   auto reader = RecordReader::FromStream(NewMemoryInputStream(file, compression), options,
-                                         compression != Compression::kNone);
+                                         compression);
   std::span<const std::byte> record;
   uint64_t total = 0;
   for (int i = 0; i < 100000; ++i) {

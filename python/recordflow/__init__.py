@@ -9,6 +9,7 @@ Reading and writing::
         ...
 """
 
+from recordflow._core import __version__
 from recordflow._core import (
     IndexedRecordReader,
     RecordReader,
@@ -35,8 +36,6 @@ from recordflow.errors import (
     SchemaError,
     UnimplementedError,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "IndexedRecordReader",

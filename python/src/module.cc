@@ -3,8 +3,10 @@
 #include <nanobind/nanobind.h>
 
 #include "errors.h"
+#include "recordflow/version.h"
 
 NB_MODULE(_core, m) {
   m.doc() = "recordflow native core";
+  m.attr("__version__") = recordflow::kVersion;
   recordflow::python::RegisterFormat(m);
 }

@@ -47,6 +47,8 @@ struct CorruptionStats {
   static constexpr size_t kMaxEvents = 100;
 };
 
+inline constexpr uint64_t kMaxRecordSizeLimit = uint64_t{1} << 48;
+
 struct RecordReaderOptions {
   // nullopt: from the file name (".gz" -> GZIP, ".zz" -> ZLIB, else none).
   std::optional<Compression> compression;
@@ -60,7 +62,8 @@ struct RecordReaderOptions {
   size_t buffer_size = 1 << 20;
   // DEFLATE decoder for GZIP/ZLIB files (see Inflater).
   Inflater inflater = Inflater::kAuto;
-  // Safety limit: a length field above this is kResourceExhausted, never allocated.
+  // Safety limit: a length field above this is kResourceExhausted, never allocated. Values
+  // above kMaxRecordSizeLimit (2^48) are lowered to it.
   uint64_t max_record_size = uint64_t{1} << 30;
 };
 
@@ -87,7 +90,7 @@ class RecordReader {
   // Reads from an already opened stream (memory, tests, fuzzers).
   static std::unique_ptr<RecordReader> FromStream(std::unique_ptr<InputStream> stream,
                                                   RecordReaderOptions options = {},
-                                                  bool compressed = false);
+                                                  Compression compression = Compression::kNone);
   ~RecordReader();
   RecordReader(const RecordReader&) = delete;
   RecordReader& operator=(const RecordReader&) = delete;
@@ -105,9 +108,12 @@ class RecordReader {
   const CorruptionStats& corruption_stats() const { return stats_; }
   const std::string& path() const;
   bool compressed() const { return compressed_; }
+  // The compression in use (explicit, or chosen from the file name).
+  Compression compression() const { return compression_; }
 
  private:
-  RecordReader(std::unique_ptr<InputStream> stream, RecordReaderOptions options, bool compressed);
+  RecordReader(std::unique_ptr<InputStream> stream, RecordReaderOptions options,
+               Compression compression);
   Result<size_t> Fill(size_t n);
   Status Corruption(uint64_t offset, uint64_t bytes, std::string reason);
   Result<bool> Resynchronize(uint64_t bad_offset);
@@ -116,6 +122,7 @@ class RecordReader {
 
   std::unique_ptr<InputStream> stream_;
   RecordReaderOptions options_;
+  Compression compression_;
   bool compressed_;
   std::vector<std::byte> buffer_;
   size_t pos_ = 0;               // next unread byte in buffer_

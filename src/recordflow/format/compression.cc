@@ -350,7 +350,7 @@ Result<Compression> ParseCompression(std::string_view name) {
   if (upper == "GZIP") return Compression::kGzip;
   if (upper == "ZLIB") return Compression::kZlib;
   return InvalidArgumentError("unknown compression '" + std::string(name) +
-                              "': expected \"\", \"GZIP\" or \"ZLIB\"");
+                              "': expected \"\" or \"NONE\", \"GZIP\" or \"ZLIB\"");
 }
 
 std::string_view CompressionName(Compression compression) {

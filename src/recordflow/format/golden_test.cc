@@ -383,7 +383,7 @@ TEST(GoldenRead, TruncatedGoldenGzipIsDataLoss) {
       SCOPED_TRACE(std::string(name) + " cut " + std::to_string(cut));
       std::string data = compressed.substr(0, compressed.size() - cut);
       auto reader = RecordReader::FromStream(
-          NewMemoryInputStream(AsBytes(data), g.compression, name), {}, /*compressed=*/true);
+          NewMemoryInputStream(AsBytes(data), g.compression, name), {}, g.compression);
       std::span<const std::byte> record;
       Status error;
       uint64_t n = 0;

@@ -119,6 +119,34 @@ TEST(CorruptionTest, LengthPastEndOfFileIsNeverAllocated) {
   EXPECT_TRUE(Contains(result.status.message(), "truncated record"));
 }
 
+TEST(CorruptionTest, LengthNearTwoToThe64CannotOverflow) {
+  // length + 16 would wrap around to a small number; it must still be a truncation.
+  for (uint64_t length : {~uint64_t{0}, ~uint64_t{0} - 8, ~uint64_t{0} - 15}) {
+    std::string data(kHeaderSize, '\0');
+    EncodeHeader(reinterpret_cast<std::byte*>(data.data()), length);
+    data += std::string(64, 'x');
+    RecordReaderOptions o;
+    o.max_record_size = ~uint64_t{0};
+    auto result = ReadAllFromMemory(data, o);
+    EXPECT_EQ(result.status.code(), StatusCode::kDataLoss) << length;
+    auto skipped = ReadAllFromMemory(data, Skip());
+    EXPECT_TRUE(skipped.status.ok());
+    EXPECT_EQ(skipped.stats.bytes_skipped, data.size());
+  }
+}
+
+TEST(CorruptionTest, ImpossibleLengthInPlainFileIsTruncationNotLimit) {
+  std::string data = Frame({"ok"});
+  std::string header(kHeaderSize, '\0');
+  EncodeHeader(reinterpret_cast<std::byte*>(header.data()), uint64_t{1} << 40);
+  data += header + "abc";
+  auto result = ReadAllFromMemory(data);
+  EXPECT_EQ(result.status.code(), StatusCode::kDataLoss) << result.status.ToString();
+  auto skipped = ReadAllFromMemory(data, Skip());
+  ASSERT_TRUE(skipped.status.ok());
+  EXPECT_EQ(skipped.records, std::vector<std::string>{"ok"});
+}
+
 TEST(CorruptionTest, LengthOverLimitIsResourceExhausted) {
   std::string data = Frame({std::string(2000, 'z')});
   RecordReaderOptions o;

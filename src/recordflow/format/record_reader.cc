@@ -29,9 +29,13 @@ Result<CorruptionPolicy> ParseCorruptionPolicy(std::string_view name) {
 }
 
 RecordReader::RecordReader(std::unique_ptr<InputStream> stream, RecordReaderOptions options,
-                           bool compressed)
-    : stream_(std::move(stream)), options_(options), compressed_(compressed) {
+                           Compression compression)
+    : stream_(std::move(stream)),
+      options_(options),
+      compression_(compression),
+      compressed_(compression != Compression::kNone) {
   options_.buffer_size = std::max<size_t>(options_.buffer_size, 4096);
+  options_.max_record_size = std::min<uint64_t>(options_.max_record_size, kMaxRecordSizeLimit);
   buffer_.resize(options_.buffer_size);
 }
 
@@ -45,13 +49,13 @@ Result<std::unique_ptr<RecordReader>> RecordReader::Open(const std::string& path
   stream_options.inflater = options.inflater;
   RF_ASSIGN_OR_RETURN(auto stream, OpenInputStream(path, compression, stream_options));
   return std::unique_ptr<RecordReader>(
-      new RecordReader(std::move(stream), options, compression != Compression::kNone));
+      new RecordReader(std::move(stream), options, compression));
 }
 
 std::unique_ptr<RecordReader> RecordReader::FromStream(std::unique_ptr<InputStream> stream,
                                                        RecordReaderOptions options,
-                                                       bool compressed) {
-  return std::unique_ptr<RecordReader>(new RecordReader(std::move(stream), options, compressed));
+                                                       Compression compression) {
+  return std::unique_ptr<RecordReader>(new RecordReader(std::move(stream), options, compression));
 }
 
 const std::string& RecordReader::path() const { return stream_->name(); }
@@ -191,18 +195,11 @@ Result<bool> RecordReader::ReadRecord(std::span<const std::byte>* record) {
       if (!found) return false;
       continue;
     }
-    if (length > options_.max_record_size) {
-      error_ = ResourceExhaustedError("record in " + Where(offset) + " claims " +
-                                      std::to_string(length) +
-                                      " bytes, over the max_record_size limit of " +
-                                      std::to_string(options_.max_record_size));
-      return error_;
-    }
-    const uint64_t framed = length + kFramingOverhead;
-    // For plain files the length is checked against the file before anything is allocated.
+    // For plain files the length is checked against the file before anything is allocated
+    // (written so that no addition can overflow, whatever the length field says).
     std::optional<uint64_t> left = stream_->remaining();
     const uint64_t have = left ? *left + (end_ - pos_) : 0;
-    if (left && framed > have) {
+    if (left && (length > have || have - length < kFramingOverhead)) {
       RF_RETURN_IF_ERROR(Corruption(offset, have,
                                     "truncated record: it claims " + std::to_string(length) +
                                         " payload bytes but only " + std::to_string(have) +
@@ -211,6 +208,14 @@ Result<bool> RecordReader::ReadRecord(std::span<const std::byte>* record) {
       eof_ = true;
       return false;
     }
+    if (length > options_.max_record_size) {
+      error_ = ResourceExhaustedError("record in " + Where(offset) + " claims " +
+                                      std::to_string(length) +
+                                      " bytes, over the max_record_size limit of " +
+                                      std::to_string(options_.max_record_size));
+      return error_;
+    }
+    const uint64_t framed = length + kFramingOverhead;
     filled = Fill(framed);
     if (!filled.ok()) return StreamFailure(offset, filled.status());
     avail = *filled;

@@ -54,7 +54,7 @@ inline ReadAllResult ReadAllFromMemory(const std::string& data, RecordReaderOpti
                                        Compression compression = Compression::kNone) {
   auto reader = RecordReader::FromStream(
       NewMemoryInputStream(Bytes(data), compression, "mem.tfrecord", options.inflater), options,
-      compression != Compression::kNone);
+      compression);
   ReadAllResult out;
   std::span<const std::byte> record;
   while (true) {

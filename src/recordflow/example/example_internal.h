@@ -1,0 +1,211 @@
+// Allocation-free visitors over serialized Examples, shared by the public decoding functions and
+// the batch parser (which calls them in its hot loop, so they are templates, not std::function).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "recordflow/core/status.h"
+#include "recordflow/example/example.h"
+#include "wire_internal.h"
+
+namespace recordflow::example::internal {
+
+inline Status Malformed(const char* message_name, const WireReader& r) {
+  return DataLossError(std::string("malformed ") + message_name + " at byte " +
+                       std::to_string(r.offset()) + ": " + r.error());
+}
+
+// Decodes one Feature message.
+inline Status DecodeFeature(std::span<const std::byte> bytes, FeatureView* out) {
+  WireReader r(bytes);
+  *out = FeatureView{};
+  while (!r.done()) {
+    uint32_t field, wt;
+    if (!r.ReadTag(&field, &wt)) return Malformed("Feature", r);
+    if (field >= 1 && field <= 3) {
+      if (wt != kLengthDelimited) {
+        r.Fail("list field has the wrong wire type");
+        return Malformed("Feature", r);
+      }
+      std::span<const std::byte> list;
+      if (!r.ReadLengthDelimited(&list)) return Malformed("Feature", r);
+      *out = FeatureView{static_cast<ListKind>(field), list};  // oneof: the last one wins
+    } else if (!r.Skip(field, wt)) {
+      return Malformed("Feature", r);
+    }
+  }
+  return Status::OK();
+}
+
+// Calls fn(key, FeatureView) for each map entry of a serialized Features message.
+template <typename Fn>
+Status VisitFeatures(std::span<const std::byte> features, Fn&& fn) {
+  WireReader r(features);
+  while (!r.done()) {
+    uint32_t field, wt;
+    if (!r.ReadTag(&field, &wt)) return Malformed("Features", r);
+    if (field != 1) {
+      if (!r.Skip(field, wt)) return Malformed("Features", r);
+      continue;
+    }
+    std::span<const std::byte> entry;
+    if (wt != kLengthDelimited) {
+      r.Fail("map entry has the wrong wire type");
+      return Malformed("Features", r);
+    }
+    if (!r.ReadLengthDelimited(&entry)) return Malformed("Features", r);
+    WireReader e(entry);
+    std::string_view key;
+    FeatureView feature;
+    while (!e.done()) {
+      uint32_t f, t;
+      if (!e.ReadTag(&f, &t)) return Malformed("Features map entry", e);
+      if ((f == 1 || f == 2) && t == kLengthDelimited) {
+        std::span<const std::byte> s;
+        if (!e.ReadLengthDelimited(&s)) return Malformed("Features map entry", e);
+        if (f == 1) {
+          key = std::string_view(reinterpret_cast<const char*>(s.data()), s.size());
+        } else {
+          RF_RETURN_IF_ERROR(DecodeFeature(s, &feature));
+        }
+      } else if (f == 1 || f == 2) {
+        e.Fail("key or value has the wrong wire type");
+        return Malformed("Features map entry", e);
+      } else if (!e.Skip(f, t)) {
+        return Malformed("Features map entry", e);
+      }
+    }
+    fn(key, feature);
+  }
+  return Status::OK();
+}
+
+// Calls fn(features) for every `features` (field 1) of a serialized Example.
+template <typename Fn>
+Status VisitExampleFeatures(std::span<const std::byte> example, Fn&& fn) {
+  WireReader r(example);
+  while (!r.done()) {
+    uint32_t field, wt;
+    if (!r.ReadTag(&field, &wt)) return Malformed("Example", r);
+    if (field == 1) {
+      if (wt != kLengthDelimited) {
+        r.Fail("features has the wrong wire type");
+        return Malformed("Example", r);
+      }
+      std::span<const std::byte> features;
+      if (!r.ReadLengthDelimited(&features)) return Malformed("Example", r);
+      RF_RETURN_IF_ERROR(fn(features));
+    } else if (!r.Skip(field, wt)) {
+      return Malformed("Example", r);
+    }
+  }
+  return Status::OK();
+}
+
+// Calls on_value(span) for each bytes value of a BytesList.
+template <typename Fn>
+Status VisitBytes(std::span<const std::byte> list, Fn&& on_value) {
+  WireReader r(list);
+  while (!r.done()) {
+    uint32_t field, wt;
+    if (!r.ReadTag(&field, &wt)) return Malformed("BytesList", r);
+    if (field == 1) {
+      if (wt != kLengthDelimited) {
+        r.Fail("value has the wrong wire type");
+        return Malformed("BytesList", r);
+      }
+      std::span<const std::byte> v;
+      if (!r.ReadLengthDelimited(&v)) return Malformed("BytesList", r);
+      on_value(v);
+    } else if (!r.Skip(field, wt)) {
+      return Malformed("BytesList", r);
+    }
+  }
+  return Status::OK();
+}
+
+// Calls on_packed(span of 4n bytes) / on_value(float) for a FloatList's values, in order.
+template <typename Packed, typename One>
+Status VisitFloats(std::span<const std::byte> list, Packed&& on_packed, One&& on_value) {
+  WireReader r(list);
+  while (!r.done()) {
+    uint32_t field, wt;
+    if (!r.ReadTag(&field, &wt)) return Malformed("FloatList", r);
+    if (field == 1 && wt == kLengthDelimited) {
+      std::span<const std::byte> packed;
+      if (!r.ReadLengthDelimited(&packed)) return Malformed("FloatList", r);
+      if (packed.size() % 4 != 0) {
+        r.Fail("packed floats not a multiple of 4 bytes");
+        return Malformed("FloatList", r);
+      }
+      on_packed(packed);
+    } else if (field == 1 && wt == kFixed32) {
+      uint32_t bits;
+      if (!r.ReadFixed32(&bits)) return Malformed("FloatList", r);
+      float f;
+      std::memcpy(&f, &bits, 4);
+      on_value(f);
+    } else if (field == 1) {
+      r.Fail("value has the wrong wire type");
+      return Malformed("FloatList", r);
+    } else if (!r.Skip(field, wt)) {
+      return Malformed("FloatList", r);
+    }
+  }
+  return Status::OK();
+}
+
+// Calls on_value(int64) for each value of an Int64List.
+template <typename Fn>
+Status VisitInt64s(std::span<const std::byte> list, Fn&& on_value) {
+  WireReader r(list);
+  while (!r.done()) {
+    uint32_t field, wt;
+    if (!r.ReadTag(&field, &wt)) return Malformed("Int64List", r);
+    if (field == 1 && wt == kLengthDelimited) {
+      std::span<const std::byte> packed;
+      if (!r.ReadLengthDelimited(&packed)) return Malformed("Int64List", r);
+      WireReader p(packed);
+      while (!p.done()) {
+        uint64_t v;
+        if (!p.ReadVarint(&v)) return Malformed("Int64List packed values", p);
+        on_value(static_cast<int64_t>(v));
+      }
+    } else if (field == 1 && wt == kVarint) {
+      uint64_t v;
+      if (!r.ReadVarint(&v)) return Malformed("Int64List", r);
+      on_value(static_cast<int64_t>(v));
+    } else if (field == 1) {
+      r.Fail("value has the wrong wire type");
+      return Malformed("Int64List", r);
+    } else if (!r.Skip(field, wt)) {
+      return Malformed("Int64List", r);
+    }
+  }
+  return Status::OK();
+}
+
+// Number of values, validating the list.
+inline Result<size_t> CountListValues(const FeatureView& f) {
+  size_t n = 0;
+  Status s;
+  switch (f.kind) {
+    case ListKind::kNone:
+      return size_t{0};
+    case ListKind::kBytes:
+      s = VisitBytes(f.list, [&](std::span<const std::byte>) { ++n; });
+      break;
+    case ListKind::kFloat:
+      s = VisitFloats(
+          f.list, [&](std::span<const std::byte> p) { n += p.size() / 4; }, [&](float) { ++n; });
+      break;
+    case ListKind::kInt64:
+      s = VisitInt64s(f.list, [&](int64_t) { ++n; });
+      break;
+  }
+  if (!s.ok()) return s;
+  return n;
+}
+
+}  // namespace recordflow::example::internal

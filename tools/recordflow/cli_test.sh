@@ -1,0 +1,530 @@
+#!/usr/bin/env bash
+# End-to-end tests of the `recordflow` command.
+#
+#   RECORDFLOW=/path/to/recordflow bash tools/recordflow/cli_test.sh
+#
+# Test files are written by Python from the byte layout alone (its own CRC32C, no recordflow
+# code), so a bug shared by the library's reader and writer cannot hide here. Prints one line
+# per failure and, last, "N passed, M failed"; exits non-zero if anything failed.
+set -u
+
+: "${RECORDFLOW:?set RECORDFLOW to the recordflow binary}"
+RF="$RECORDFLOW"
+T="$(mktemp -d "${TMPDIR:-/tmp}/recordflow_cli_test.XXXXXX")"
+trap 'rm -rf "$T"' EXIT
+
+passed=0
+failed=0
+name=""
+
+# ---- Test data ------------------------------------------------------------------------------
+# Five records (one empty). Offsets and framed sizes (16 + payload):
+#   0: b"alpha"            offset   0, size  21
+#   1: b""                 offset  21, size  16
+#   2: b"hello, world"     offset  37, size  28
+#   3: bytes(range(256))   offset  65, size 272
+#   4: b"\x00\x01\x02\xff" offset 337, size  20      (file: 357 bytes)
+python3 - "$T" <<'PY' || { echo "test data generation failed" >&2; exit 1; }
+import base64, gzip, os, struct, sys, zlib
+
+out = sys.argv[1]
+
+def make_table():
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+TABLE = make_table()
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+def masked(data):
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
+
+def frame(payload):
+    length = struct.pack("<Q", len(payload))
+    return length + struct.pack("<I", masked(length)) + payload + struct.pack("<I", masked(payload))
+
+payloads = [b"alpha", b"", b"hello, world", bytes(range(256)), b"\x00\x01\x02\xff"]
+good = b"".join(frame(p) for p in payloads)
+offsets, pos = [], 0
+for p in payloads:
+    offsets.append((pos, 16 + len(p)))
+    pos += 16 + len(p)
+assert offsets == [(0, 21), (21, 16), (37, 28), (65, 272), (337, 20)], offsets
+assert len(good) == 357
+
+def write(name, data, mode="wb"):
+    with open(os.path.join(out, name), mode) as f:
+        f.write(data)
+
+write("good.tfrecord", good)
+write("empty.tfrecord", b"")
+write("not_a_record.txt", b"this is just some text, not a TFRecord file\n")
+payload_flip = bytearray(good); payload_flip[37 + 12] ^= 0x01   # first payload byte of record 2
+write("payload_flip.tfrecord", bytes(payload_flip))
+length_flip = bytearray(good); length_flip[65] ^= 0x01          # low length byte of record 3
+write("length_flip.tfrecord", bytes(length_flip))
+write("truncated.tfrecord", good[:-3])                          # record 4 loses 3 bytes
+gz = gzip.compress(good)
+write("good.tfrecord.gz", gz)
+write("gzip_no_extension.bin", gz)
+write("good.tfrecord.zz", zlib.compress(good))
+write("truncated.tfrecord.gz", gz[: len(gz) // 2])
+# Odd names: JSON output must stay valid for quotes, backslashes and bytes that are not UTF-8.
+write(os.fsdecode(os.path.join(os.fsencode(out), b'we"ird\\name\xff.tfrecord')), good)
+
+write("expected.idx", "".join(f"{o} {s}\n" for o, s in offsets), "w")
+write("expected.base64", "".join(base64.b64encode(p).decode() + "\n" for p in payloads), "w")
+write("expected.hex", "".join(p.hex() + "\n" for p in payloads), "w")
+write("expected.raw", b"".join(payloads))
+write("expected.record3", payloads[3])
+PY
+
+# ---- Helpers ---------------------------------------------------------------------------------
+# run ARGS...: runs recordflow; sets $rc, $out and $err (also in $T/out and $T/err).
+run() {
+  "$RF" "$@" >"$T/out" 2>"$T/err"
+  rc=$?
+  out="$(tr -d '\000' <"$T/out")"  # raw payloads hold NUL bytes, which bash cannot store
+  err="$(cat "$T/err")"
+}
+pass() { passed=$((passed + 1)); }
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL [$name]: $*" >&2
+  echo "  stdout: $(head -c 600 "$T/out")" >&2
+  echo "  stderr: $(head -c 600 "$T/err")" >&2
+}
+expect_rc() { if [[ $rc -eq $1 ]]; then pass; else fail "exit status $rc, expected $1"; fi; }
+expect_out() { if [[ "$out" == "$1" ]]; then pass; else fail "stdout is not: $1"; fi; }
+expect_out_has() {
+  if [[ "$out" == *"$1"* ]]; then pass; else fail "stdout lacks: $1"; fi
+}
+expect_err_has() {
+  if [[ "$err" == *"$1"* ]]; then pass; else fail "stderr lacks: $1"; fi
+}
+expect_err_empty() { if [[ -z "$err" ]]; then pass; else fail "stderr not empty"; fi; }
+expect_same_file() {
+  if cmp -s "$1" "$2"; then pass; else fail "$1 differs from $2"; fi
+}
+# expect_json: stdout is one valid JSON document.
+expect_json() {
+  if python3 -m json.tool "$T/out" >/dev/null 2>"$T/json_err"; then
+    pass
+  else
+    fail "stdout is not valid JSON: $(cat "$T/json_err")"
+  fi
+}
+# expect_py 'PYTHON': runs PYTHON with `doc` = the parsed JSON stdout (or `lines` = the parsed
+# JSON lines); it must assert what it checks.
+expect_py() {
+  if python3 - "$T/out" >"$T/py_out" 2>&1 <<PY
+import json, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+try:
+    doc = json.loads(text)
+except ValueError:
+    doc = None
+lines = [json.loads(line) for line in text.splitlines() if line.strip()] if doc is None else None
+$1
+PY
+  then
+    pass
+  else
+    fail "python check failed: $(tail -n 3 "$T/py_out")"
+  fi
+}
+
+cd "$T" || exit 1
+
+# ---- count -----------------------------------------------------------------------------------
+name="count one file"
+run count good.tfrecord
+expect_rc 0; expect_out "5 good.tfrecord"; expect_err_empty
+
+name="count several files, compression from the extension"
+run count good.tfrecord good.tfrecord.gz good.tfrecord.zz empty.tfrecord
+expect_rc 0
+expect_out "$(printf '5 good.tfrecord\n5 good.tfrecord.gz\n5 good.tfrecord.zz\n0 empty.tfrecord\n15 total')"
+
+name="count --compression overrides the extension"
+run count --compression GZIP gzip_no_extension.bin
+expect_rc 0; expect_out "5 gzip_no_extension.bin"
+run count --compression gzip gzip_no_extension.bin
+expect_rc 0; expect_out "5 gzip_no_extension.bin"
+
+name="count a GZIP file read as plain names GZIP in the hint"
+run count --compression NONE good.tfrecord.gz
+expect_rc 3; expect_err_has "recordflow: DataLoss: "; expect_err_has "GZIP"
+
+name="count --json"
+run count --json good.tfrecord good.tfrecord.gz
+expect_rc 0; expect_json
+expect_py '
+f = doc["files"]
+assert [x["path"] for x in f] == ["good.tfrecord", "good.tfrecord.gz"], f
+assert [x["records"] for x in f] == [5, 5], f
+assert [x["compression"] for x in f] == ["NONE", "GZIP"], f
+assert all(x["status"] == "ok" for x in f), f
+assert doc["total"]["records"] == 10 and doc["total"]["files"] == 2, doc["total"]'
+
+name="count stops at a corrupt payload with DataLoss naming path, offset and record"
+run count payload_flip.tfrecord
+expect_rc 3
+expect_err_has "recordflow: DataLoss: "
+expect_err_has "'payload_flip.tfrecord' at byte offset 37 (record index 2)"
+expect_err_has "payload CRC mismatch"
+
+name="count --on-corruption skip counts the good records but still exits 3"
+run count --on-corruption skip payload_flip.tfrecord
+expect_rc 3
+expect_out "4 payload_flip.tfrecord (skipped 1 corrupt region, 28 bytes)"
+expect_err_has "recordflow: DataLoss: skipped 1 corrupt region (28 bytes) in 'payload_flip.tfrecord'"
+
+name="count --on-corruption skip --json"
+run count --json --on-corruption skip payload_flip.tfrecord length_flip.tfrecord good.tfrecord
+expect_rc 3; expect_json
+expect_py '
+f = doc["files"]
+assert [x["records"] for x in f] == [4, 4, 5], f
+assert [x["corrupt_regions"] for x in f] == [1, 1, 0], f
+assert [x["bytes_skipped"] for x in f] == [28, 272, 0], f
+assert [x["status"] for x in f] == ["corrupt", "corrupt", "ok"], f
+t = doc["total"]
+assert (t["records"], t["files_corrupt"], t["files_ok"], t["bytes_skipped"]) == (13, 2, 1, 300), t'
+
+name="count --no-verify does not check payload CRCs"
+run count --no-verify payload_flip.tfrecord
+expect_rc 0; expect_out "5 payload_flip.tfrecord"
+
+name="count a truncated file"
+run count truncated.tfrecord
+expect_rc 3; expect_err_has "byte offset 337 (record index 4)"; expect_err_has "truncated"
+
+name="count a file that is not a TFRecord file"
+run count not_a_record.txt
+expect_rc 3; expect_err_has "Is this a TFRecord file?"
+
+name="count a missing file: exit 1, NotFound, names the path"
+run count "$T/missing.tfrecord"
+expect_rc 1; expect_err_has "recordflow: NotFound: "; expect_err_has "$T/missing.tfrecord"
+
+name="count keeps going after a failed file; an error outranks data loss"
+run count missing.tfrecord payload_flip.tfrecord good.tfrecord
+expect_rc 1; expect_out "5 good.tfrecord"$'\n'"5 total"
+expect_err_has "missing.tfrecord"; expect_err_has "payload_flip.tfrecord"
+
+name="count --json with a missing file"
+run count --json missing.tfrecord good.tfrecord
+expect_rc 1; expect_json
+expect_py '
+f = doc["files"]
+assert f[0]["status"] == "error" and f[0]["error"]["code"] == "NotFound", f
+assert "missing.tfrecord" in f[0]["error"]["message"], f
+assert f[1]["records"] == 5 and doc["total"]["files_failed"] == 1, doc'
+
+name="count --json escapes odd file names"
+odd="$(printf 'we"ird\\name\xff.tfrecord')"
+run count --json "$odd"
+expect_rc 0; expect_json
+expect_py '
+p = doc["files"][0]["path"]
+assert p == "we\"ird\\name\ufffd.tfrecord", repr(p)
+assert doc["files"][0]["records"] == 5'
+
+name="count writing to a full device fails with IOError"
+"$RF" count good.tfrecord >/dev/full 2>"$T/err"; rc=$?; err="$(cat "$T/err")"; : >"$T/out"
+expect_rc 1; expect_err_has "recordflow: IOError: "
+
+# ---- cat -------------------------------------------------------------------------------------
+name="cat defaults to base64, one payload per line (empty payload: empty line)"
+run cat good.tfrecord
+expect_rc 0; expect_same_file "$T/out" expected.base64
+
+name="cat --limit"
+run cat --limit 2 good.tfrecord
+expect_rc 0
+head -n 2 expected.base64 >"$T/expected_slice"
+expect_same_file "$T/out" "$T/expected_slice"
+
+name="cat --skip --limit --format hex"
+run cat --skip 2 --limit 2 --format hex good.tfrecord
+expect_rc 0
+head -n 4 expected.hex | tail -n 2 >"$T/expected_slice"
+expect_same_file "$T/out" "$T/expected_slice"
+
+name="cat --limit 0 prints nothing"
+run cat --limit 0 good.tfrecord
+expect_rc 0; expect_out ""
+
+name="cat --skip past the end prints nothing"
+run cat --skip 99 good.tfrecord
+expect_rc 0; expect_out ""
+
+name="cat --format json: one object per line with index, offset, size, data"
+run cat --format json --skip 1 good.tfrecord
+expect_rc 0
+expect_py '
+import base64
+assert [l["index"] for l in lines] == [1, 2, 3, 4], lines
+assert [l["offset"] for l in lines] == [21, 37, 65, 337], lines
+assert [l["size"] for l in lines] == [0, 12, 256, 4], lines
+assert base64.b64decode(lines[1]["data"]) == b"hello, world"
+assert base64.b64decode(lines[2]["data"]) == bytes(range(256))'
+
+name="cat --json is --format json"
+run cat --json --limit 1 good.tfrecord
+expect_rc 0
+expect_out '{"index":0,"offset":0,"size":5,"data":"YWxwaGE="}'
+
+name="cat --json and --format together is a usage error"
+run cat --json --format hex good.tfrecord
+expect_rc 2
+
+name="cat --format raw: payload bytes back to back"
+run cat --format raw good.tfrecord
+expect_rc 0; expect_same_file "$T/out" expected.raw
+
+name="cat --format raw extracts one record exactly"
+run cat --format raw --skip 3 --limit 1 good.tfrecord
+expect_rc 0; expect_same_file "$T/out" expected.record3
+
+name="cat a GZIP file"
+run cat good.tfrecord.gz
+expect_rc 0; expect_same_file "$T/out" expected.base64
+
+name="cat stops at corruption after printing the good records"
+run cat payload_flip.tfrecord
+expect_rc 3
+head -n 2 expected.base64 >"$T/expected_slice"
+expect_same_file "$T/out" "$T/expected_slice"
+expect_err_has "recordflow: DataLoss: "
+
+name="cat --limit stops before the corruption"
+run cat --limit 2 payload_flip.tfrecord
+expect_rc 0
+
+name="cat --on-corruption skip"
+run cat --on-corruption skip --format hex length_flip.tfrecord
+expect_rc 3
+if [[ "$(wc -l <"$T/out")" -eq 4 ]]; then pass; else fail "expected 4 records"; fi
+expect_err_has "skipped 1 corrupt region (272 bytes)"
+
+name="cat a missing file"
+run cat missing.tfrecord
+expect_rc 1; expect_err_has "recordflow: NotFound: "; expect_err_has "missing.tfrecord"
+
+# ---- verify ----------------------------------------------------------------------------------
+name="verify a good file"
+run verify good.tfrecord
+expect_rc 0
+expect_out "good.tfrecord: OK: 5 records ok, 0 corrupt regions, 0 bytes skipped"
+
+name="verify a corrupt payload: exit 3 with the region's offset"
+run verify payload_flip.tfrecord
+expect_rc 3
+expect_out_has "payload_flip.tfrecord: corrupt region at byte offset 37 (record index 2), 28 bytes skipped: payload CRC mismatch"
+expect_out_has "payload_flip.tfrecord: CORRUPT: 4 records ok, 1 corrupt region, 28 bytes skipped"
+expect_err_has "recordflow: DataLoss: 'payload_flip.tfrecord' has 1 corrupt region"
+
+name="verify a corrupt length: resynchronises at the next record"
+run verify length_flip.tfrecord
+expect_rc 3
+expect_out_has "corrupt region at byte offset 65 (record index 3), 272 bytes skipped: length CRC mismatch"
+expect_out_has "CORRUPT: 4 records ok, 1 corrupt region, 272 bytes skipped"
+
+name="verify a truncated file"
+run verify truncated.tfrecord
+expect_rc 3
+expect_out_has "corrupt region at byte offset 337 (record index 4), 17 bytes skipped: truncated record"
+
+name="verify reports every region, not only the first"
+python3 - "$T" <<'PY'
+import sys
+d = sys.argv[1]
+good = open(f"{d}/good.tfrecord", "rb").read()
+bad = bytearray(good + good)     # ten records; corrupt records 0, 2 and 7
+for off in (16, 37 + 12, 357 + 37 + 12):
+    bad[off] ^= 0x80
+open(f"{d}/many_bad.tfrecord", "wb").write(bytes(bad))
+PY
+run verify --json many_bad.tfrecord
+expect_rc 3; expect_json
+expect_py '
+f = doc["files"][0]
+r = [(x["offset"], x["record_index"], x["bytes_skipped"]) for x in f["regions"]]
+assert r == [(0, 0, 21), (37, 2, 28), (394, 7, 28)], r
+assert (f["records_ok"], f["corrupt_regions"], f["bytes_skipped"]) == (7, 3, 77), f
+assert f["status"] == "corrupt", f'
+
+name="verify --json over several files"
+run verify --json good.tfrecord payload_flip.tfrecord length_flip.tfrecord truncated.tfrecord good.tfrecord.gz
+expect_rc 3; expect_json
+expect_py '
+f = {x["path"]: x for x in doc["files"]}
+assert f["good.tfrecord"]["status"] == "ok" and f["good.tfrecord"]["regions"] == []
+assert f["good.tfrecord.gz"]["records_ok"] == 5 and f["good.tfrecord.gz"]["compression"] == "GZIP"
+reg = f["payload_flip.tfrecord"]["regions"]
+assert [(x["offset"], x["record_index"], x["bytes_skipped"]) for x in reg] == [(37, 2, 28)], reg
+assert "payload CRC" in reg[0]["reason"]
+reg = f["length_flip.tfrecord"]["regions"]
+assert [(x["offset"], x["record_index"], x["bytes_skipped"]) for x in reg] == [(65, 3, 272)], reg
+reg = f["truncated.tfrecord"]["regions"]
+assert [(x["offset"], x["record_index"], x["bytes_skipped"]) for x in reg] == [(337, 4, 17)], reg
+t = doc["total"]
+assert (t["files"], t["files_ok"], t["files_corrupt"], t["files_failed"]) == (5, 2, 3, 0), t
+assert (t["records_ok"], t["corrupt_regions"], t["bytes_skipped"]) == (22, 3, 317), t'
+
+name="verify a broken GZIP stream: data loss, never a clean file"
+# A deflate stream cannot be resynchronised: the library reports the damage either as a failed
+# file (DataLoss) or, under the skip policy verify uses, as one region covering the rest.
+run verify --json truncated.tfrecord.gz
+expect_rc 3; expect_json
+expect_py '
+f = doc["files"][0]
+if f["status"] == "error":
+    assert f["error"]["code"] == "DataLoss", f
+else:
+    assert f["status"] == "corrupt" and len(f["regions"]) == 1, f
+    assert "GZIP" in f["regions"][0]["reason"], f
+assert f["records_ok"] < 5, f'
+expect_err_has "recordflow: DataLoss: "
+
+name="verify a missing file among good ones"
+run verify good.tfrecord missing.tfrecord
+expect_rc 1
+expect_out_has "missing.tfrecord: FAILED (NotFound)"
+expect_out_has "total: 2 files (1 ok, 0 corrupt, 1 failed)"
+expect_err_has "recordflow: NotFound: "; expect_err_has "missing.tfrecord"
+
+# ---- index -----------------------------------------------------------------------------------
+name="index writes FILE.idx in DALI's format"
+run index good.tfrecord
+expect_rc 0; expect_out "wrote good.tfrecord.idx (5 records)"
+expect_same_file good.tfrecord.idx expected.idx
+
+name="index --check of a matching index"
+run index --check good.tfrecord
+expect_rc 0; expect_out_has "good.tfrecord.idx: OK"
+
+name="index --output"
+run index --output custom.idx good.tfrecord
+expect_rc 0; expect_same_file custom.idx expected.idx
+run index --check --output custom.idx good.tfrecord
+expect_rc 0
+
+name="index several files"
+cp good.tfrecord second.tfrecord
+run index good.tfrecord second.tfrecord empty.tfrecord
+expect_rc 0
+expect_same_file second.tfrecord.idx expected.idx
+if [[ -f empty.tfrecord.idx && ! -s empty.tfrecord.idx ]]; then pass; else fail "empty index"; fi
+
+name="index --output with several files is a usage error"
+run index --output x.idx good.tfrecord second.tfrecord
+expect_rc 2; expect_err_has "recordflow: usage error: "
+if [[ ! -e x.idx ]]; then pass; else fail "x.idx was written"; fi
+
+name="index --check reports a stale index"
+printf '0 21\n21 16\n37 28\n65 270\n' >stale.idx
+run index --check --output stale.idx good.tfrecord
+expect_rc 3
+expect_out_has "stale.idx: line 4: index has '65 270', file has '65 272'"
+expect_out_has "stale.idx: line 5: index has nothing, file has '337 20'"
+expect_out_has "stale.idx: MISMATCH"
+expect_err_has "recordflow: DataLoss: "
+run index --check --json --output stale.idx good.tfrecord
+expect_rc 3; expect_json
+expect_py '
+f = doc["files"][0]
+assert f["status"] == "mismatch" and f["mismatch_count"] == 2, f
+assert f["mismatches"][0] == {"line": 4, "index": {"offset": 65, "size": 270},
+                              "file": {"offset": 65, "size": 272}}, f
+assert f["mismatches"][1]["index"] is None, f'
+
+name="index --check without an index"
+run index --check second.tfrecord.gz
+expect_rc 1; expect_err_has "NotFound"
+
+name="index refuses compressed files"
+run index good.tfrecord.gz
+expect_rc 1; expect_err_has "recordflow: InvalidArgument: "; expect_err_has "uncompressed"
+if [[ ! -e good.tfrecord.gz.idx ]]; then pass; else fail "an index was written"; fi
+run index --compression GZIP gzip_no_extension.bin
+expect_rc 1; expect_err_has "uncompressed"
+
+name="index refuses a corrupt file"
+run index payload_flip.tfrecord
+expect_rc 3; expect_err_has "byte offset 37"
+if [[ ! -e payload_flip.tfrecord.idx ]]; then pass; else fail "an index was written"; fi
+
+name="index --json"
+run index --json good.tfrecord missing.tfrecord
+expect_rc 1; expect_json
+expect_py '
+f = doc["files"]
+assert f[0]["status"] == "written" and f[0]["records"] == 5, f
+assert f[1]["status"] == "error" and f[1]["error"]["code"] == "NotFound", f'
+
+name="index a missing file"
+run index missing.tfrecord
+expect_rc 1; expect_err_has "recordflow: NotFound: "; expect_err_has "missing.tfrecord"
+
+# ---- command line errors and help ------------------------------------------------------------
+name="bad command lines exit 2"
+for args in "count --bogus good.tfrecord" "count" "frobnicate" "" \
+            "count --compression LZ4 good.tfrecord" "count --on-corruption ignore good.tfrecord" \
+            "cat --format xml good.tfrecord" "cat --limit -1 good.tfrecord" \
+            "cat --limit many good.tfrecord" "cat --skip -2 good.tfrecord" "cat good.tfrecord good.tfrecord" "verify" \
+            "index"; do
+  # shellcheck disable=SC2086  # word splitting is the point
+  run $args
+  name="bad command line: recordflow $args"
+  expect_rc 2; expect_err_has "recordflow: usage error: "
+done
+
+name="--help exits 0 and prints usage"
+for sub in "" count cat verify index; do
+  # shellcheck disable=SC2086
+  run $sub --help
+  name="recordflow $sub --help"
+  expect_rc 0; expect_out_has "Usage: recordflow"
+done
+
+name="--version"
+run --version
+expect_rc 0; expect_out_has "recordflow 0."
+
+name="a header with a valid CRC claiming 1 TiB is a truncation (exit 3), not a limit"
+cp good.tfrecord huge_claim.tfrecord
+python3 - huge_claim.tfrecord <<'PY'
+import struct, sys
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+c = crc32c(struct.pack("<Q", 1 << 40))
+masked = ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+with open(sys.argv[1], "ab") as f:
+    f.write(struct.pack("<QI", 1 << 40, masked) + b"abc")
+PY
+run verify huge_claim.tfrecord
+expect_rc 3; expect_out_has "truncated record"
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

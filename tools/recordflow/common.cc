@@ -1,0 +1,285 @@
+#include "common.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+namespace recordflow::cli {
+namespace {
+
+// A CLI11 check that accepts exactly what the library's own parser accepts, so the command
+// line and the library never disagree on the spelling of a value.
+CLI::Validator ParsedBy(std::function<Status(std::string_view)> parse, std::string description) {
+  return CLI::Validator(
+      [parse = std::move(parse)](std::string& value) -> std::string {
+        Status status = parse(value);
+        return status.ok() ? std::string() : status.message();
+      },
+      std::move(description));
+}
+
+// Length of the well-formed UTF-8 sequence starting at text[i], or 0 when there is none
+// (stray continuation byte, truncated sequence, overlong form, surrogate, > U+10FFFF).
+size_t Utf8SequenceLength(std::string_view text, size_t i) {
+  const auto lead = static_cast<unsigned char>(text[i]);
+  if (lead < 0x80) return 1;
+  size_t length;
+  uint32_t code_point;
+  if ((lead & 0xE0) == 0xC0) {
+    length = 2;
+    code_point = lead & 0x1F;
+  } else if ((lead & 0xF0) == 0xE0) {
+    length = 3;
+    code_point = lead & 0x0F;
+  } else if ((lead & 0xF8) == 0xF0) {
+    length = 4;
+    code_point = lead & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + length > text.size()) return 0;
+  for (size_t k = 1; k < length; ++k) {
+    const auto c = static_cast<unsigned char>(text[i + k]);
+    if ((c & 0xC0) != 0x80) return 0;
+    code_point = (code_point << 6) | (c & 0x3F);
+  }
+  static constexpr uint32_t kMinCodePoint[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (code_point < kMinCodePoint[length] || code_point > 0x10FFFF ||
+      (code_point >= 0xD800 && code_point <= 0xDFFF)) {
+    return 0;
+  }
+  return length;
+}
+
+}  // namespace
+
+int ExitCodeFor(const Status& status) {
+  if (status.ok()) return kExitOk;
+  if (status.code() == StatusCode::kDataLoss) return kExitDataLoss;
+  return kExitError;
+}
+
+int CombineExitCodes(int a, int b) {
+  if (a == kExitError || b == kExitError) return kExitError;
+  if (a == kExitUsage || b == kExitUsage) return kExitUsage;
+  if (a == kExitDataLoss || b == kExitDataLoss) return kExitDataLoss;
+  return kExitOk;
+}
+
+void PrintError(const Status& status) {
+  // Flush stdout first so that, on a terminal, the error appears after the output it follows.
+  std::fflush(stdout);
+  std::fprintf(stderr, "recordflow: %s: %s\n", std::string(StatusCodeName(status.code())).c_str(),
+               status.message().c_str());
+}
+
+int UsageError(std::string_view message) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "recordflow: usage error: %.*s\n", static_cast<int>(message.size()),
+               message.data());
+  return kExitUsage;
+}
+
+Status WriteOut(std::string_view text) {
+  if (text.empty()) return Status::OK();
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) {
+    return IOError(std::string("writing to standard output: ") + std::strerror(errno));
+  }
+  return Status::OK();
+}
+
+void ConfigureApp(CLI::App& app) {
+  app.description(
+      "recordflow: count, print, verify and index TFRecord files (no TensorFlow needed).");
+  app.require_subcommand(1);
+  app.footer(
+      "Exit status: 0 success, 1 error (I/O, file not found, bad argument), 2 usage error,\n"
+      "3 data loss (corrupt or truncated data found). Run 'recordflow COMMAND --help' for a\n"
+      "command's options; docs/cli.md has the full reference.");
+  app.failure_message([](const CLI::App*, const CLI::Error& error) {
+    return std::string("recordflow: usage error: ") + error.what() +
+           "\nRun 'recordflow --help' or 'recordflow COMMAND --help' for usage.\n";
+  });
+}
+
+int ExitForParseError(const CLI::App& app, const CLI::ParseError& error) {
+  // CLI11 uses its own exit codes (106 for a bad value, ...); the documented contract is 2.
+  const int cli11_code = app.exit(error);
+  return cli11_code == 0 ? kExitOk : kExitUsage;
+}
+
+int RunCommand(const Command& command) {
+  int exit_code = command.run();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    Status status = IOError(std::string("writing to standard output: ") + std::strerror(errno));
+    PrintError(status);
+    exit_code = CombineExitCodes(exit_code, ExitCodeFor(status));
+  }
+  return exit_code;
+}
+
+void AddCompressionOption(CLI::App& command, std::optional<format::Compression>* compression) {
+  command
+      .add_option_function<std::string>(
+          "--compression",
+          [compression](const std::string& name) {
+            // The validator below has already accepted `name`.
+            *compression = *format::ParseCompression(name);
+          },
+          "Compression of the files; default: from the extension (.gz GZIP, .zz ZLIB, "
+          "else NONE)")
+      ->type_name("{GZIP,ZLIB,NONE}")
+      ->check(ParsedBy([](std::string_view v) { return format::ParseCompression(v).status(); },
+                       ""));
+}
+
+void AddCorruptionPolicyOption(CLI::App& command, format::CorruptionPolicy* policy) {
+  command
+      .add_option_function<std::string>(
+          "--on-corruption",
+          [policy](const std::string& name) { *policy = *format::ParseCorruptionPolicy(name); },
+          "raise: stop at the first corrupt record (default); skip: skip corrupt regions, "
+          "report them, and exit 3 at the end")
+      ->type_name("{raise,skip}")
+      ->check(ParsedBy(
+          [](std::string_view v) { return format::ParseCorruptionPolicy(v).status(); }, ""));
+}
+
+std::string CompressionLabel(std::string_view path,
+                             const std::optional<format::Compression>& compression) {
+  std::string_view name =
+      format::CompressionName(compression.value_or(format::CompressionFromPath(path)));
+  return name.empty() ? "NONE" : std::string(name);
+}
+
+std::string CountOf(uint64_t n, std::string_view noun, std::string_view plural) {
+  std::string out = std::to_string(n);
+  out += ' ';
+  if (n == 1) {
+    out += noun;
+  } else if (plural.empty()) {
+    out += noun;
+    out += 's';
+  } else {
+    out += plural;
+  }
+  return out;
+}
+
+std::string JsonString(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size() + 2);
+  out += '"';
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      size_t length = Utf8SequenceLength(text, i);
+      if (length == 0) {
+        out += "\\ufffd";
+        i += 1;
+      } else {
+        out.append(text.substr(i, length));
+        i += length;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 0xF];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+    i += 1;
+  }
+  out += '"';
+  return out;
+}
+
+std::string JsonStatus(const Status& status) {
+  return JsonObject()
+      .AddString("code", StatusCodeName(status.code()))
+      .AddString("message", status.message())
+      .str();
+}
+
+void JsonObject::AddKey(std::string_view key) {
+  if (body_.size() > 1) body_ += ',';
+  body_ += JsonString(key);
+  body_ += ':';
+}
+
+JsonObject& JsonObject::AddString(std::string_view key, std::string_view value) {
+  AddKey(key);
+  body_ += JsonString(value);
+  return *this;
+}
+
+JsonObject& JsonObject::AddUint(std::string_view key, uint64_t value) {
+  AddKey(key);
+  body_ += std::to_string(value);
+  return *this;
+}
+
+JsonObject& JsonObject::AddBool(std::string_view key, bool value) {
+  AddKey(key);
+  body_ += value ? "true" : "false";
+  return *this;
+}
+
+JsonObject& JsonObject::AddRaw(std::string_view key, std::string_view json) {
+  AddKey(key);
+  body_ += json;
+  return *this;
+}
+
+std::string Base64Encode(std::span<const std::byte> data) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((data.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= data.size(); i += 3) {
+    const uint32_t v = (std::to_integer<uint32_t>(data[i]) << 16) |
+                       (std::to_integer<uint32_t>(data[i + 1]) << 8) |
+                       std::to_integer<uint32_t>(data[i + 2]);
+    out += kAlphabet[(v >> 18) & 0x3F];
+    out += kAlphabet[(v >> 12) & 0x3F];
+    out += kAlphabet[(v >> 6) & 0x3F];
+    out += kAlphabet[v & 0x3F];
+  }
+  const size_t rest = data.size() - i;
+  if (rest > 0) {
+    uint32_t v = std::to_integer<uint32_t>(data[i]) << 16;
+    if (rest == 2) v |= std::to_integer<uint32_t>(data[i + 1]) << 8;
+    out += kAlphabet[(v >> 18) & 0x3F];
+    out += kAlphabet[(v >> 12) & 0x3F];
+    out += rest == 2 ? kAlphabet[(v >> 6) & 0x3F] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::string HexEncode(std::span<const std::byte> data) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(data.size() * 2);
+  for (std::byte b : data) {
+    const auto v = std::to_integer<unsigned>(b);
+    out += kHex[v >> 4];
+    out += kHex[v & 0xF];
+  }
+  return out;
+}
+
+}  // namespace recordflow::cli

@@ -1,0 +1,143 @@
+// `recordflow count FILES...`: the number of records in each file, and the total.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "recordflow/format/record_reader.h"
+
+namespace recordflow::cli {
+namespace {
+
+struct CountOptions {
+  std::vector<std::string> files;
+  bool json = false;
+  bool no_verify = false;
+  format::CorruptionPolicy on_corruption = format::CorruptionPolicy::kRaise;
+  std::optional<format::Compression> compression;
+};
+
+struct FileCount {
+  uint64_t records = 0;
+  uint64_t corrupt_regions = 0;
+  uint64_t bytes_skipped = 0;
+};
+
+// Counting means reading every record: the framing has no record count, and the CRCs (unless
+// --no-verify) are what make the count trustworthy.
+Result<FileCount> CountRecords(const std::string& path,
+                               const format::RecordReaderOptions& options) {
+  RF_ASSIGN_OR_RETURN(auto reader, format::RecordReader::Open(path, options));
+  std::span<const std::byte> record;
+  while (true) {
+    RF_ASSIGN_OR_RETURN(bool more, reader->ReadRecord(&record));
+    if (!more) break;
+  }
+  const format::CorruptionStats& stats = reader->corruption_stats();
+  return FileCount{reader->records_read(), stats.records_skipped, stats.bytes_skipped};
+}
+
+// Under --on-corruption skip the count is still printed, but skipped data is reported as data
+// loss: corruption is never silent, and scripts see it in the exit status.
+Status SkippedDataLoss(const std::string& path, const FileCount& count) {
+  return DataLossError("skipped " + CountOf(count.corrupt_regions, "corrupt region") + " (" +
+                       CountOf(count.bytes_skipped, "byte") + ") in '" + path +
+                       "'; run 'recordflow verify' to list them");
+}
+
+int RunCount(const CountOptions& options) {
+  format::RecordReaderOptions reader_options;
+  reader_options.compression = options.compression;
+  reader_options.verify_checksums = !options.no_verify;
+  reader_options.on_corruption = options.on_corruption;
+
+  int exit_code = kExitOk;
+  FileCount total;
+  uint64_t files_ok = 0, files_corrupt = 0, files_failed = 0;
+  std::string json_files;
+  for (const std::string& path : options.files) {
+    Result<FileCount> count = CountRecords(path, reader_options);
+    JsonObject json;
+    json.AddString("path", path).AddString("compression",
+                                           CompressionLabel(path, options.compression));
+    if (!count.ok()) {
+      ++files_failed;
+      PrintError(count.status());
+      exit_code = CombineExitCodes(exit_code, ExitCodeFor(count.status()));
+      json.AddString("status", "error").AddRaw("error", JsonStatus(count.status()));
+    } else {
+      total.records += count->records;
+      total.corrupt_regions += count->corrupt_regions;
+      total.bytes_skipped += count->bytes_skipped;
+      const bool corrupt = count->corrupt_regions > 0;
+      json.AddString("status", corrupt ? "corrupt" : "ok")
+          .AddUint("records", count->records)
+          .AddUint("corrupt_regions", count->corrupt_regions)
+          .AddUint("bytes_skipped", count->bytes_skipped);
+      if (!options.json) {
+        std::string line = std::to_string(count->records) + " " + path;
+        if (corrupt) {
+          line += " (skipped " + CountOf(count->corrupt_regions, "corrupt region") + ", " +
+                  CountOf(count->bytes_skipped, "byte") + ")";
+        }
+        Status written = WriteOut(line + "\n");
+        if (!written.ok()) {
+          PrintError(written);
+          return kExitError;
+        }
+      }
+      if (corrupt) {
+        ++files_corrupt;
+        Status loss = SkippedDataLoss(path, *count);
+        PrintError(loss);
+        exit_code = CombineExitCodes(exit_code, ExitCodeFor(loss));
+      } else {
+        ++files_ok;
+      }
+    }
+    if (!json_files.empty()) json_files += ',';
+    json_files += json.str();
+  }
+
+  Status written;
+  if (options.json) {
+    const std::string total_json = JsonObject()
+                                       .AddUint("files", options.files.size())
+                                       .AddUint("files_ok", files_ok)
+                                       .AddUint("files_corrupt", files_corrupt)
+                                       .AddUint("files_failed", files_failed)
+                                       .AddUint("records", total.records)
+                                       .AddUint("corrupt_regions", total.corrupt_regions)
+                                       .AddUint("bytes_skipped", total.bytes_skipped)
+                                       .str();
+    written = WriteOut(JsonObject()
+                           .AddRaw("files", "[" + json_files + "]")
+                           .AddRaw("total", total_json)
+                           .str() +
+                       "\n");
+  } else if (options.files.size() > 1) {
+    // As wc(1): a total line only when there is something to add up.
+    written = WriteOut(std::to_string(total.records) + " total\n");
+  }
+  if (!written.ok()) {
+    PrintError(written);
+    return kExitError;
+  }
+  return exit_code;
+}
+
+}  // namespace
+
+Command AddCountCommand(CLI::App& app) {
+  auto options = std::make_shared<CountOptions>();
+  CLI::App* command = app.add_subcommand("count", "Count the records in each file, and in all");
+  command->add_option("files", options->files, "TFRecord files")->required()->type_name("FILE");
+  command->add_flag("--json", options->json, "Print one JSON document instead of text");
+  command->add_flag("--no-verify", options->no_verify,
+                    "Skip CRC checks (faster on CPUs without hardware CRC32C; unsafe)");
+  AddCorruptionPolicyOption(*command, &options->on_corruption);
+  AddCompressionOption(*command, &options->compression);
+  return {command, [options] { return RunCount(*options); }};
+}
+
+}  // namespace recordflow::cli

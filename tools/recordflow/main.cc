@@ -1,0 +1,30 @@
+// `recordflow`: the command-line client of the library. This file only wires the subcommands;
+// each lives in its own file and docs/cli.md documents them.
+#include <vector>
+
+#include "common.h"
+#include "recordflow/version.h"
+
+int main(int argc, char** argv) {
+  namespace cli = recordflow::cli;
+  CLI::App app;
+  app.name("recordflow");
+  cli::ConfigureApp(app);
+  app.set_version_flag("--version", std::string("recordflow ") + recordflow::kVersion);
+  const std::vector<cli::Command> commands = {
+      cli::AddCountCommand(app),
+      cli::AddCatCommand(app),
+      cli::AddVerifyCommand(app),
+      cli::AddIndexCommand(app),
+  };
+  // CLI11 reports parse failures by exception; they stop here and never reach the library.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return cli::ExitForParseError(app, error);
+  }
+  for (const cli::Command& command : commands) {
+    if (command.app->parsed()) return cli::RunCommand(command);
+  }
+  return cli::UsageError("no command given");  // unreachable: require_subcommand(1)
+}
