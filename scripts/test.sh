@@ -26,22 +26,23 @@ if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
   cmake --build build/asan -j "$JOBS"
   (cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS")
 
-  echo "== Fuzz: record_reader_fuzzer for ${RF_FUZZ_SECONDS:-20}s (libFuzzer, clang) =="
+  echo "== Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-20}s (clang, ASan+UBSan) =="
   cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRF_BUILD_FUZZERS=ON \
         -DRF_BUILD_TESTS=OFF -DRF_BUILD_CLI=OFF -DRF_SANITIZE=address,undefined >/dev/null
-  cmake --build build/fuzz -j "$JOBS" --target record_reader_fuzzer
-  fuzz_work=$(mktemp -d)
-  mkdir "$fuzz_work/corpus"
-  cp fuzz/corpus/record_reader/* "$fuzz_work/corpus/"
-  if ! ./build/fuzz/record_reader_fuzzer -max_total_time="${RF_FUZZ_SECONDS:-20}" \
-        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$fuzz_work/" \
-        "$fuzz_work/corpus" >"$fuzz_work/log" 2>&1; then
-    tail -n 60 "$fuzz_work/log"
-    echo "fuzzer found a failing input (kept in $fuzz_work): add it to fuzz/corpus as a regression"
-    exit 1
-  fi
-  grep -E "stat::number_of_executed_units|Done " "$fuzz_work/log"
+  for target in record_reader example; do
+    cmake --build build/fuzz -j "$JOBS" --target "${target}_fuzzer"
+    fuzz_work=$(mktemp -d)
+    mkdir "$fuzz_work/corpus"
+    cp "fuzz/corpus/$target"/* "$fuzz_work/corpus/"
+    if ! "./build/fuzz/${target}_fuzzer" -max_total_time="${RF_FUZZ_SECONDS:-20}" \
+          -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$fuzz_work/" \
+          "$fuzz_work/corpus" >"$fuzz_work/log" 2>&1; then
+      tail -n 60 "$fuzz_work/log"
+      echo "${target}_fuzzer found a failing input (kept in $fuzz_work): add it to fuzz/corpus/$target"
+      exit 1
+    fi
+    echo "${target}_fuzzer: $(grep -E "stat::number_of_executed_units" "$fuzz_work/log")"
   rm -rf "$fuzz_work"
 fi
 

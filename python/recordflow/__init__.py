@@ -20,6 +20,15 @@ from recordflow._core import (
     crc32c_backend,
     write_index,
 )
+from recordflow.example import (
+    Example,
+    FixedLen,
+    Parser,
+    Ragged,
+    SequenceExample,
+    VarLen,
+    parse_example,
+)
 from recordflow.errors import (
     AlreadyExistsError,
     CancelledError,
@@ -38,6 +47,13 @@ from recordflow.errors import (
 )
 
 __all__ = [
+    "Example",
+    "SequenceExample",
+    "FixedLen",
+    "VarLen",
+    "Ragged",
+    "Parser",
+    "parse_example",
     "IndexedRecordReader",
     "RecordReader",
     "RecordWriter",

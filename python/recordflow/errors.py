@@ -21,16 +21,15 @@ class DataLossError(Error, IOError):
     code = "DataLoss"
 
 
-class SchemaError(Error, ValueError):
-    """A feature is missing or has the wrong type; the message names the key."""
-
-    code = "InvalidArgument"
-
-
 class InvalidArgumentError(Error, ValueError):
     """A bad option, argument or spec."""
 
     code = "InvalidArgument"
+
+
+class SchemaError(InvalidArgumentError):
+    """A feature is missing, has the wrong type or the wrong number of values, or a spec is
+    invalid; the message names the feature key and the record index."""
 
 
 class NotFoundError(Error, FileNotFoundError):

@@ -6,12 +6,18 @@ namespace nb = nanobind;
 
 namespace recordflow::python {
 
-void ThrowStatus(const Status& status) {
+namespace {
+
+[[noreturn]] void Raise(const Status& status, bool schema) {
   nb::object cls;
   try {
-    nb::object by_code = nb::module_::import_("recordflow.errors").attr("_BY_CODE");
-    std::string_view name = StatusCodeName(status.code());
-    cls = by_code.attr("get")(nb::str(name.data(), name.size()));
+    nb::module_ errors = nb::module_::import_("recordflow.errors");
+    if (schema && status.code() == StatusCode::kInvalidArgument) {
+      cls = errors.attr("SchemaError");
+    } else {
+      std::string_view name = StatusCodeName(status.code());
+      cls = errors.attr("_BY_CODE").attr("get")(nb::str(name.data(), name.size()));
+    }
   } catch (const nb::python_error&) {
     cls = nb::none();
   }
@@ -19,5 +25,10 @@ void ThrowStatus(const Status& status) {
   PyErr_SetString(type, status.message().c_str());
   throw nb::python_error();
 }
+
+}  // namespace
+
+void ThrowStatus(const Status& status) { Raise(status, false); }
+void ThrowSchemaStatus(const Status& status) { Raise(status, true); }
 
 }  // namespace recordflow::python

@@ -21,6 +21,11 @@ T ValueOrThrow(Result<T> result) {
   return std::move(result).value();
 }
 
+// As ThrowStatus, but kInvalidArgument becomes recordflow.SchemaError (a feature missing or of
+// the wrong type, or a bad spec).
+[[noreturn]] void ThrowSchemaStatus(const Status& status);
+
 void RegisterFormat(nanobind::module_& m);
+void RegisterExample(nanobind::module_& m);
 
 }  // namespace recordflow::python

@@ -9,4 +9,5 @@ NB_MODULE(_core, m) {
   m.doc() = "recordflow native core";
   m.attr("__version__") = recordflow::kVersion;
   recordflow::python::RegisterFormat(m);
+  recordflow::python::RegisterExample(m);
 }

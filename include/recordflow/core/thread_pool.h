@@ -1,0 +1,46 @@
+// A fixed set of worker threads, and a blocking ParallelFor over it.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace recordflow {
+
+// Runs submitted closures on `num_threads` threads.
+//
+// Thread safety: thread-safe.
+// Lifetime: the destructor finishes queued work, then joins every thread.
+class ThreadPool {
+ public:
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  void Schedule(std::function<void()> fn);
+  int num_threads() const { return static_cast<int>(threads_.size()); }
+
+  // The process-wide pool, one thread per core, created on first use.
+  static ThreadPool& Default();
+
+ private:
+  void WorkerLoop();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;  // guarded by mu_
+  bool stopping_ = false;                    // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+// Calls fn(begin, end) over [0, n) split into at most `max_parallelism` contiguous chunks of at
+// least `min_chunk` items, on the default pool and the calling thread; returns when all are
+// done. max_parallelism <= 0 means one chunk per core.
+void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,
+                 const std::function<void(size_t begin, size_t end)>& fn);
+
+}  // namespace recordflow

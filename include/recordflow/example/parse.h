@@ -1,0 +1,99 @@
+// Batch parsing of serialized Examples into columns: the work of tf.io.parse_example.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "recordflow/core/status.h"
+#include "recordflow/example/example.h"
+
+namespace recordflow::example {
+
+// What to extract for one key.
+struct FeatureSpec {
+  enum class Kind { kFixedLen, kVarLen };
+
+  std::string key;
+  Kind kind = Kind::kFixedLen;
+  DType dtype = DType::kInt64;
+  // FixedLen: the shape of one record's value; the record must hold exactly prod(shape) values.
+  std::vector<int64_t> shape;
+  // FixedLen: used when the key is missing (or holds an empty Feature). One value (broadcast)
+  // or prod(shape) values, of `dtype`. nullopt: the feature is required.
+  std::optional<Feature> default_value;
+
+  static FeatureSpec FixedLen(std::string key, DType dtype, std::vector<int64_t> shape = {},
+                              std::optional<Feature> default_value = std::nullopt) {
+    return {std::move(key), Kind::kFixedLen, dtype, std::move(shape), std::move(default_value)};
+  }
+  static FeatureSpec VarLen(std::string key, DType dtype) {
+    return {std::move(key), Kind::kVarLen, dtype, {}, std::nullopt};
+  }
+  // Values per record of a FixedLen feature.
+  int64_t num_elements() const;
+};
+
+// One parsed feature for a whole batch, in contiguous buffers.
+//
+// FixedLen: dense, shape [batch, *spec.shape]. VarLen: ragged: the values of record i are
+// values[row_splits[i] : row_splits[i+1]], shape [row_splits.back()].
+// Numeric values live in `int64s` or `floats`; bytes values are
+// bytes_data[bytes_offsets[j] : bytes_offsets[j+1]] for value j.
+struct Column {
+  std::string key;
+  DType dtype = DType::kInt64;
+  bool ragged = false;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> int64s;
+  std::vector<float> floats;
+  std::vector<int64_t> bytes_offsets;
+  std::string bytes_data;
+  std::vector<int64_t> row_splits;
+
+  int64_t num_values() const;
+};
+
+struct ParseOptions {
+  // Records are parsed on the default thread pool in chunks of at least this many records.
+  size_t min_records_per_thread = 128;
+  // 0: one chunk per core.
+  int max_parallelism = 0;
+  // Added to record positions in error messages (the batch's place in a larger stream).
+  uint64_t first_record_index = 0;
+};
+
+// Parses batches of serialized tf.train.Example against a fixed set of FeatureSpecs.
+//
+// Errors (each names the feature key and the record index): kInvalidArgument for a required
+// feature that is missing, a feature of the wrong type, or a FixedLen feature with the wrong
+// number of values; kDataLoss for malformed protobuf bytes. When several records are bad, the
+// error of the first one is returned.
+//
+// Thread safety: thread-safe (Parse is const). Lifetime: independent of the parsed records.
+class ExampleParser {
+ public:
+  // Validates the specs: non-empty unique keys, non-negative dimensions, defaults of the right
+  // type and size. Errors: kInvalidArgument.
+  static Result<ExampleParser> Create(std::vector<FeatureSpec> specs);
+
+  // Parses `records` into one Column per spec, in spec order.
+  Status Parse(std::span<const std::span<const std::byte>> records, std::vector<Column>* columns,
+               const ParseOptions& options = {}) const;
+
+  const std::vector<FeatureSpec>& specs() const { return specs_; }
+
+ private:
+  explicit ExampleParser(std::vector<FeatureSpec> specs);
+  std::vector<FeatureSpec> specs_;
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, int, KeyHash, std::equal_to<>> index_;  // key -> spec position
+};
+
+}  // namespace recordflow::example

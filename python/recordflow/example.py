@@ -1,0 +1,271 @@
+"""tf.train.Example / SequenceExample without TensorFlow: build, serialize, parse."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from recordflow import _core
+from recordflow.errors import SchemaError
+
+_DTYPES = {
+    "int64": "int64",
+    "float32": "float32",
+    "float": "float32",
+    "bytes": "bytes",
+    "string": "bytes",
+    "str": "bytes",
+}
+
+
+def _dtype_name(dtype: Any) -> str:
+    """Accepts "int64" / "float32" / "bytes" and NumPy dtypes (np.int64, np.float32,
+    np.bytes_, object, str)."""
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return _DTYPES[dtype]
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise SchemaError(f"unknown dtype {dtype!r}: expected 'int64', 'float32' or 'bytes'") from None
+    if dt.kind in "iub":
+        return "int64"
+    if dt.kind == "f":
+        return "float32"
+    if dt.kind in "SUO":
+        return "bytes"
+    raise SchemaError(f"unsupported dtype {dtype!r}: expected 'int64', 'float32' or 'bytes'")
+
+
+def _to_bytes(v: Any, key: str) -> bytes:
+    if isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    if isinstance(v, (bytearray, memoryview, np.bytes_)):
+        return bytes(v)
+    raise SchemaError(f"feature '{key}': cannot mix bytes/str with {type(v).__name__} values")
+
+
+def _feature(key: str, value: Any, dtype: str | None = None) -> tuple:
+    """A Python value as ("int64"|"float32"|"bytes", values) for the encoder."""
+    if isinstance(value, np.ndarray):
+        arr = value.reshape(-1)
+        kind = dtype or _dtype_name(arr.dtype)
+        if kind == "bytes":
+            return ("bytes", [_to_bytes(v, key) for v in arr.tolist()])
+        return (kind, np.ascontiguousarray(arr, dtype=np.int64 if kind == "int64" else np.float32))
+    if isinstance(value, (bytes, str, bytearray, memoryview, numbers.Number, np.generic)):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        try:
+            value = list(value)
+        except TypeError:
+            raise SchemaError(f"feature '{key}': unsupported value of type {type(value).__name__}") from None
+    if dtype is None:
+        if not value:
+            raise SchemaError(
+                f"feature '{key}': cannot tell the type of an empty list; pass a NumPy array "
+                "with a dtype (e.g. np.array([], np.int64)) or use Example(..., dtypes=...)")
+        first = value[0]
+        if isinstance(first, (bool, np.bool_, numbers.Integral)):
+            dtype = "int64"
+        elif isinstance(first, numbers.Real):
+            dtype = "float32"
+        elif isinstance(first, (bytes, str, bytearray, memoryview, np.bytes_)):
+            dtype = "bytes"
+        else:
+            raise SchemaError(f"feature '{key}': unsupported value type {type(first).__name__}")
+    if dtype == "bytes":
+        return ("bytes", [_to_bytes(v, key) for v in value])
+    try:
+        if dtype == "int64":
+            if any(isinstance(v, float) and not float(v).is_integer() for v in value):
+                raise SchemaError(f"feature '{key}': int64 feature holds non-integer values")
+            return ("int64", np.asarray(value, dtype=np.int64).reshape(-1))
+        return ("float32", np.asarray(value, dtype=np.float32).reshape(-1))
+    except (TypeError, ValueError, OverflowError) as e:
+        raise SchemaError(f"feature '{key}': {e}") from None
+
+
+class Example:
+    """A tf.train.Example: a mapping from feature keys to lists of int64, float32 or bytes.
+
+    Values may be int, float, bytes, str (stored as UTF-8), lists or tuples of one of those,
+    or NumPy arrays (flattened). ``dtypes`` forces a type per key (needed for empty lists).
+    ``serialize()`` gives the bytes TensorFlow's protobuf gives with deterministic
+    serialization (keys in sorted order).
+    """
+
+    __slots__ = ("features",)
+
+    def __init__(self, features: Mapping[str, Any] | None = None, dtypes: Mapping[str, Any] | None = None):
+        dtypes = {k: _dtype_name(v) for k, v in (dtypes or {}).items()}
+        self.features = {str(k): _feature(str(k), v, dtypes.get(str(k))) for k, v in (features or {}).items()}
+
+    def serialize(self) -> bytes:
+        return _core.serialize_example(self.features)
+
+    SerializeToString = serialize
+
+    @staticmethod
+    def parse(data: bytes) -> dict:
+        """Decodes one serialized Example: int64 and float32 lists as NumPy arrays, bytes lists
+        as lists of bytes; a feature with no list set is None."""
+        return _core.parse_example_single(bytes(data))
+
+    def __repr__(self) -> str:
+        return f"Example({ {k: v[1] for k, v in self.features.items()} !r})"
+
+
+class SequenceExample:
+    """A tf.train.SequenceExample: ``context`` (as Example's features) and ``feature_lists``,
+    a mapping from keys to lists of per-step values."""
+
+    __slots__ = ("context", "feature_lists")
+
+    def __init__(self, context: Mapping[str, Any] | None = None,
+                 feature_lists: Mapping[str, Sequence[Any]] | None = None,
+                 dtypes: Mapping[str, Any] | None = None):
+        dtypes = {k: _dtype_name(v) for k, v in (dtypes or {}).items()}
+        self.context = {str(k): _feature(str(k), v, dtypes.get(str(k))) for k, v in (context or {}).items()}
+        self.feature_lists = {
+            str(k): [_feature(str(k), step, dtypes.get(str(k))) for step in steps]
+            for k, steps in (feature_lists or {}).items()
+        }
+
+    def serialize(self) -> bytes:
+        return _core.serialize_sequence_example(self.context, self.feature_lists)
+
+    SerializeToString = serialize
+
+    @staticmethod
+    def parse(data: bytes) -> tuple[dict, dict]:
+        """Decodes one serialized SequenceExample into (context, feature_lists), where
+        feature_lists maps each key to a list of per-step values."""
+        return _core.parse_sequence_example_single(bytes(data))
+
+
+class FixedLen:
+    """A feature with exactly prod(shape) values in every record (``default`` when missing).
+
+    Parses to an array of shape [batch, *shape] (an object array of bytes for "bytes").
+    """
+
+    __slots__ = ("shape", "dtype", "default")
+
+    def __init__(self, shape: Iterable[int] = (), dtype: Any = "int64", default: Any = None):
+        if isinstance(shape, numbers.Integral):
+            shape = (int(shape),)
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = _dtype_name(dtype)
+        self.default = default
+
+    def _spec(self, key: str) -> tuple:
+        default = None if self.default is None else _feature(key, self.default, self.dtype)
+        return (key, "fixed", self.dtype, list(self.shape), default)
+
+    def __repr__(self) -> str:
+        return f"FixedLen({list(self.shape)}, {self.dtype!r}, default={self.default!r})"
+
+
+class VarLen:
+    """A feature with any number of values per record. Parses to a :class:`Ragged`."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype: Any = "int64"):
+        self.dtype = _dtype_name(dtype)
+
+    def _spec(self, key: str) -> tuple:
+        return (key, "var", self.dtype, [], None)
+
+    def __repr__(self) -> str:
+        return f"VarLen({self.dtype!r})"
+
+
+class Ragged:
+    """Values of a VarLen feature for a batch: record i holds
+    ``values[row_splits[i]:row_splits[i + 1]]``."""
+
+    __slots__ = ("values", "row_splits")
+
+    def __init__(self, values: np.ndarray, row_splits: np.ndarray):
+        self.values = values
+        self.row_splits = row_splits
+
+    def __len__(self) -> int:
+        return len(self.row_splits) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("record index out of range")
+        return self.values[self.row_splits[i]:self.row_splits[i + 1]]
+
+    def row_lengths(self) -> np.ndarray:
+        return np.diff(self.row_splits)
+
+    def to_list(self) -> list:
+        return [self[i].tolist() for i in range(len(self))]
+
+    def to_sparse(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(indices [n, 2], values [n], dense_shape [2]) as tf.io.VarLenFeature gives."""
+        lengths = self.row_lengths()
+        rows = np.repeat(np.arange(len(self), dtype=np.int64), lengths)
+        cols = np.arange(len(self.values), dtype=np.int64) - np.repeat(self.row_splits[:-1], lengths)
+        indices = np.stack([rows, cols], axis=1) if len(rows) else np.zeros((0, 2), np.int64)
+        dense_shape = np.array([len(self), int(lengths.max()) if len(lengths) else 0], np.int64)
+        return indices, self.values, dense_shape
+
+    def to_dense(self, default_value: Any = 0) -> np.ndarray:
+        """Pads every record to the longest one."""
+        n = len(self)
+        width = int(self.row_lengths().max()) if n else 0
+        dtype = self.values.dtype
+        out = np.full((n, width), default_value, dtype=dtype)
+        for i in range(n):
+            row = self[i]
+            out[i, :len(row)] = row
+        return out
+
+    def __repr__(self) -> str:
+        return f"Ragged({self.to_list()!r})"
+
+
+class Parser:
+    """A compiled spec: parse many batches with the same spec without re-validating it."""
+
+    def __init__(self, spec: Mapping[str, FixedLen | VarLen]):
+        if not isinstance(spec, Mapping):
+            raise SchemaError("spec must be a mapping from feature key to rf.FixedLen / rf.VarLen")
+        self._keys = list(spec)
+        specs = []
+        for key, s in spec.items():
+            if not isinstance(s, (FixedLen, VarLen)):
+                raise SchemaError(f"spec for '{key}' must be rf.FixedLen or rf.VarLen, not {s!r}")
+            specs.append(s._spec(str(key)))
+        self._parser = _core.ExampleParser(specs)
+
+    def __call__(self, serialized: Sequence[bytes], first_record_index: int = 0) -> dict:
+        columns = self._parser.parse(serialized, first_record_index)
+        out = {}
+        for key, col in zip(self._keys, columns):
+            out[key] = Ragged(*col) if isinstance(col, tuple) else col
+        return out
+
+
+def parse_example(serialized: Sequence[bytes], spec: Mapping[str, FixedLen | VarLen]) -> dict:
+    """Parses a batch of serialized tf.train.Example records, like tf.io.parse_example.
+
+    FixedLen features become arrays of shape [batch, *shape]; VarLen features become
+    :class:`Ragged` (``.values``, ``.row_splits``, ``.to_list()``, ``.to_sparse()``).
+    Raises rf.SchemaError naming the key and record index for a missing required feature, a
+    wrong type or a wrong value count, and rf.DataLossError for malformed bytes.
+    """
+    if isinstance(serialized, (bytes, bytearray)):
+        raise SchemaError("parse_example takes a batch (a list of serialized records); wrap one record in a list")
+    return Parser(spec)(serialized)

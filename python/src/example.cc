@@ -1,0 +1,227 @@
+// Bindings for the example layer: Example encode/decode and batch parsing into NumPy arrays
+// that own recordflow's buffers (no copy of numeric data).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "recordflow/example/example.h"
+#include "recordflow/example/parse.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace recordflow::python {
+namespace {
+
+using example::Column;
+using example::DType;
+using example::Feature;
+using example::Features;
+using example::FeatureSpec;
+using example::ListKind;
+
+// Moves `values` to the heap and returns a NumPy array over them, owned by a capsule.
+template <typename T>
+nb::object ToNumpy(std::vector<T>&& values, std::vector<size_t> shape) {
+  auto* owned = new std::vector<T>(std::move(values));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::cast(nb::ndarray<nb::numpy, T>(owned->data(), shape.size(), shape.data(), owner));
+}
+
+nb::bytes Bytes(std::string_view s) { return nb::bytes(s.data(), s.size()); }
+
+// Python's typed lists -> Feature: ("int64", ndarray[int64]) / ("float32", ndarray[float32]) /
+// ("bytes", list[bytes]) / ("none", None). The type decisions are made in example.py.
+Feature ToFeature(nb::handle kind_and_values) {
+  nb::tuple t = nb::cast<nb::tuple>(kind_and_values);
+  std::string kind = nb::cast<std::string>(t[0]);
+  Feature f;
+  if (kind == "int64") {
+    auto a = nb::cast<nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>>(t[1]);
+    f = Feature::Int64s(std::vector<int64_t>(a.data(), a.data() + a.shape(0)));
+  } else if (kind == "float32") {
+    auto a = nb::cast<nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>>(t[1]);
+    f = Feature::Floats(std::vector<float>(a.data(), a.data() + a.shape(0)));
+  } else if (kind == "bytes") {
+    std::vector<std::string> values;
+    for (nb::handle v : nb::cast<nb::list>(t[1])) {
+      char* data;
+      Py_ssize_t size;
+      if (PyBytes_AsStringAndSize(v.ptr(), &data, &size) != 0) throw nb::python_error();
+      values.emplace_back(data, static_cast<size_t>(size));
+    }
+    f = Feature::Bytes(std::move(values));
+  }
+  return f;
+}
+
+Features ToFeatures(nb::dict d) {
+  Features out;
+  for (auto [k, v] : d) out[nb::cast<std::string>(k)] = ToFeature(v);
+  return out;
+}
+
+nb::object FromFeature(Feature&& f) {
+  switch (f.kind) {
+    case ListKind::kNone:
+      return nb::none();
+    case ListKind::kInt64: {
+      size_t n = f.int64s.size();
+      return ToNumpy(std::move(f.int64s), {n});
+    }
+    case ListKind::kFloat: {
+      size_t n = f.floats.size();
+      return ToNumpy(std::move(f.floats), {n});
+    }
+    case ListKind::kBytes: {
+      nb::list out;
+      for (const auto& v : f.bytes) out.append(Bytes(v));
+      return out;
+    }
+  }
+  return nb::none();
+}
+
+nb::dict FromFeatures(Features&& features) {
+  nb::dict out;
+  for (auto& [key, f] : features) out[nb::str(key.data(), key.size())] = FromFeature(std::move(f));
+  return out;
+}
+
+std::span<const std::byte> SpanOf(nb::handle b) {
+  char* data;
+  Py_ssize_t size;
+  if (PyBytes_AsStringAndSize(b.ptr(), &data, &size) != 0) throw nb::python_error();
+  return std::as_bytes(std::span(data, static_cast<size_t>(size)));
+}
+
+// Bytes values [begin, end) of a column as a NumPy object array (one bytes object each).
+nb::object BytesValues(const Column& c, size_t begin, size_t end, const std::vector<size_t>& shape) {
+  nb::list items;
+  for (size_t j = begin; j < end; ++j) {
+    items.append(nb::bytes(c.bytes_data.data() + c.bytes_offsets[j],
+                           static_cast<size_t>(c.bytes_offsets[j + 1] - c.bytes_offsets[j])));
+  }
+  nb::module_ np = nb::module_::import_("numpy");
+  nb::object arr = np.attr("empty")(end - begin, "dtype"_a = "object");
+  arr[nb::slice(nb::none(), nb::none(), nb::none())] = items;  // bytes stay scalars
+  nb::list dims;
+  for (size_t d : shape) dims.append(d);
+  return arr.attr("reshape")(nb::tuple(dims));
+}
+
+// {"values": ..., "row_splits": ...} for ragged, or the dense array.
+nb::object ColumnToPython(Column&& c) {
+  std::vector<size_t> shape(c.shape.begin(), c.shape.end());
+  nb::object values;
+  if (c.dtype == DType::kBytes) {
+    values = BytesValues(c, 0, static_cast<size_t>(c.num_values()), shape);
+  } else if (c.dtype == DType::kInt64) {
+    values = ToNumpy(std::move(c.int64s), shape);
+  } else {
+    values = ToNumpy(std::move(c.floats), shape);
+  }
+  if (!c.ragged) return values;
+  size_t n = c.row_splits.size();
+  return nb::make_tuple(values, ToNumpy(std::move(c.row_splits), {n}));
+}
+
+class PyExampleParser {
+ public:
+  // specs: list of (key, "fixed" | "var", dtype, shape list, default feature tuple or None).
+  explicit PyExampleParser(nb::list specs) {
+    std::vector<FeatureSpec> out;
+    for (nb::handle h : specs) {
+      nb::tuple t = nb::cast<nb::tuple>(h);
+      FeatureSpec s;
+      s.key = nb::cast<std::string>(t[0]);
+      s.kind = nb::cast<std::string>(t[1]) == "var" ? FeatureSpec::Kind::kVarLen
+                                                    : FeatureSpec::Kind::kFixedLen;
+      s.dtype = ValueOrThrow(example::ParseDType(nb::cast<std::string>(t[2])));
+      s.shape = nb::cast<std::vector<int64_t>>(t[3]);
+      if (!t[4].is_none()) s.default_value = ToFeature(t[4]);
+      out.push_back(std::move(s));
+    }
+    parser_ = std::make_unique<example::ExampleParser>(
+        ValueOrThrowSchema(example::ExampleParser::Create(std::move(out))));
+  }
+
+  nb::list Parse(nb::handle records, uint64_t first_record_index) {
+    std::vector<std::span<const std::byte>> spans;
+    nb::list as_list = nb::list(records);  // holds every record alive during the parse
+    spans.reserve(nb::len(as_list));
+    for (nb::handle r : as_list) spans.push_back(SpanOf(r));
+    std::vector<Column> columns;
+    example::ParseOptions options;
+    options.first_record_index = first_record_index;
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      s = parser_->Parse(spans, &columns, options);
+    }
+    if (!s.ok()) ThrowSchemaStatus(s);
+    nb::list out;
+    for (Column& c : columns) out.append(ColumnToPython(std::move(c)));
+    return out;
+  }
+
+ private:
+  static example::ExampleParser ValueOrThrowSchema(Result<example::ExampleParser> r) {
+    if (!r.ok()) ThrowSchemaStatus(r.status());
+    return std::move(r).value();
+  }
+  std::unique_ptr<example::ExampleParser> parser_;
+};
+
+}  // namespace
+
+void RegisterExample(nb::module_& m) {
+  m.def(
+      "serialize_example",
+      [](nb::dict features) { return Bytes(example::SerializeExample(ToFeatures(features))); },
+      "features"_a);
+  m.def(
+      "parse_example_single",
+      [](nb::handle record) {
+        return FromFeatures(ValueOrThrow(example::ParseExample(SpanOf(record))));
+      },
+      "record"_a);
+  m.def(
+      "serialize_sequence_example",
+      [](nb::dict context, nb::dict feature_lists) {
+        example::SequenceExample se;
+        se.context = ToFeatures(context);
+        for (auto [k, v] : feature_lists) {
+          std::vector<Feature> list;
+          for (nb::handle f : nb::cast<nb::list>(v)) list.push_back(ToFeature(f));
+          se.feature_lists[nb::cast<std::string>(k)] = std::move(list);
+        }
+        return Bytes(example::SerializeSequenceExample(se));
+      },
+      "context"_a, "feature_lists"_a);
+  m.def(
+      "parse_sequence_example_single",
+      [](nb::handle record) {
+        example::SequenceExample se =
+            ValueOrThrow(example::ParseSequenceExample(SpanOf(record)));
+        nb::dict lists;
+        for (auto& [key, list] : se.feature_lists) {
+          nb::list steps;
+          for (auto& f : list) steps.append(FromFeature(std::move(f)));
+          lists[nb::str(key.data(), key.size())] = steps;
+        }
+        return nb::make_tuple(FromFeatures(std::move(se.context)), lists);
+      },
+      "record"_a);
+  nb::class_<PyExampleParser>(m, "ExampleParser")
+      .def(nb::init<nb::list>(), "specs"_a)
+      .def("parse", &PyExampleParser::Parse, "records"_a, "first_record_index"_a = 0);
+}
+
+}  // namespace recordflow::python

@@ -1,0 +1,89 @@
+#include "recordflow/core/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+
+namespace recordflow {
+
+ThreadPool::ThreadPool(int num_threads) {
+  for (int i = 0; i < std::max(1, num_threads); ++i) threads_.emplace_back([this] { WorkerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::Schedule(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+  }
+  cv_.notify_one();
+}
+
+void ThreadPool::WorkerLoop() {
+  while (true) {
+    std::function<void()> fn;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      fn = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    fn();
+  }
+}
+
+ThreadPool& ThreadPool::Default() {
+  static ThreadPool* pool =
+      new ThreadPool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  return *pool;  // never destroyed: workers may outlive static destruction order
+}
+
+void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,
+                 const std::function<void(size_t, size_t)>& fn) {
+  if (n == 0) return;
+  ThreadPool& pool = ThreadPool::Default();
+  size_t parallelism = max_parallelism > 0 ? static_cast<size_t>(max_parallelism)
+                                           : static_cast<size_t>(pool.num_threads());
+  size_t chunks = std::min(parallelism, std::max<size_t>(1, n / std::max<size_t>(1, min_chunk)));
+  if (chunks <= 1) {
+    fn(0, n);
+    return;
+  }
+  // Shared state lives on the heap: a helper task may start after every chunk is done and the
+  // caller has returned.
+  struct State {
+    std::atomic<size_t> next{0};
+    std::mutex mu;
+    std::condition_variable done_cv;
+    size_t finished = 0;  // guarded by mu
+  };
+  auto state = std::make_shared<State>();
+  // Every participant, the caller included, claims chunks until none are left, so the caller
+  // never waits on a chunk that no thread has started (no deadlock when called from a worker).
+  auto work = [state, chunks, n, &fn] {
+    size_t c;
+    while ((c = state->next.fetch_add(1)) < chunks) {
+      fn(n * c / chunks, n * (c + 1) / chunks);
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (++state->finished == chunks) state->done_cv.notify_all();
+    }
+  };
+  for (size_t c = 1; c < chunks; ++c) {
+    pool.Schedule([state, chunks, work] {
+      if (state->next.load() < chunks) work();
+    });
+  }
+  work();
+  std::unique_lock<std::mutex> lock(state->mu);
+  state->done_cv.wait(lock, [&] { return state->finished == chunks; });
+}
+
+}  // namespace recordflow

@@ -1,0 +1,350 @@
+#include "recordflow/example/example.h"
+
+#include <cstring>
+
+#include "example_internal.h"
+
+namespace recordflow::example {
+
+using internal::AppendTag;
+using internal::AppendVarint;
+using internal::kLengthDelimited;
+
+std::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kInt64: return "int64";
+    case DType::kFloat32: return "float32";
+    case DType::kBytes: return "bytes";
+  }
+  return "?";
+}
+
+Result<DType> ParseDType(std::string_view name) {
+  if (name == "int64") return DType::kInt64;
+  if (name == "float32" || name == "float") return DType::kFloat32;
+  if (name == "bytes" || name == "string" || name == "str") return DType::kBytes;
+  return InvalidArgumentError("unknown dtype '" + std::string(name) +
+                              "': expected \"int64\", \"float32\" or \"bytes\"");
+}
+
+std::string_view ListKindName(ListKind kind) {
+  switch (kind) {
+    case ListKind::kNone: return "none";
+    case ListKind::kBytes: return "bytes";
+    case ListKind::kFloat: return "float32";
+    case ListKind::kInt64: return "int64";
+  }
+  return "?";
+}
+
+ListKind ListKindFor(DType dtype) {
+  switch (dtype) {
+    case DType::kInt64: return ListKind::kInt64;
+    case DType::kFloat32: return ListKind::kFloat;
+    case DType::kBytes: return ListKind::kBytes;
+  }
+  return ListKind::kNone;
+}
+
+Status ForEachFeature(std::span<const std::byte> features, const FeatureCallback& fn) {
+  return internal::VisitFeatures(features, fn);
+}
+
+Status ExampleFeatures(std::span<const std::byte> example,
+                       std::vector<std::span<const std::byte>>* features) {
+  features->clear();
+  return internal::VisitExampleFeatures(example, [&](std::span<const std::byte> f) {
+    features->push_back(f);
+    return Status::OK();
+  });
+}
+
+Result<size_t> CountValues(const FeatureView& feature) {
+  return internal::CountListValues(feature);
+}
+
+Status DecodeInt64s(const FeatureView& feature, std::span<int64_t> out) {
+  if (feature.kind != ListKind::kInt64 && feature.kind != ListKind::kNone) {
+    return InvalidArgumentError("feature holds " + std::string(ListKindName(feature.kind)) +
+                                " values, not int64");
+  }
+  size_t i = 0;
+  if (feature.kind == ListKind::kInt64) {
+    RF_RETURN_IF_ERROR(internal::VisitInt64s(feature.list, [&](int64_t v) {
+      if (i < out.size()) out[i] = v;
+      ++i;
+    }));
+  }
+  if (i != out.size()) {
+    return InternalError("expected " + std::to_string(out.size()) + " int64 values, found " +
+                         std::to_string(i));
+  }
+  return Status::OK();
+}
+
+Status DecodeFloats(const FeatureView& feature, std::span<float> out) {
+  if (feature.kind != ListKind::kFloat && feature.kind != ListKind::kNone) {
+    return InvalidArgumentError("feature holds " + std::string(ListKindName(feature.kind)) +
+                                " values, not float32");
+  }
+  size_t i = 0;
+  if (feature.kind == ListKind::kFloat) {
+    RF_RETURN_IF_ERROR(internal::VisitFloats(
+        feature.list,
+        [&](std::span<const std::byte> packed) {
+          size_t n = packed.size() / 4;
+          if (i + n <= out.size()) std::memcpy(out.data() + i, packed.data(), packed.size());
+          i += n;
+        },
+        [&](float v) {
+          if (i < out.size()) out[i] = v;
+          ++i;
+        }));
+  }
+  if (i != out.size()) {
+    return InternalError("expected " + std::to_string(out.size()) + " float values, found " +
+                         std::to_string(i));
+  }
+  return Status::OK();
+}
+
+Status ForEachBytes(const FeatureView& feature,
+                    const std::function<void(std::span<const std::byte>)>& fn) {
+  if (feature.kind == ListKind::kNone) return Status::OK();
+  if (feature.kind != ListKind::kBytes) {
+    return InvalidArgumentError("feature holds " + std::string(ListKindName(feature.kind)) +
+                                " values, not bytes");
+  }
+  return internal::VisitBytes(feature.list, fn);
+}
+
+// ---- owning representation ----
+
+size_t Feature::size() const {
+  switch (kind) {
+    case ListKind::kNone: return 0;
+    case ListKind::kBytes: return bytes.size();
+    case ListKind::kFloat: return floats.size();
+    case ListKind::kInt64: return int64s.size();
+  }
+  return 0;
+}
+
+bool Feature::operator==(const Feature& other) const {
+  if (kind != other.kind) return false;
+  switch (kind) {
+    case ListKind::kNone: return true;
+    case ListKind::kBytes: return bytes == other.bytes;
+    case ListKind::kInt64: return int64s == other.int64s;
+    case ListKind::kFloat:
+      // Bitwise, so NaNs compare equal to themselves.
+      return floats.size() == other.floats.size() &&
+             std::memcmp(floats.data(), other.floats.data(), floats.size() * sizeof(float)) == 0;
+  }
+  return false;
+}
+
+namespace {
+
+void AppendLengthDelimited(std::string* out, uint32_t field, std::string_view bytes) {
+  AppendTag(out, field, kLengthDelimited);
+  AppendVarint(out, bytes.size());
+  out->append(bytes);
+}
+
+std::string SerializeFeature(const Feature& f) {
+  std::string list;
+  switch (f.kind) {
+    case ListKind::kNone:
+      return "";
+    case ListKind::kBytes:
+      for (const auto& v : f.bytes) AppendLengthDelimited(&list, 1, v);
+      break;
+    case ListKind::kFloat:
+      if (!f.floats.empty()) {
+        AppendLengthDelimited(
+            &list, 1,
+            std::string_view(reinterpret_cast<const char*>(f.floats.data()), f.floats.size() * 4));
+      }
+      break;
+    case ListKind::kInt64:
+      if (!f.int64s.empty()) {
+        std::string packed;
+        for (int64_t v : f.int64s) AppendVarint(&packed, static_cast<uint64_t>(v));
+        AppendLengthDelimited(&list, 1, packed);
+      }
+      break;
+  }
+  std::string out;
+  AppendLengthDelimited(&out, static_cast<uint32_t>(f.kind), list);
+  return out;
+}
+
+// A map<string, V> entry: key (field 1) and value (field 2), both always written, as protobuf
+// writes map entries.
+void AppendMapEntry(std::string* out, uint32_t field, std::string_view key,
+                    std::string_view value) {
+  std::string entry;
+  AppendLengthDelimited(&entry, 1, key);
+  AppendLengthDelimited(&entry, 2, value);
+  AppendLengthDelimited(out, field, entry);
+}
+
+std::string SerializeFeatures(const Features& features) {
+  std::string out;
+  for (const auto& [key, feature] : features) AppendMapEntry(&out, 1, key, SerializeFeature(feature));
+  return out;
+}
+
+Result<Feature> ToFeature(const FeatureView& view) {
+  Feature f;
+  f.kind = view.kind;
+  switch (view.kind) {
+    case ListKind::kNone:
+      break;
+    case ListKind::kBytes:
+      RF_RETURN_IF_ERROR(internal::VisitBytes(view.list, [&](std::span<const std::byte> v) {
+        f.bytes.emplace_back(reinterpret_cast<const char*>(v.data()), v.size());
+      }));
+      break;
+    case ListKind::kFloat: {
+      RF_ASSIGN_OR_RETURN(size_t n, internal::CountListValues(view));
+      f.floats.resize(n);
+      RF_RETURN_IF_ERROR(DecodeFloats(view, f.floats));
+      break;
+    }
+    case ListKind::kInt64: {
+      RF_ASSIGN_OR_RETURN(size_t n, internal::CountListValues(view));
+      f.int64s.resize(n);
+      RF_RETURN_IF_ERROR(DecodeInt64s(view, f.int64s));
+      break;
+    }
+  }
+  return f;
+}
+
+Status ParseFeaturesInto(std::span<const std::byte> bytes, Features* out) {
+  Status status;
+  RF_RETURN_IF_ERROR(internal::VisitFeatures(bytes, [&](std::string_view key, const FeatureView& v) {
+    if (!status.ok()) return;
+    Result<Feature> f = ToFeature(v);
+    if (!f.ok()) {
+      status = f.status();
+      return;
+    }
+    (*out)[std::string(key)] = std::move(f).value();
+  }));
+  return status;
+}
+
+}  // namespace
+
+std::string SerializeExample(const Features& features) {
+  std::string out;
+  AppendLengthDelimited(&out, 1, SerializeFeatures(features));
+  return out;
+}
+
+std::string SerializeSequenceExample(const SequenceExample& example) {
+  std::string out;
+  if (!example.context.empty()) AppendLengthDelimited(&out, 1, SerializeFeatures(example.context));
+  if (!example.feature_lists.empty()) {
+    std::string lists;
+    for (const auto& [key, list] : example.feature_lists) {
+      std::string feature_list;
+      for (const auto& f : list) AppendLengthDelimited(&feature_list, 1, SerializeFeature(f));
+      AppendMapEntry(&lists, 1, key, feature_list);
+    }
+    AppendLengthDelimited(&out, 2, lists);
+  }
+  return out;
+}
+
+Result<Features> ParseExample(std::span<const std::byte> example) {
+  Features out;
+  RF_RETURN_IF_ERROR(internal::VisitExampleFeatures(
+      example, [&](std::span<const std::byte> f) { return ParseFeaturesInto(f, &out); }));
+  return out;
+}
+
+Result<SequenceExample> ParseSequenceExample(std::span<const std::byte> bytes) {
+  using internal::Malformed;
+  using internal::WireReader;
+  SequenceExample out;
+  WireReader r(bytes);
+  while (!r.done()) {
+    uint32_t field, wt;
+    if (!r.ReadTag(&field, &wt)) return Malformed("SequenceExample", r);
+    if ((field == 1 || field == 2) && wt != kLengthDelimited) {
+      r.Fail("context or feature_lists has the wrong wire type");
+      return Malformed("SequenceExample", r);
+    }
+    if (field == 1) {
+      std::span<const std::byte> context;
+      if (!r.ReadLengthDelimited(&context)) return Malformed("SequenceExample", r);
+      RF_RETURN_IF_ERROR(ParseFeaturesInto(context, &out.context));
+    } else if (field == 2) {
+      std::span<const std::byte> lists;
+      if (!r.ReadLengthDelimited(&lists)) return Malformed("SequenceExample", r);
+      WireReader l(lists);
+      while (!l.done()) {
+        uint32_t f, t;
+        if (!l.ReadTag(&f, &t)) return Malformed("FeatureLists", l);
+        if (f != 1) {
+          if (!l.Skip(f, t)) return Malformed("FeatureLists", l);
+          continue;
+        }
+        std::span<const std::byte> entry;
+        if (t != kLengthDelimited || !l.ReadLengthDelimited(&entry)) {
+          if (t != kLengthDelimited) l.Fail("map entry has the wrong wire type");
+          return Malformed("FeatureLists", l);
+        }
+        WireReader e(entry);
+        std::string key;
+        std::vector<Feature> list;
+        while (!e.done()) {
+          uint32_t ef, et;
+          if (!e.ReadTag(&ef, &et)) return Malformed("FeatureLists map entry", e);
+          if ((ef == 1 || ef == 2) && et == kLengthDelimited) {
+            std::span<const std::byte> s;
+            if (!e.ReadLengthDelimited(&s)) return Malformed("FeatureLists map entry", e);
+            if (ef == 1) {
+              key.assign(reinterpret_cast<const char*>(s.data()), s.size());
+              continue;
+            }
+            list.clear();  // a repeated value field: the last one wins
+            WireReader fl(s);
+            while (!fl.done()) {
+              uint32_t ff, ft;
+              if (!fl.ReadTag(&ff, &ft)) return Malformed("FeatureList", fl);
+              if (ff == 1 && ft == kLengthDelimited) {
+                std::span<const std::byte> fb;
+                if (!fl.ReadLengthDelimited(&fb)) return Malformed("FeatureList", fl);
+                FeatureView view;
+                RF_RETURN_IF_ERROR(internal::DecodeFeature(fb, &view));
+                RF_ASSIGN_OR_RETURN(Feature feat, ToFeature(view));
+                list.push_back(std::move(feat));
+              } else if (ff == 1) {
+                fl.Fail("feature has the wrong wire type");
+                return Malformed("FeatureList", fl);
+              } else if (!fl.Skip(ff, ft)) {
+                return Malformed("FeatureList", fl);
+              }
+            }
+          } else if (ef == 1 || ef == 2) {
+            e.Fail("key or value has the wrong wire type");
+            return Malformed("FeatureLists map entry", e);
+          } else if (!e.Skip(ef, et)) {
+            return Malformed("FeatureLists map entry", e);
+          }
+        }
+        out.feature_lists[key] = std::move(list);
+      }
+    } else if (!r.Skip(field, wt)) {
+      return Malformed("SequenceExample", r);
+    }
+  }
+  return out;
+}
+
+}  // namespace recordflow::example

@@ -1,0 +1,309 @@
+#include "recordflow/example/parse.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "example_internal.h"
+#include "recordflow/core/thread_pool.h"
+
+namespace recordflow::example {
+namespace {
+
+// What pass 1 learns about one (record, spec) pair.
+struct Slot {
+  FeatureView view;
+  bool present = false;
+  uint32_t count = 0;   // values
+  uint64_t nbytes = 0;  // bytes features: total value bytes
+};
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Where parallel chunks report failures; the lowest record index wins, so the error does not
+// depend on thread timing.
+class FirstError {
+ public:
+  void Report(uint64_t record, Status status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (status_.ok() || record < record_) {
+      record_ = record;
+      status_ = std::move(status);
+    }
+  }
+  Status Take() { return std::move(status_); }
+
+ private:
+  std::mutex mu_;
+  uint64_t record_ = 0;
+  Status status_;
+};
+
+}  // namespace
+
+int64_t FeatureSpec::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t Column::num_values() const {
+  switch (dtype) {
+    case DType::kInt64: return static_cast<int64_t>(int64s.size());
+    case DType::kFloat32: return static_cast<int64_t>(floats.size());
+    case DType::kBytes: return bytes_offsets.empty() ? 0 : static_cast<int64_t>(bytes_offsets.size()) - 1;
+  }
+  return 0;
+}
+
+ExampleParser::ExampleParser(std::vector<FeatureSpec> specs) : specs_(std::move(specs)) {
+  for (size_t i = 0; i < specs_.size(); ++i) index_.emplace(specs_[i].key, static_cast<int>(i));
+}
+
+Result<ExampleParser> ExampleParser::Create(std::vector<FeatureSpec> specs) {
+  std::unordered_map<std::string, int> seen;
+  for (const auto& spec : specs) {
+    const std::string where = "spec for feature '" + spec.key + "'";
+    if (!seen.emplace(spec.key, 0).second) {
+      return InvalidArgumentError("feature '" + spec.key + "' appears twice in the spec");
+    }
+    if (spec.kind == FeatureSpec::Kind::kVarLen) {
+      if (!spec.shape.empty() || spec.default_value) {
+        return InvalidArgumentError(where + ": VarLen takes no shape and no default");
+      }
+      continue;
+    }
+    int64_t n = 1;
+    for (int64_t d : spec.shape) {
+      if (d < 0) return InvalidArgumentError(where + ": negative dimension in shape " + ShapeString(spec.shape));
+      if (d > 0 && n > (int64_t{1} << 40) / d) return InvalidArgumentError(where + ": shape too large");
+      n *= d;
+    }
+    if (spec.default_value) {
+      const Feature& d = *spec.default_value;
+      if (d.kind != ListKindFor(spec.dtype)) {
+        return InvalidArgumentError(where + ": default value is " +
+                                    std::string(ListKindName(d.kind)) + ", but the dtype is " +
+                                    std::string(DTypeName(spec.dtype)));
+      }
+      int64_t size = static_cast<int64_t>(d.size());
+      if (size != n && size != 1) {
+        return InvalidArgumentError(where + ": default value has " + std::to_string(size) +
+                                    " values; shape " + ShapeString(spec.shape) + " needs " +
+                                    std::to_string(n) + " (or 1, broadcast)");
+      }
+    }
+  }
+  return ExampleParser(std::move(specs));
+}
+
+Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
+                            std::vector<Column>* columns, const ParseOptions& options) const {
+  const size_t batch = records.size();
+  const size_t k_count = specs_.size();
+  columns->assign(k_count, Column{});
+  for (size_t k = 0; k < k_count; ++k) {
+    const FeatureSpec& spec = specs_[k];
+    Column& c = (*columns)[k];
+    c.key = spec.key;
+    c.dtype = spec.dtype;
+    c.ragged = spec.kind == FeatureSpec::Kind::kVarLen;
+    if (!c.ragged) {
+      c.shape.push_back(static_cast<int64_t>(batch));
+      c.shape.insert(c.shape.end(), spec.shape.begin(), spec.shape.end());
+      const size_t total = batch * static_cast<size_t>(spec.num_elements());
+      if (spec.dtype == DType::kInt64) c.int64s.resize(total);
+      if (spec.dtype == DType::kFloat32) c.floats.resize(total);
+    }
+  }
+  std::vector<Slot> slots(batch * k_count);
+  FirstError first_error;
+
+  auto record_error = [&](size_t r, const Status& s, const std::string& key) {
+    std::string msg = s.message();
+    std::string where = "record " + std::to_string(options.first_record_index + r);
+    if (!key.empty()) where = "feature '" + key + "' of " + where;
+    first_error.Report(r, Status(s.code(), where + ": " + msg));
+  };
+
+  // Pass 1: find each spec'd feature in each record, check it, count it, and decode dense
+  // numeric values straight into their place in the output.
+  ParallelFor(batch, options.min_records_per_thread, options.max_parallelism, [&](size_t begin,
+                                                                                  size_t end) {
+    for (size_t r = begin; r < end; ++r) {
+      Slot* row = &slots[r * k_count];
+      Status s = internal::VisitExampleFeatures(records[r], [&](std::span<const std::byte> f) {
+        return internal::VisitFeatures(f, [&](std::string_view key, const FeatureView& view) {
+          auto it = index_.find(key);
+          if (it == index_.end()) return;
+          Slot& slot = row[it->second];
+          slot.view = view;  // a repeated key: the last one wins, as in protobuf maps
+          slot.present = view.kind != ListKind::kNone;
+        });
+      });
+      if (!s.ok()) {
+        record_error(r, s, "");
+        continue;
+      }
+      for (size_t k = 0; k < k_count; ++k) {
+        const FeatureSpec& spec = specs_[k];
+        Slot& slot = row[k];
+        Status cs;
+        if (slot.present && slot.view.kind != ListKindFor(spec.dtype)) {
+          record_error(r,
+                       InvalidArgumentError("holds " + std::string(ListKindName(slot.view.kind)) +
+                                            " values, but the spec asks for " +
+                                            std::string(DTypeName(spec.dtype))),
+                       spec.key);
+          break;
+        }
+        if (slot.present) {
+          if (spec.dtype == DType::kBytes) {
+            cs = internal::VisitBytes(slot.view.list, [&](std::span<const std::byte> v) {
+              ++slot.count;
+              slot.nbytes += v.size();
+            });
+          } else {
+            Result<size_t> n = internal::CountListValues(slot.view);
+            if (n.ok()) {
+              slot.count = static_cast<uint32_t>(*n);
+            } else {
+              cs = n.status();
+            }
+          }
+          if (!cs.ok()) {
+            record_error(r, cs, spec.key);
+            break;
+          }
+        }
+        if (spec.kind == FeatureSpec::Kind::kVarLen) continue;
+        const int64_t want = spec.num_elements();
+        if (!slot.present) {
+          if (!spec.default_value) {
+            record_error(r,
+                         InvalidArgumentError("required feature is missing (the spec gives no "
+                                              "default)"),
+                         spec.key);
+            break;
+          }
+          continue;  // defaults are filled in pass 2
+        }
+        if (slot.count != want) {
+          record_error(r,
+                       InvalidArgumentError("has " + std::to_string(slot.count) +
+                                            " values, but the spec's shape " +
+                                            ShapeString(spec.shape) + " needs " +
+                                            std::to_string(want)),
+                       spec.key);
+          break;
+        }
+        Column& c = (*columns)[k];
+        if (spec.dtype == DType::kInt64) {
+          cs = DecodeInt64s(slot.view, std::span(c.int64s.data() + r * want, want));
+        } else if (spec.dtype == DType::kFloat32) {
+          cs = DecodeFloats(slot.view, std::span(c.floats.data() + r * want, want));
+        }
+        if (!cs.ok()) {
+          record_error(r, cs, spec.key);
+          break;
+        }
+      }
+    }
+  });
+  RF_RETURN_IF_ERROR(first_error.Take());
+
+  // Between the passes (serial, cheap): row splits and bytes offsets from the counts.
+  for (size_t k = 0; k < k_count; ++k) {
+    const FeatureSpec& spec = specs_[k];
+    Column& c = (*columns)[k];
+    const bool dense = spec.kind == FeatureSpec::Kind::kFixedLen;
+    const int64_t want = dense ? spec.num_elements() : 0;
+    if (!dense) {
+      c.row_splits.resize(batch + 1);
+      c.row_splits[0] = 0;
+      for (size_t r = 0; r < batch; ++r) {
+        c.row_splits[r + 1] = c.row_splits[r] + slots[r * k_count + k].count;
+      }
+      const size_t total = static_cast<size_t>(c.row_splits[batch]);
+      c.shape = {static_cast<int64_t>(total)};
+      if (spec.dtype == DType::kInt64) c.int64s.resize(total);
+      if (spec.dtype == DType::kFloat32) c.floats.resize(total);
+    }
+    if (spec.dtype == DType::kBytes) {
+      // Value j's bytes start at bytes_offsets[j]; per record, the first value's offset is kept
+      // in the record's first slot and the rest are filled in pass 2.
+      size_t values = dense ? batch * static_cast<size_t>(want) : static_cast<size_t>(c.row_splits[batch]);
+      c.bytes_offsets.assign(values + 1, 0);
+      uint64_t data_size = 0;
+      size_t value = 0;
+      for (size_t r = 0; r < batch; ++r) {
+        const Slot& slot = slots[r * k_count + k];
+        c.bytes_offsets[value] = static_cast<int64_t>(data_size);
+        if (slot.present || !dense) {
+          data_size += slot.nbytes;
+          value += slot.count;
+        } else {
+          const auto& d = spec.default_value->bytes;
+          for (int64_t i = 0; i < want; ++i) data_size += d.size() == 1 ? d[0].size() : d[i].size();
+          value += static_cast<size_t>(want);
+        }
+      }
+      c.bytes_offsets[values] = static_cast<int64_t>(data_size);
+      c.bytes_data.resize(data_size);
+    }
+  }
+
+  // Pass 2: ragged numeric values, all bytes values, and defaults.
+  ParallelFor(batch, options.min_records_per_thread, options.max_parallelism, [&](size_t begin,
+                                                                                  size_t end) {
+    for (size_t r = begin; r < end; ++r) {
+      for (size_t k = 0; k < k_count; ++k) {
+        const FeatureSpec& spec = specs_[k];
+        const Slot& slot = slots[r * k_count + k];
+        Column& c = (*columns)[k];
+        const bool dense = spec.kind == FeatureSpec::Kind::kFixedLen;
+        const int64_t want = dense ? spec.num_elements() : 0;
+        const size_t first = dense ? r * static_cast<size_t>(want) : static_cast<size_t>(c.row_splits[r]);
+        Status s;
+        // Each record writes only the offsets of its own values after the first: the first
+        // (and the end) were set between the passes, so no two threads touch one entry.
+        int64_t pos = spec.dtype == DType::kBytes ? c.bytes_offsets[first] : 0;
+        if (dense && !slot.present) {
+          const Feature& d = *spec.default_value;
+          for (int64_t i = 0; i < want; ++i) {
+            size_t src = d.size() == 1 ? 0 : static_cast<size_t>(i);
+            if (spec.dtype == DType::kInt64) c.int64s[first + i] = d.int64s[src];
+            if (spec.dtype == DType::kFloat32) c.floats[first + i] = d.floats[src];
+            if (spec.dtype == DType::kBytes) {
+              const std::string& v = d.bytes[src];
+              std::memcpy(c.bytes_data.data() + pos, v.data(), v.size());
+              pos += static_cast<int64_t>(v.size());
+              if (i + 1 < want) c.bytes_offsets[first + i + 1] = pos;
+            }
+          }
+          continue;
+        }
+        if (!slot.present) continue;
+        if (spec.dtype == DType::kBytes) {
+          size_t i = 0;
+          s = internal::VisitBytes(slot.view.list, [&](std::span<const std::byte> v) {
+            if (!v.empty()) std::memcpy(c.bytes_data.data() + pos, v.data(), v.size());
+            pos += static_cast<int64_t>(v.size());
+            if (++i < slot.count) c.bytes_offsets[first + i] = pos;
+          });
+        } else if (!dense && spec.dtype == DType::kInt64) {
+          s = DecodeInt64s(slot.view, std::span(c.int64s.data() + first, slot.count));
+        } else if (!dense && spec.dtype == DType::kFloat32) {
+          s = DecodeFloats(slot.view, std::span(c.floats.data() + first, slot.count));
+        }
+        if (!s.ok()) record_error(r, s, spec.key);
+      }
+    }
+  });
+  return first_error.Take();
+}
+
+}  // namespace recordflow::example

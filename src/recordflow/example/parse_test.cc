@@ -1,0 +1,155 @@
+#include "recordflow/example/parse.h"
+
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace recordflow::example {
+namespace {
+
+std::vector<std::span<const std::byte>> Spans(const std::vector<std::string>& records) {
+  std::vector<std::span<const std::byte>> out;
+  for (const auto& r : records) out.push_back(std::as_bytes(std::span(r.data(), r.size())));
+  return out;
+}
+
+std::string Str(const Column& c, size_t j) {
+  return c.bytes_data.substr(c.bytes_offsets[j], c.bytes_offsets[j + 1] - c.bytes_offsets[j]);
+}
+
+std::vector<std::string> Batch(int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    Features f;
+    f["label"] = Feature::Int64s({i});
+    f["xy"] = Feature::Floats({static_cast<float>(i), static_cast<float>(-i)});
+    f["name"] = Feature::Bytes({"rec" + std::to_string(i)});
+    std::vector<int64_t> tags(i % 4);
+    for (int t = 0; t < i % 4; ++t) tags[t] = i * 10 + t;
+    f["tags"] = Feature::Int64s(tags);
+    std::vector<std::string> words(i % 3, "w" + std::to_string(i));
+    f["words"] = Feature::Bytes(words);
+    if (i % 2 == 0) f["maybe"] = Feature::Floats({0.5f});
+    out.push_back(SerializeExample(f));
+  }
+  return out;
+}
+
+std::vector<FeatureSpec> Specs() {
+  return {FeatureSpec::FixedLen("label", DType::kInt64),
+          FeatureSpec::FixedLen("xy", DType::kFloat32, {2}),
+          FeatureSpec::FixedLen("name", DType::kBytes),
+          FeatureSpec::VarLen("tags", DType::kInt64),
+          FeatureSpec::VarLen("words", DType::kBytes),
+          FeatureSpec::FixedLen("maybe", DType::kFloat32, {}, Feature::Floats({-1.0f})),
+          FeatureSpec::FixedLen("absent", DType::kBytes, {2}, Feature::Bytes({"d0", "d1"})),
+          FeatureSpec::VarLen("never", DType::kFloat32)};
+}
+
+void CheckBatch(const std::vector<Column>& c, int n) {
+  ASSERT_EQ(c.size(), 8u);
+  EXPECT_EQ(c[0].shape, (std::vector<int64_t>{n}));
+  EXPECT_EQ(c[1].shape, (std::vector<int64_t>{n, 2}));
+  EXPECT_EQ(c[6].shape, (std::vector<int64_t>{n, 2}));
+  EXPECT_TRUE(c[3].ragged);
+  EXPECT_EQ(c[7].row_splits, std::vector<int64_t>(n + 1, 0));
+  size_t tag_pos = 0;
+  size_t word_pos = 0;
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(c[0].int64s[i], i);
+    ASSERT_EQ(c[1].floats[2 * i], static_cast<float>(i));
+    ASSERT_EQ(c[1].floats[2 * i + 1], static_cast<float>(-i));
+    ASSERT_EQ(Str(c[2], i), "rec" + std::to_string(i));
+    ASSERT_EQ(c[3].row_splits[i], static_cast<int64_t>(tag_pos));
+    for (int t = 0; t < i % 4; ++t) ASSERT_EQ(c[3].int64s[tag_pos++], i * 10 + t);
+    ASSERT_EQ(c[4].row_splits[i], static_cast<int64_t>(word_pos));
+    for (int w = 0; w < i % 3; ++w) ASSERT_EQ(Str(c[4], word_pos++), "w" + std::to_string(i));
+    ASSERT_EQ(c[5].floats[i], i % 2 == 0 ? 0.5f : -1.0f);
+    ASSERT_EQ(Str(c[6], 2 * i), "d0");
+    ASSERT_EQ(Str(c[6], 2 * i + 1), "d1");
+  }
+  EXPECT_EQ(c[3].row_splits[n], static_cast<int64_t>(tag_pos));
+  EXPECT_EQ(c[4].row_splits[n], static_cast<int64_t>(word_pos));
+}
+
+TEST(ExampleParserTest, ParsesEverySpecKind) {
+  auto parser = ExampleParser::Create(Specs());
+  ASSERT_TRUE(parser.ok()) << parser.status().ToString();
+  for (int n : {0, 1, 7, 300, 2000}) {
+    auto records = Batch(n);
+    std::vector<Column> columns;
+    ParseOptions serial;
+    serial.max_parallelism = 1;
+    ASSERT_TRUE(parser->Parse(Spans(records), &columns, serial).ok());
+    CheckBatch(columns, n);
+    // Parallel parsing gives the same columns.
+    ParseOptions parallel;
+    parallel.min_records_per_thread = 16;
+    parallel.max_parallelism = 4;
+    std::vector<Column> columns2;
+    ASSERT_TRUE(parser->Parse(Spans(records), &columns2, parallel).ok());
+    CheckBatch(columns2, n);
+  }
+}
+
+TEST(ExampleParserTest, ErrorsNameKeyAndRecord) {
+  auto records = Batch(500);
+  Features bad;
+  bad["label"] = Feature::Floats({1.0f});  // wrong type
+  records[321] = SerializeExample(bad);
+  records[400] = "garbage that is not an Example";
+  auto parser = ExampleParser::Create(Specs());
+  std::vector<Column> columns;
+  ParseOptions options;
+  options.min_records_per_thread = 10;
+  options.first_record_index = 1000;
+  Status s = parser->Parse(Spans(records), &columns, options);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("feature 'label' of record 1321"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("float32"), std::string::npos) << s.message();
+
+  records[321] = Batch(1)[0];
+  s = parser->Parse(Spans(records), &columns, options);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  EXPECT_NE(s.message().find("record 1400"), std::string::npos) << s.message();
+}
+
+TEST(ExampleParserTest, MissingRequiredAndWrongCount) {
+  auto parser = ExampleParser::Create({FeatureSpec::FixedLen("xy", DType::kFloat32, {3})});
+  std::vector<Column> columns;
+  std::vector<std::string> records = {SerializeExample({{"xy", Feature::Floats({1, 2})}})};
+  Status s = parser->Parse(Spans(records), &columns);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("has 2 values, but the spec's shape [3] needs 3"), std::string::npos)
+      << s.message();
+  records = {SerializeExample({{"other", Feature::Floats({1})}})};
+  s = parser->Parse(Spans(records), &columns);
+  EXPECT_NE(s.message().find("feature 'xy' of record 0: required feature is missing"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(ExampleParserTest, EmptyFeatureCountsAsMissing) {
+  auto parser = ExampleParser::Create(
+      {FeatureSpec::FixedLen("k", DType::kInt64, {}, Feature::Int64s({9}))});
+  std::vector<std::string> records = {SerializeExample({{"k", Feature{}}})};
+  std::vector<Column> columns;
+  ASSERT_TRUE(parser->Parse(Spans(records), &columns).ok());
+  EXPECT_EQ(columns[0].int64s, std::vector<int64_t>{9});
+}
+
+TEST(ExampleParserTest, InvalidSpecsRejected) {
+  EXPECT_FALSE(ExampleParser::Create({FeatureSpec::VarLen("a", DType::kInt64),
+                                      FeatureSpec::VarLen("a", DType::kBytes)})
+                   .ok());
+  EXPECT_FALSE(ExampleParser::Create({FeatureSpec::FixedLen("a", DType::kInt64, {-1})}).ok());
+  EXPECT_FALSE(ExampleParser::Create(
+                   {FeatureSpec::FixedLen("a", DType::kInt64, {3}, Feature::Int64s({1, 2}))})
+                   .ok());
+  EXPECT_FALSE(ExampleParser::Create(
+                   {FeatureSpec::FixedLen("a", DType::kInt64, {}, Feature::Floats({1}))})
+                   .ok());
+}
+
+}  // namespace
+}  // namespace recordflow::example
