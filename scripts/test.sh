@@ -43,7 +43,8 @@ if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
       exit 1
     fi
     echo "${target}_fuzzer: $(grep -E "stat::number_of_executed_units" "$fuzz_work/log")"
-  rm -rf "$fuzz_work"
+    rm -rf "$fuzz_work"
+  done
 fi
 
 echo "== Python: install the package and run pytest =="
