@@ -26,8 +26,10 @@ from recordflow.example import (
     Parser,
     Ragged,
     SequenceExample,
+    SequenceParser,
     VarLen,
     parse_example,
+    parse_sequence_example,
 )
 from recordflow.errors import (
     AlreadyExistsError,
@@ -54,6 +56,8 @@ __all__ = [
     "Ragged",
     "Parser",
     "parse_example",
+    "parse_sequence_example",
+    "SequenceParser",
     "IndexedRecordReader",
     "RecordReader",
     "RecordWriter",

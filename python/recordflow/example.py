@@ -130,10 +130,17 @@ class SequenceExample:
                  dtypes: Mapping[str, Any] | None = None):
         dtypes = {k: _dtype_name(v) for k, v in (dtypes or {}).items()}
         self.context = {str(k): _feature(str(k), v, dtypes.get(str(k))) for k, v in (context or {}).items()}
-        self.feature_lists = {
-            str(k): [_feature(str(k), step, dtypes.get(str(k))) for step in steps]
-            for k, steps in (feature_lists or {}).items()
-        }
+        self.feature_lists = {}
+        for k, steps in (feature_lists or {}).items():
+            key = str(k)
+            dtype = dtypes.get(key)
+            if dtype is None:
+                # Empty steps take the type of the list's other steps.
+                for step in steps:
+                    if isinstance(step, np.ndarray) or not hasattr(step, "__len__") or len(step):
+                        dtype = _feature(key, step)[0]
+                        break
+            self.feature_lists[key] = [_feature(key, step, dtype) for step in steps]
 
     def serialize(self) -> bytes:
         return _core.serialize_sequence_example(self.context, self.feature_lists)
@@ -186,47 +193,65 @@ class VarLen:
 
 
 class Ragged:
-    """Values of a VarLen feature for a batch: record i holds
-    ``values[row_splits[i]:row_splits[i + 1]]``."""
+    """Values of a variable-length feature for a batch: row i holds
+    ``values[row_splits[i]:row_splits[i + 1]]``. ``values`` is a NumPy array, or another
+    Ragged for sequence features with a variable number of values per step."""
 
     __slots__ = ("values", "row_splits")
 
-    def __init__(self, values: np.ndarray, row_splits: np.ndarray):
+    def __init__(self, values, row_splits: np.ndarray):
         self.values = values
         self.row_splits = row_splits
 
     def __len__(self) -> int:
         return len(self.row_splits) - 1
 
-    def __getitem__(self, i: int) -> np.ndarray:
+    def __getitem__(self, i):
         n = len(self)
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step != 1:
+                raise ValueError("Ragged supports contiguous slices only")
+            return Ragged(self.values, self.row_splits[start:max(start, stop) + 1])
         if i < 0:
             i += n
         if not 0 <= i < n:
-            raise IndexError("record index out of range")
+            raise IndexError("row index out of range")
         return self.values[self.row_splits[i]:self.row_splits[i + 1]]
 
     def row_lengths(self) -> np.ndarray:
         return np.diff(self.row_splits)
 
     def to_list(self) -> list:
-        return [self[i].tolist() for i in range(len(self))]
+        out = []
+        for i in range(len(self)):
+            row = self[i]
+            out.append(row.to_list() if isinstance(row, Ragged) else row.tolist())
+        return out
+
+    def flat_values(self) -> np.ndarray:
+        return self.values.flat_values() if isinstance(self.values, Ragged) else self.values
 
     def to_sparse(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(indices [n, 2], values [n], dense_shape [2]) as tf.io.VarLenFeature gives."""
+        if isinstance(self.values, Ragged):
+            raise ValueError("to_sparse() takes one level of raggedness")
         lengths = self.row_lengths()
+        first, last = int(self.row_splits[0]), int(self.row_splits[-1])
+        values = self.values[first:last]
         rows = np.repeat(np.arange(len(self), dtype=np.int64), lengths)
-        cols = np.arange(len(self.values), dtype=np.int64) - np.repeat(self.row_splits[:-1], lengths)
+        cols = np.arange(first, last, dtype=np.int64) - np.repeat(self.row_splits[:-1], lengths)
         indices = np.stack([rows, cols], axis=1) if len(rows) else np.zeros((0, 2), np.int64)
         dense_shape = np.array([len(self), int(lengths.max()) if len(lengths) else 0], np.int64)
-        return indices, self.values, dense_shape
+        return indices, values, dense_shape
 
     def to_dense(self, default_value: Any = 0) -> np.ndarray:
-        """Pads every record to the longest one."""
+        """Pads every row to the longest one: shape [rows, max_len, *value_shape]."""
+        if isinstance(self.values, Ragged):
+            raise ValueError("to_dense() takes one level of raggedness")
         n = len(self)
         width = int(self.row_lengths().max()) if n else 0
-        dtype = self.values.dtype
-        out = np.full((n, width), default_value, dtype=dtype)
+        out = np.full((n, width) + self.values.shape[1:], default_value, dtype=self.values.dtype)
         for i in range(n):
             row = self[i]
             out[i, :len(row)] = row
@@ -240,15 +265,8 @@ class Parser:
     """A compiled spec: parse many batches with the same spec without re-validating it."""
 
     def __init__(self, spec: Mapping[str, FixedLen | VarLen]):
-        if not isinstance(spec, Mapping):
-            raise SchemaError("spec must be a mapping from feature key to rf.FixedLen / rf.VarLen")
-        self._keys = list(spec)
-        specs = []
-        for key, s in spec.items():
-            if not isinstance(s, (FixedLen, VarLen)):
-                raise SchemaError(f"spec for '{key}' must be rf.FixedLen or rf.VarLen, not {s!r}")
-            specs.append(s._spec(str(key)))
-        self._parser = _core.ExampleParser(specs)
+        self._keys = list(spec) if isinstance(spec, Mapping) else []
+        self._parser = _core.ExampleParser(_specs(spec, "spec"))
 
     def __call__(self, serialized: Sequence[bytes], first_record_index: int = 0) -> dict:
         columns = self._parser.parse(serialized, first_record_index)
@@ -256,6 +274,60 @@ class Parser:
         for key, col in zip(self._keys, columns):
             out[key] = Ragged(*col) if isinstance(col, tuple) else col
         return out
+
+
+def _specs(spec: Mapping[str, FixedLen | VarLen] | None, what: str) -> list:
+    if spec is None:
+        return []
+    if not isinstance(spec, Mapping):
+        raise SchemaError(f"{what} must be a mapping from feature key to rf.FixedLen / rf.VarLen")
+    out = []
+    for key, s in spec.items():
+        if not isinstance(s, (FixedLen, VarLen)):
+            raise SchemaError(f"spec for '{key}' must be rf.FixedLen or rf.VarLen, not {s!r}")
+        out.append(s._spec(str(key)))
+    return out
+
+
+def _to_ragged(col):
+    if len(col) == 3:  # values, step_splits, row_splits
+        return Ragged(Ragged(col[0], col[1]), col[2])
+    return Ragged(*col)
+
+
+class SequenceParser:
+    """A compiled pair of specs for batches of tf.train.SequenceExample."""
+
+    def __init__(self, context_spec: Mapping[str, FixedLen | VarLen] | None = None,
+                 sequence_spec: Mapping[str, FixedLen | VarLen] | None = None):
+        self._context_keys = list(context_spec or {})
+        self._sequence_keys = list(sequence_spec or {})
+        self._context = _core.ExampleParser(_specs(context_spec, "context_spec"))
+        self._sequence = _core.SequenceParser(_specs(sequence_spec, "sequence_spec"))
+
+    def __call__(self, serialized: Sequence[bytes], first_record_index: int = 0) -> tuple[dict, dict]:
+        records = list(serialized)
+        context = self._context.parse(records, first_record_index)
+        sequences = self._sequence.parse(records, first_record_index)
+        ctx = {k: (Ragged(*c) if isinstance(c, tuple) else c) for k, c in zip(self._context_keys, context)}
+        seq = {k: _to_ragged(c) for k, c in zip(self._sequence_keys, sequences)}
+        return ctx, seq
+
+
+def parse_sequence_example(serialized: Sequence[bytes],
+                           context_spec: Mapping[str, FixedLen | VarLen] | None = None,
+                           sequence_spec: Mapping[str, FixedLen | VarLen] | None = None) -> tuple[dict, dict]:
+    """Parses a batch of serialized tf.train.SequenceExample, like tf.io.parse_sequence_example.
+
+    Returns (context, sequences). Context features parse as in :func:`parse_example`. Each
+    sequence feature is a :class:`Ragged` over steps: ``FixedLen(shape)`` gives values of shape
+    [total_steps, *shape] split by record (``.to_dense()`` pads to [batch, max_steps, *shape]);
+    ``VarLen`` gives a Ragged of steps whose values are themselves a Ragged of values. A record
+    without a feature list has zero steps for it.
+    """
+    if isinstance(serialized, (bytes, bytearray)):
+        raise SchemaError("parse_sequence_example takes a batch (a list of serialized records)")
+    return SequenceParser(context_spec, sequence_spec)(serialized)
 
 
 def parse_example(serialized: Sequence[bytes], spec: Mapping[str, FixedLen | VarLen]) -> dict:

@@ -129,27 +129,41 @@ nb::object ColumnToPython(Column&& c) {
   }
   if (!c.ragged) return values;
   size_t n = c.row_splits.size();
+  if (!c.step_splits.empty()) {
+    size_t steps = c.step_splits.size();
+    return nb::make_tuple(values, ToNumpy(std::move(c.step_splits), {steps}),
+                          ToNumpy(std::move(c.row_splits), {n}));
+  }
   return nb::make_tuple(values, ToNumpy(std::move(c.row_splits), {n}));
 }
 
-class PyExampleParser {
+// Python spec tuples -> FeatureSpecs.
+std::vector<FeatureSpec> ToSpecs(nb::list specs) {
+  std::vector<FeatureSpec> out;
+  for (nb::handle h : specs) {
+    nb::tuple t = nb::cast<nb::tuple>(h);
+    FeatureSpec s;
+    s.key = nb::cast<std::string>(t[0]);
+    s.kind = nb::cast<std::string>(t[1]) == "var" ? FeatureSpec::Kind::kVarLen
+                                                  : FeatureSpec::Kind::kFixedLen;
+    Result<DType> dtype = example::ParseDType(nb::cast<std::string>(t[2]));
+    if (!dtype.ok()) ThrowSchemaStatus(dtype.status());
+    s.dtype = *dtype;
+    s.shape = nb::cast<std::vector<int64_t>>(t[3]);
+    if (!t[4].is_none()) s.default_value = ToFeature(t[4]);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Binds ExampleParser and SequenceParser alike: records in, columns out, GIL released.
+template <typename Parser>
+class PyParser {
  public:
-  // specs: list of (key, "fixed" | "var", dtype, shape list, default feature tuple or None).
-  explicit PyExampleParser(nb::list specs) {
-    std::vector<FeatureSpec> out;
-    for (nb::handle h : specs) {
-      nb::tuple t = nb::cast<nb::tuple>(h);
-      FeatureSpec s;
-      s.key = nb::cast<std::string>(t[0]);
-      s.kind = nb::cast<std::string>(t[1]) == "var" ? FeatureSpec::Kind::kVarLen
-                                                    : FeatureSpec::Kind::kFixedLen;
-      s.dtype = ValueOrThrow(example::ParseDType(nb::cast<std::string>(t[2])));
-      s.shape = nb::cast<std::vector<int64_t>>(t[3]);
-      if (!t[4].is_none()) s.default_value = ToFeature(t[4]);
-      out.push_back(std::move(s));
-    }
-    parser_ = std::make_unique<example::ExampleParser>(
-        ValueOrThrowSchema(example::ExampleParser::Create(std::move(out))));
+  explicit PyParser(nb::list specs) {
+    Result<Parser> parser = Parser::Create(ToSpecs(specs));
+    if (!parser.ok()) ThrowSchemaStatus(parser.status());
+    parser_ = std::make_unique<Parser>(std::move(parser).value());
   }
 
   nb::list Parse(nb::handle records, uint64_t first_record_index) {
@@ -172,11 +186,7 @@ class PyExampleParser {
   }
 
  private:
-  static example::ExampleParser ValueOrThrowSchema(Result<example::ExampleParser> r) {
-    if (!r.ok()) ThrowSchemaStatus(r.status());
-    return std::move(r).value();
-  }
-  std::unique_ptr<example::ExampleParser> parser_;
+  std::unique_ptr<Parser> parser_;
 };
 
 }  // namespace
@@ -219,9 +229,14 @@ void RegisterExample(nb::module_& m) {
         return nb::make_tuple(FromFeatures(std::move(se.context)), lists);
       },
       "record"_a);
+  using PyExampleParser = PyParser<example::ExampleParser>;
+  using PySequenceParser = PyParser<example::SequenceParser>;
   nb::class_<PyExampleParser>(m, "ExampleParser")
       .def(nb::init<nb::list>(), "specs"_a)
       .def("parse", &PyExampleParser::Parse, "records"_a, "first_record_index"_a = 0);
+  nb::class_<PySequenceParser>(m, "SequenceParser")
+      .def(nb::init<nb::list>(), "specs"_a)
+      .def("parse", &PySequenceParser::Parse, "records"_a, "first_record_index"_a = 0);
 }
 
 }  // namespace recordflow::python

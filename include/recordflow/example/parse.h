@@ -53,6 +53,8 @@ struct Column {
   std::vector<int64_t> bytes_offsets;
   std::string bytes_data;
   std::vector<int64_t> row_splits;
+  // SequenceParser VarLen only: values of step j are [step_splits[j], step_splits[j + 1]).
+  std::vector<int64_t> step_splits;
 
   int64_t num_values() const;
 };
@@ -86,14 +88,45 @@ class ExampleParser {
 
   const std::vector<FeatureSpec>& specs() const { return specs_; }
 
- private:
-  explicit ExampleParser(std::vector<FeatureSpec> specs);
-  std::vector<FeatureSpec> specs_;
   struct KeyHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
   };
+
+ private:
+  explicit ExampleParser(std::vector<FeatureSpec> specs);
+  std::vector<FeatureSpec> specs_;
   std::unordered_map<std::string, int, KeyHash, std::equal_to<>> index_;  // key -> spec position
+};
+
+// The sequence part of a batch of tf.train.SequenceExample (its context is parsed by an
+// ExampleParser: a SequenceExample's `context` has the wire layout of an Example's `features`).
+//
+// Each spec is a FeatureSpec applied to every step of the feature list of that key:
+// FixedLen(shape) requires prod(shape) values per step; VarLen allows any number. A record
+// without the key has zero steps. Defaults are not allowed (a step is never missing).
+//
+// Output per spec: a Column whose values are all steps of all records in order, with
+// row_splits [batch + 1] splitting steps by record, and, for VarLen, step_splits
+// [total_steps + 1] splitting values by step. FixedLen columns have shape
+// [total_steps, *spec.shape].
+//
+// Thread safety: thread-safe (Parse is const).
+class SequenceParser {
+ public:
+  // Errors: kInvalidArgument (duplicate keys, negative dimensions, defaults).
+  static Result<SequenceParser> Create(std::vector<FeatureSpec> specs);
+
+  // Errors as ExampleParser::Parse; messages name the key, record index and step.
+  Status Parse(std::span<const std::span<const std::byte>> records, std::vector<Column>* columns,
+               const ParseOptions& options = {}) const;
+
+  const std::vector<FeatureSpec>& specs() const { return specs_; }
+
+ private:
+  explicit SequenceParser(std::vector<FeatureSpec> specs);
+  std::vector<FeatureSpec> specs_;
+  std::unordered_map<std::string, int, ExampleParser::KeyHash, std::equal_to<>> index_;
 };
 
 }  // namespace recordflow::example

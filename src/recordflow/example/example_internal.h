@@ -186,6 +186,92 @@ Status VisitInt64s(std::span<const std::byte> list, Fn&& on_value) {
   return Status::OK();
 }
 
+// Calls fn(key, feature_list_bytes) for each entry of the `feature_lists` (field 2) of a
+// serialized SequenceExample.
+template <typename Fn>
+Status VisitFeatureLists(std::span<const std::byte> sequence_example, Fn&& fn) {
+  WireReader r(sequence_example);
+  while (!r.done()) {
+    uint32_t field, wt;
+    if (!r.ReadTag(&field, &wt)) return Malformed("SequenceExample", r);
+    if (field != 2) {
+      if (field == 1 && wt != kLengthDelimited) {
+        r.Fail("context has the wrong wire type");
+        return Malformed("SequenceExample", r);
+      }
+      if (!r.Skip(field, wt)) return Malformed("SequenceExample", r);
+      continue;
+    }
+    std::span<const std::byte> lists;
+    if (wt != kLengthDelimited) {
+      r.Fail("feature_lists has the wrong wire type");
+      return Malformed("SequenceExample", r);
+    }
+    if (!r.ReadLengthDelimited(&lists)) return Malformed("SequenceExample", r);
+    WireReader l(lists);
+    while (!l.done()) {
+      uint32_t f, t;
+      if (!l.ReadTag(&f, &t)) return Malformed("FeatureLists", l);
+      if (f != 1) {
+        if (!l.Skip(f, t)) return Malformed("FeatureLists", l);
+        continue;
+      }
+      std::span<const std::byte> entry;
+      if (t != kLengthDelimited) {
+        l.Fail("map entry has the wrong wire type");
+        return Malformed("FeatureLists", l);
+      }
+      if (!l.ReadLengthDelimited(&entry)) return Malformed("FeatureLists", l);
+      WireReader e(entry);
+      std::string_view key;
+      std::span<const std::byte> value;
+      while (!e.done()) {
+        uint32_t ef, et;
+        if (!e.ReadTag(&ef, &et)) return Malformed("FeatureLists map entry", e);
+        if ((ef == 1 || ef == 2) && et == kLengthDelimited) {
+          std::span<const std::byte> s;
+          if (!e.ReadLengthDelimited(&s)) return Malformed("FeatureLists map entry", e);
+          if (ef == 1) {
+            key = std::string_view(reinterpret_cast<const char*>(s.data()), s.size());
+          } else {
+            value = s;
+          }
+        } else if (ef == 1 || ef == 2) {
+          e.Fail("key or value has the wrong wire type");
+          return Malformed("FeatureLists map entry", e);
+        } else if (!e.Skip(ef, et)) {
+          return Malformed("FeatureLists map entry", e);
+        }
+      }
+      fn(key, value);
+    }
+  }
+  return Status::OK();
+}
+
+// Calls fn(FeatureView) for each step (Feature) of a serialized FeatureList.
+template <typename Fn>
+Status VisitSteps(std::span<const std::byte> feature_list, Fn&& fn) {
+  WireReader r(feature_list);
+  while (!r.done()) {
+    uint32_t field, wt;
+    if (!r.ReadTag(&field, &wt)) return Malformed("FeatureList", r);
+    if (field == 1 && wt == kLengthDelimited) {
+      std::span<const std::byte> f;
+      if (!r.ReadLengthDelimited(&f)) return Malformed("FeatureList", r);
+      FeatureView view;
+      RF_RETURN_IF_ERROR(DecodeFeature(f, &view));
+      RF_RETURN_IF_ERROR(fn(view));
+    } else if (field == 1) {
+      r.Fail("feature has the wrong wire type");
+      return Malformed("FeatureList", r);
+    } else if (!r.Skip(field, wt)) {
+      return Malformed("FeatureList", r);
+    }
+  }
+  return Status::OK();
+}
+
 // Number of values, validating the list.
 inline Result<size_t> CountListValues(const FeatureView& f) {
   size_t n = 0;

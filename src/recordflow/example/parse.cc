@@ -307,3 +307,198 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
 }
 
 }  // namespace recordflow::example
+
+namespace recordflow::example {
+namespace {
+
+struct SequenceSlot {
+  std::span<const std::byte> list;
+  bool present = false;
+  uint64_t steps = 0;
+  uint64_t values = 0;
+  uint64_t nbytes = 0;
+};
+
+// Appends the values of one step at `*value` (and bytes at `*byte_pos`), advancing both.
+Status DecodeStep(const FeatureSpec& spec, const FeatureView& view, uint64_t count, Column* c,
+                  uint64_t* value, int64_t* byte_pos, bool last_value_of_record) {
+  if (count == 0) return Status::OK();
+  if (spec.dtype == DType::kInt64) {
+    RF_RETURN_IF_ERROR(DecodeInt64s(view, std::span(c->int64s.data() + *value, count)));
+    *value += count;
+  } else if (spec.dtype == DType::kFloat32) {
+    RF_RETURN_IF_ERROR(DecodeFloats(view, std::span(c->floats.data() + *value, count)));
+    *value += count;
+  } else {
+    uint64_t i = 0;
+    RF_RETURN_IF_ERROR(internal::VisitBytes(view.list, [&](std::span<const std::byte> v) {
+      if (!v.empty()) std::memcpy(c->bytes_data.data() + *byte_pos, v.data(), v.size());
+      *byte_pos += static_cast<int64_t>(v.size());
+      ++i;
+      // The record's first offset and the column's end were set serially; each record writes
+      // only the offsets strictly inside its own range.
+      if (!(last_value_of_record && i == count)) c->bytes_offsets[*value + i] = *byte_pos;
+    }));
+    *value += count;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+SequenceParser::SequenceParser(std::vector<FeatureSpec> specs) : specs_(std::move(specs)) {
+  for (size_t i = 0; i < specs_.size(); ++i) index_.emplace(specs_[i].key, static_cast<int>(i));
+}
+
+Result<SequenceParser> SequenceParser::Create(std::vector<FeatureSpec> specs) {
+  for (const auto& spec : specs) {
+    if (spec.default_value) {
+      return InvalidArgumentError("sequence feature '" + spec.key +
+                                  "': defaults are not supported (a step is never missing)");
+    }
+  }
+  RF_ASSIGN_OR_RETURN(ExampleParser validated, ExampleParser::Create(specs));
+  (void)validated;
+  return SequenceParser(std::move(specs));
+}
+
+Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records,
+                             std::vector<Column>* columns, const ParseOptions& options) const {
+  const size_t batch = records.size();
+  const size_t k_count = specs_.size();
+  std::vector<SequenceSlot> slots(batch * k_count);
+  FirstError first_error;
+  auto record_error = [&](size_t r, const Status& s, const std::string& key, int64_t step) {
+    std::string where = "record " + std::to_string(options.first_record_index + r);
+    if (!key.empty()) where = "feature list '" + key + "' of " + where;
+    if (step >= 0) where += ", step " + std::to_string(step);
+    first_error.Report(r, Status(s.code(), where + ": " + s.message()));
+  };
+
+  // Pass 1: locate, check and count.
+  ParallelFor(batch, options.min_records_per_thread, options.max_parallelism, [&](size_t begin,
+                                                                                  size_t end) {
+    for (size_t r = begin; r < end; ++r) {
+      SequenceSlot* row = &slots[r * k_count];
+      Status s = internal::VisitFeatureLists(
+          records[r], [&](std::string_view key, std::span<const std::byte> list) {
+            auto it = index_.find(key);
+            if (it == index_.end()) return;
+            row[it->second].list = list;
+            row[it->second].present = true;
+          });
+      if (!s.ok()) {
+        record_error(r, s, "", -1);
+        continue;
+      }
+      for (size_t k = 0; k < k_count && s.ok(); ++k) {
+        const FeatureSpec& spec = specs_[k];
+        SequenceSlot& slot = row[k];
+        if (!slot.present) continue;
+        int64_t step = 0;
+        s = internal::VisitSteps(slot.list, [&](const FeatureView& view) -> Status {
+          if (view.kind != ListKind::kNone && view.kind != ListKindFor(spec.dtype)) {
+            return InvalidArgumentError("holds " + std::string(ListKindName(view.kind)) +
+                                        " values, but the spec asks for " +
+                                        std::string(DTypeName(spec.dtype)));
+          }
+          uint64_t n = 0;
+          if (spec.dtype == DType::kBytes && view.kind == ListKind::kBytes) {
+            RF_RETURN_IF_ERROR(internal::VisitBytes(view.list, [&](std::span<const std::byte> v) {
+              ++n;
+              slot.nbytes += v.size();
+            }));
+          } else {
+            RF_ASSIGN_OR_RETURN(size_t count, internal::CountListValues(view));
+            n = count;
+          }
+          if (spec.kind == FeatureSpec::Kind::kFixedLen &&
+              n != static_cast<uint64_t>(spec.num_elements())) {
+            return InvalidArgumentError("has " + std::to_string(n) +
+                                        " values, but the spec's shape " +
+                                        ShapeString(spec.shape) + " needs " +
+                                        std::to_string(spec.num_elements()));
+          }
+          slot.values += n;
+          ++slot.steps;
+          ++step;
+          return Status::OK();
+        });
+        if (!s.ok()) record_error(r, s, spec.key, s.code() == StatusCode::kDataLoss ? -1 : step);
+      }
+    }
+  });
+  RF_RETURN_IF_ERROR(first_error.Take());
+
+  // Between the passes: splits and buffer sizes.
+  columns->assign(k_count, Column{});
+  std::vector<std::vector<uint64_t>> value_start(k_count, std::vector<uint64_t>(batch + 1));
+  std::vector<std::vector<int64_t>> byte_start(k_count, std::vector<int64_t>(batch + 1));
+  for (size_t k = 0; k < k_count; ++k) {
+    const FeatureSpec& spec = specs_[k];
+    Column& c = (*columns)[k];
+    c.key = spec.key;
+    c.dtype = spec.dtype;
+    c.ragged = true;
+    c.row_splits.assign(batch + 1, 0);
+    for (size_t r = 0; r < batch; ++r) {
+      const SequenceSlot& slot = slots[r * k_count + k];
+      c.row_splits[r + 1] = c.row_splits[r] + static_cast<int64_t>(slot.steps);
+      value_start[k][r + 1] = value_start[k][r] + slot.values;
+      byte_start[k][r + 1] = byte_start[k][r] + static_cast<int64_t>(slot.nbytes);
+    }
+    const uint64_t total_steps = static_cast<uint64_t>(c.row_splits[batch]);
+    const uint64_t total_values = value_start[k][batch];
+    if (spec.kind == FeatureSpec::Kind::kFixedLen) {
+      c.shape = {static_cast<int64_t>(total_steps)};
+      c.shape.insert(c.shape.end(), spec.shape.begin(), spec.shape.end());
+    } else {
+      c.shape = {static_cast<int64_t>(total_values)};
+      c.step_splits.assign(total_steps + 1, 0);
+      for (size_t r = 0; r < batch; ++r) {
+        c.step_splits[c.row_splits[r]] = static_cast<int64_t>(value_start[k][r]);
+      }
+      c.step_splits[total_steps] = static_cast<int64_t>(total_values);
+    }
+    if (spec.dtype == DType::kInt64) c.int64s.resize(total_values);
+    if (spec.dtype == DType::kFloat32) c.floats.resize(total_values);
+    if (spec.dtype == DType::kBytes) {
+      c.bytes_offsets.assign(total_values + 1, 0);
+      for (size_t r = 0; r < batch; ++r) c.bytes_offsets[value_start[k][r]] = byte_start[k][r];
+      c.bytes_offsets[total_values] = byte_start[k][batch];
+      c.bytes_data.resize(static_cast<size_t>(byte_start[k][batch]));
+    }
+  }
+
+  // Pass 2: decode every step into place.
+  ParallelFor(batch, options.min_records_per_thread, options.max_parallelism, [&](size_t begin,
+                                                                                  size_t end) {
+    for (size_t r = begin; r < end; ++r) {
+      for (size_t k = 0; k < k_count; ++k) {
+        const FeatureSpec& spec = specs_[k];
+        const SequenceSlot& slot = slots[r * k_count + k];
+        if (!slot.present || slot.steps == 0) continue;
+        Column& c = (*columns)[k];
+        uint64_t value = value_start[k][r];
+        const uint64_t record_end = value_start[k][r + 1];
+        int64_t byte_pos = byte_start[k][r];
+        int64_t step = c.row_splits[r];
+        const int64_t last_step = c.row_splits[r + 1];
+        Status s = internal::VisitSteps(slot.list, [&](const FeatureView& view) -> Status {
+          RF_ASSIGN_OR_RETURN(size_t n, internal::CountListValues(view));
+          RF_RETURN_IF_ERROR(DecodeStep(spec, view, n, &c, &value, &byte_pos,
+                                        value + n == record_end));
+          ++step;
+          if (spec.kind == FeatureSpec::Kind::kVarLen && step < last_step) {
+            c.step_splits[step] = static_cast<int64_t>(value);
+          }
+          return Status::OK();
+        });
+        if (!s.ok()) record_error(r, s, spec.key, -1);
+      }
+    }
+  });
+  return first_error.Take();
+}
+
+}  // namespace recordflow::example

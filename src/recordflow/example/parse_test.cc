@@ -153,3 +153,71 @@ TEST(ExampleParserTest, InvalidSpecsRejected) {
 
 }  // namespace
 }  // namespace recordflow::example
+
+namespace recordflow::example {
+namespace {
+
+TEST(SequenceParserTest, FixedAndVarLenSteps) {
+  std::vector<std::string> records;
+  for (int i = 0; i < 300; ++i) {
+    SequenceExample se;
+    se.context["id"] = Feature::Int64s({i});
+    std::vector<Feature> xy, words;
+    for (int s = 0; s < i % 4; ++s) {
+      xy.push_back(Feature::Floats({static_cast<float>(i), static_cast<float>(s)}));
+      std::vector<std::string> w(s, "r" + std::to_string(i));
+      words.push_back(Feature::Bytes(w));
+    }
+    if (i % 5 != 0) se.feature_lists["xy"] = xy;  // every 5th record lacks the key: 0 steps
+    se.feature_lists["words"] = words;
+    records.push_back(SerializeSequenceExample(se));
+  }
+  auto parser = SequenceParser::Create({FeatureSpec::FixedLen("xy", DType::kFloat32, {2}),
+                                        FeatureSpec::VarLen("words", DType::kBytes)});
+  ASSERT_TRUE(parser.ok()) << parser.status().ToString();
+  std::vector<Column> c;
+  ParseOptions options;
+  options.min_records_per_thread = 16;
+  ASSERT_TRUE(parser->Parse(Spans(records), &c, options).ok());
+  size_t step = 0, value = 0;
+  for (int i = 0; i < 300; ++i) {
+    int xy_steps = i % 5 != 0 ? i % 4 : 0;
+    ASSERT_EQ(c[0].row_splits[i + 1] - c[0].row_splits[i], xy_steps) << i;
+    for (int s = 0; s < xy_steps; ++s) {
+      size_t at = static_cast<size_t>(c[0].row_splits[i] + s) * 2;
+      ASSERT_EQ(c[0].floats[at], static_cast<float>(i));
+      ASSERT_EQ(c[0].floats[at + 1], static_cast<float>(s));
+    }
+    ASSERT_EQ(c[1].row_splits[i], static_cast<int64_t>(step));
+    for (int s = 0; s < i % 4; ++s, ++step) {
+      ASSERT_EQ(c[1].step_splits[step], static_cast<int64_t>(value)) << i << " " << s;
+      for (int w = 0; w < s; ++w, ++value) ASSERT_EQ(Str(c[1], value), "r" + std::to_string(i));
+    }
+  }
+  EXPECT_EQ(c[1].step_splits.back(), static_cast<int64_t>(value));
+  EXPECT_EQ(c[0].shape[1], 2);
+
+  // The context has an Example's layout: an ExampleParser reads it from the same records.
+  auto context = ExampleParser::Create({FeatureSpec::FixedLen("id", DType::kInt64)});
+  std::vector<Column> ctx;
+  ASSERT_TRUE(context->Parse(Spans(records), &ctx).ok());
+  EXPECT_EQ(ctx[0].int64s[299], 299);
+}
+
+TEST(SequenceParserTest, WrongStepCountNamesStep) {
+  SequenceExample se;
+  se.feature_lists["xy"] = {Feature::Floats({1, 2}), Feature::Floats({1})};
+  std::vector<std::string> records = {SerializeSequenceExample(se)};
+  auto parser = SequenceParser::Create({FeatureSpec::FixedLen("xy", DType::kFloat32, {2})});
+  std::vector<Column> c;
+  Status s = parser->Parse(Spans(records), &c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("feature list 'xy' of record 0, step 1"), std::string::npos)
+      << s.message();
+  EXPECT_FALSE(SequenceParser::Create({FeatureSpec::FixedLen("xy", DType::kFloat32, {},
+                                                             Feature::Floats({0}))})
+                   .ok());
+}
+
+}  // namespace
+}  // namespace recordflow::example
