@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "recordflow/core/thread_annotations.h"
+
 namespace recordflow {
 
 // Runs submitted closures on `num_threads` threads.
@@ -32,8 +34,8 @@ class ThreadPool {
   void WorkerLoop();
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
+  std::deque<std::function<void()>> queue_ RF_GUARDED_BY(mu_);
+  bool stopping_ RF_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

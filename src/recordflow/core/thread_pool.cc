@@ -63,7 +63,7 @@ void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,
     std::atomic<size_t> next{0};
     std::mutex mu;
     std::condition_variable done_cv;
-    size_t finished = 0;  // guarded by mu
+    size_t finished RF_GUARDED_BY(mu) = 0;
   };
   auto state = std::make_shared<State>();
   // Every participant, the caller included, claims chunks until none are left, so the caller

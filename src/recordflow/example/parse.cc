@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "example_internal.h"
+#include "recordflow/core/thread_annotations.h"
 #include "recordflow/core/thread_pool.h"
 
 namespace recordflow::example {
@@ -34,12 +35,15 @@ class FirstError {
       status_ = std::move(status);
     }
   }
-  Status Take() { return std::move(status_); }
+  Status Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(status_);
+  }
 
  private:
   std::mutex mu_;
-  uint64_t record_ = 0;
-  Status status_;
+  uint64_t record_ RF_GUARDED_BY(mu_) = 0;
+  Status status_ RF_GUARDED_BY(mu_);
 };
 
 }  // namespace
