@@ -526,5 +526,239 @@ PY
 run verify huge_claim.tfrecord
 expect_rc 3; expect_out_has "truncated record"
 
+# ---- inspect ---------------------------------------------------------------------------------
+# Example records come from a tiny protobuf encoder below (no TensorFlow, no recordflow code).
+# Six records; per record i:
+#   label  int64 [i]                      always, 1 value      -> FixedLen([], "int64")
+#   xy     float [i, -i]                  always, 2 values     -> FixedLen([2], "float32")
+#   name   bytes [b"n" * (i + 1)]         always, 1..6 bytes   -> FixedLen([], "bytes")
+#   tags   int64 [i] * (i % 3)            0..2 values          -> VarLen("int64")
+#   maybe  float [0.5]                    even i only          -> VarLen("float32")
+#   mixed  int64 for i < 4, bytes after   conflicting kinds    -> no spec
+#   we"ird key  int64 [1]                 a key that needs quoting in Python
+python3 - "$T" <<'PY' || { echo "inspect test data generation failed" >&2; exit 1; }
+import gzip, os, struct, sys
+
+out = sys.argv[1]
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+def masked(data):
+    c = crc32c(data)
+    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+def frame(payload):
+    length = struct.pack("<Q", len(payload))
+    return length + struct.pack("<I", masked(length)) + payload + struct.pack("<I", masked(payload))
+
+def varint(v):
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+def ld(field, payload):
+    return varint(field << 3 | 2) + varint(len(payload)) + payload
+
+def feature(kind, values):
+    if kind == "bytes":
+        return ld(1, b"".join(ld(1, v) for v in values))
+    if kind == "float":
+        return ld(2, ld(1, b"".join(struct.pack("<f", v) for v in values)) if values else b"")
+    return ld(3, ld(1, b"".join(varint(v) for v in values)) if values else b"")
+
+def example(features):
+    entries = b"".join(ld(1, ld(1, k.encode()) + ld(2, feature(*f))) for k, f in features.items())
+    return ld(1, entries)
+
+records = []
+for i in range(6):
+    f = {
+        "label": ("int64", [i]),
+        "xy": ("float", [float(i), float(-i)]),
+        "name": ("bytes", [b"n" * (i + 1)]),
+        "tags": ("int64", [i] * (i % 3)),
+        "mixed": ("int64", [i]) if i < 4 else ("bytes", [b"m"]),
+        'we"ird key': ("int64", [1]),
+    }
+    if i % 2 == 0:
+        f["maybe"] = ("float", [0.5])
+    records.append(example(f))
+
+def write(name, payloads, compress=False):
+    data = b"".join(frame(p) for p in payloads)
+    with open(os.path.join(out, name), "wb") as fh:
+        fh.write(gzip.compress(data) if compress else data)
+
+write("examples.tfrecord", records)
+write("examples.tfrecord.gz", records, compress=True)
+# b"alpha" is not an Example (truncated fixed64); b"" is one, with no features.
+write("with_junk.tfrecord", records[:2] + [b"alpha", b""] + records[2:])
+PY
+
+name="inspect: text report with the proposed spec"
+run inspect examples.tfrecord
+expect_rc 0; expect_err_empty
+expect_out_has "examples.tfrecord: $(stat -c %s examples.tfrecord) bytes, NONE, 6 records scanned"
+expect_out_has "records: 6 (size min "
+expect_out_has "examples: 6 well-formed (0 without features), 0 malformed"
+expect_out_has '    "label": rf.FixedLen([], "int64"),'
+expect_out_has '    "xy": rf.FixedLen([2], "float32"),'
+expect_out_has '    "name": rf.FixedLen([], "bytes"),'
+expect_out_has '    "tags": rf.VarLen("int64"),'
+expect_out_has '    "maybe": rf.VarLen("float32"),'
+expect_out_has '    # "mixed": left out, conflicting types'
+expect_out_has '    "we\"ird key": rf.FixedLen([], "int64"),'
+# Table rows: key, type, presence, values min / mean / max, bytes per value, spec.
+if grep -Eq '^maybe +float32 +50\.0% +1 / 1 / 1 +- +rf\.VarLen\("float32"\)$' "$T/out"; then pass; else fail "maybe row"; fi
+if grep -Eq '^tags +int64 +100\.0% +0 / 1 / 2 +- +rf\.VarLen\("int64"\)$' "$T/out"; then pass; else fail "tags row"; fi
+if grep -Eq '^name +bytes +100\.0% +1 / 1 / 1 +3\.5 +rf\.FixedLen\(\[\], "bytes"\)$' "$T/out"; then pass; else fail "name row"; fi
+if grep -Eq '^mixed +bytes\|int64 +100\.0% .*- \(conflicting types\)$' "$T/out"; then pass; else fail "mixed row"; fi
+if grep -Eq '^"we\\"ird key" +int64 ' "$T/out"; then pass; else fail "quoted key row"; fi
+
+name="inspect --json"
+run inspect --json examples.tfrecord
+expect_rc 0; expect_json
+expect_py '
+import os
+f = doc["files"]
+assert len(f) == 1 and f[0]["path"] == "examples.tfrecord" and f[0]["status"] == "ok", f
+assert f[0]["file_bytes"] == os.path.getsize("examples.tfrecord") and f[0]["records"] == 6, f
+assert f[0]["compression"] == "NONE", f
+assert (doc["records"], doc["examples"], doc["malformed_records"]) == (6, 6, 0), doc
+assert doc["first_malformed"] is None and doc["limit_reached"] is False, doc
+rb = doc["record_bytes"]
+assert rb["min"] <= rb["mean"] <= rb["max"] and rb["total"] == os.path.getsize("examples.tfrecord") - 6 * 16, rb
+k = {x["key"]: x for x in doc["features"]}
+assert list(k) == sorted(k), list(k)
+assert set(k) == {"label", "xy", "name", "tags", "maybe", "mixed", "we\"ird key"}, list(k)
+assert k["label"]["spec"] == {"kind": "FixedLen", "shape": [], "dtype": "int64",
+                              "python": "rf.FixedLen([], \"int64\")"}, k["label"]
+assert k["xy"]["spec"]["shape"] == [2] and k["xy"]["spec"]["dtype"] == "float32", k["xy"]
+assert k["name"]["value_bytes"] == {"min": 1, "mean": 3.5, "max": 6, "total": 21}, k["name"]
+assert k["tags"]["values"] == {"min": 0, "mean": 1, "max": 2, "total": 6}, k["tags"]
+assert k["tags"]["spec"] == {"kind": "VarLen", "dtype": "int64", "python": "rf.VarLen(\"int64\")"}
+assert k["maybe"]["presence"] == 0.5 and k["maybe"]["records_present"] == 3, k["maybe"]
+assert k["maybe"]["spec"]["kind"] == "VarLen", k["maybe"]
+m = k["mixed"]
+assert m["conflicting"] is True and m["types"] == ["bytes", "int64"] and m["spec"] is None, m
+assert not k["label"]["conflicting"] and k["label"]["types"] == ["int64"], k["label"]
+assert "value_bytes" not in k["label"], k["label"]'
+
+name="inspect counts records that are not Examples, and names the first"
+run inspect --json with_junk.tfrecord
+expect_rc 0; expect_json
+expect_py '
+assert (doc["records"], doc["examples"], doc["empty_examples"], doc["malformed_records"]) == (8, 7, 1, 1), doc
+m = doc["first_malformed"]
+assert m["path"] == "with_junk.tfrecord" and m["record_index"] == 2, m
+assert m["error"]["code"] == "DataLoss", m
+k = {x["key"]: x for x in doc["features"]}
+assert k["label"]["records_present"] == 6 and k["label"]["presence"] == 6 / 7, k["label"]
+assert k["label"]["spec"]["kind"] == "VarLen", k["label"]  # missing from the empty Example'
+run inspect with_junk.tfrecord
+expect_rc 0
+expect_out_has "examples: 7 well-formed (1 without features), 1 malformed"
+expect_out_has "first malformed record: record 2 of 'with_junk.tfrecord': DataLoss: "
+
+name="inspect raw payloads: all counted, none fatal"
+run inspect --json good.tfrecord
+expect_rc 0
+expect_py '
+assert (doc["records"], doc["examples"], doc["empty_examples"], doc["malformed_records"]) == (5, 1, 1, 4), doc
+assert doc["features"] == [] and doc["first_malformed"]["record_index"] == 0, doc
+assert (doc["record_bytes"]["min"], doc["record_bytes"]["max"], doc["record_bytes"]["total"]) == (0, 256, 277), doc'
+run inspect good.tfrecord
+expect_rc 0; expect_out_has "no features found"
+
+name="inspect several files as one dataset, GZIP from the extension"
+run inspect --json examples.tfrecord examples.tfrecord.gz
+expect_rc 0
+expect_py '
+assert [x["compression"] for x in doc["files"]] == ["NONE", "GZIP"], doc["files"]
+assert [x["records"] for x in doc["files"]] == [6, 6], doc["files"]
+assert doc["records"] == 12
+k = {x["key"]: x for x in doc["features"]}
+assert k["label"]["records_present"] == 12 and k["label"]["spec"]["kind"] == "FixedLen", k["label"]'
+run inspect --compression GZIP --json gzip_no_extension.bin
+expect_rc 0
+expect_py 'assert doc["files"][0]["compression"] == "GZIP" and doc["records"] == 5, doc'
+
+name="inspect --limit counts records across files"
+run inspect --json --limit 8 examples.tfrecord examples.tfrecord.gz examples.tfrecord
+expect_rc 0
+expect_py '
+assert [x["records"] for x in doc["files"]] == [6, 2, 0], doc["files"]
+assert [x["status"] for x in doc["files"]] == ["ok", "ok", "not_read"], doc["files"]
+assert doc["files"][2]["file_bytes"] > 0, doc["files"]
+assert doc["records"] == 8 and doc["limit_reached"] is True, doc'
+run inspect --limit 3 examples.tfrecord examples.tfrecord.gz
+expect_rc 0
+expect_out_has "examples.tfrecord: $(stat -c %s examples.tfrecord) bytes, NONE, 3 records scanned"
+expect_out_has "examples.tfrecord.gz: $(stat -c %s examples.tfrecord.gz) bytes, GZIP, not read (--limit reached)"
+run inspect --limit 0 examples.tfrecord
+expect_rc 0; expect_out_has "records: 0"; expect_out_has "no features found"
+
+name="inspect --limit stops before a corrupt record"
+run inspect --limit 2 payload_flip.tfrecord
+expect_rc 0
+
+name="inspect stops a file at corrupt framing: exit 3, report of what was read"
+run inspect payload_flip.tfrecord
+expect_rc 3
+expect_err_has "recordflow: DataLoss: "; expect_err_has "byte offset 37 (record index 2)"
+expect_out_has "payload_flip.tfrecord: 357 bytes, NONE, 2 records scanned, then FAILED (DataLoss)"
+run inspect --json payload_flip.tfrecord examples.tfrecord
+expect_rc 3; expect_json
+expect_py '
+f = doc["files"]
+assert f[0]["status"] == "error" and f[0]["error"]["code"] == "DataLoss" and f[0]["records"] == 2, f
+assert f[1]["status"] == "ok" and doc["records"] == 8, doc'
+
+name="inspect a missing file among good ones: exit 1, the rest still reported"
+run inspect missing.tfrecord examples.tfrecord
+expect_rc 1; expect_err_has "recordflow: NotFound: "; expect_err_has "missing.tfrecord"
+expect_out_has "missing.tfrecord: FAILED (NotFound)"
+expect_out_has '"label": rf.FixedLen([], "int64")'
+run inspect --json missing.tfrecord payload_flip.tfrecord
+expect_rc 1; expect_json
+expect_py '
+f = doc["files"]
+assert f[0]["status"] == "error" and f[0]["error"]["code"] == "NotFound" and f[0]["file_bytes"] is None, f'
+
+name="inspect the TensorFlow golden file (one tf.train.Example among raw payloads)"
+src="${BASH_SOURCE[0]}"; [[ "$src" == /* ]] || src="$OLDPWD/$src"
+golden="$(dirname "$src")/../../testdata/golden/records.tfrecord"
+run inspect --json "$golden"
+expect_rc 0
+expect_py '
+assert (doc["records"], doc["examples"], doc["empty_examples"], doc["malformed_records"]) == (24, 4, 3, 20), doc
+k = {x["key"]: x for x in doc["features"]}
+assert sorted(k) == ["empty", "floats", "image/class/label", "image/class/text", "image/encoded",
+                     "image/format", "image/height", "image/width", "ints"], list(k)
+assert k["floats"]["values"]["max"] == 4 and k["floats"]["types"] == ["float32"], k["floats"]
+assert k["image/encoded"]["value_bytes"]["total"] == 23, k["image/encoded"]'
+
+name="inspect bad command lines exit 2"
+for args in "inspect" "inspect --limit -1 examples.tfrecord" "inspect --limit many examples.tfrecord" \
+            "inspect --compression LZ4 examples.tfrecord" "inspect --bogus examples.tfrecord"; do
+  # shellcheck disable=SC2086
+  run $args
+  name="bad command line: recordflow $args"
+  expect_rc 2; expect_err_has "recordflow: usage error: "
+done
+run inspect --help
+name="recordflow inspect --help"
+expect_rc 0; expect_out_has "Usage: recordflow inspect"
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

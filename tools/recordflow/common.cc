@@ -91,7 +91,7 @@ Status WriteOut(std::string_view text) {
 
 void ConfigureApp(CLI::App& app) {
   app.description(
-      "recordflow: count, print, verify and index TFRecord files (no TensorFlow needed).");
+      "recordflow: count, print, verify, index and inspect TFRecord files (no TensorFlow needed).");
   app.require_subcommand(1);
   app.footer(
       "Exit status: 0 success, 1 error (I/O, file not found, bad argument), 2 usage error,\n"

@@ -57,6 +57,7 @@ Command AddCountCommand(CLI::App& app);
 Command AddCatCommand(CLI::App& app);
 Command AddVerifyCommand(CLI::App& app);
 Command AddIndexCommand(CLI::App& app);
+Command AddInspectCommand(CLI::App& app);
 
 // Sets up the top-level app: description, exit codes in the help, and usage errors printed
 // as "recordflow: usage error: ...".

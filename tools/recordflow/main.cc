@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       cli::AddCatCommand(app),
       cli::AddVerifyCommand(app),
       cli::AddIndexCommand(app),
+      cli::AddInspectCommand(app),
   };
   // CLI11 reports parse failures by exception; they stop here and never reach the library.
   try {

@@ -14,9 +14,13 @@
 //   Int64List        { repeated int64 value = 1 [packed = true]; }
 //
 // Decoding follows protobuf's rules: packed and unpacked encodings of the numeric lists are both
-// accepted (and may be mixed), unknown fields are skipped, and for a key that appears twice the
-// last entry wins. Malformed bytes (truncated varint, length past the end, wrong wire type,
-// groups) are kDataLoss; decoding never reads outside the given span.
+// accepted (and may be mixed), unknown fields (groups included, up to 64 levels) are skipped,
+// and for a key that appears twice the last entry wins. One deviation: a Feature whose list
+// field appears twice keeps the last list (protobuf would concatenate two lists of the same
+// kind; TensorFlow's parse_example keeps the first); TensorFlow never writes such a Feature.
+// Malformed bytes (truncated varint, length past the end, wrong wire type for a known field,
+// field number 0, an unterminated or too deep group) are kDataLoss, with the byte offset of the
+// bad value; decoding never reads outside the given span.
 #pragma once
 
 #include <cstdint>

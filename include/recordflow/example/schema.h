@@ -66,6 +66,8 @@ struct KeyStats {
 };
 
 // The result of a scan: a value, independent of the scanned records.
+//
+// Thread safety: a value; const methods may be called concurrently.
 struct Schema {
   uint64_t records = 0;            // records scanned
   uint64_t examples = 0;           // of which well-formed Examples

@@ -93,7 +93,7 @@ Status DecodeFloats(const FeatureView& feature, std::span<float> out) {
         feature.list,
         [&](std::span<const std::byte> packed) {
           size_t n = packed.size() / 4;
-          if (i + n <= out.size()) std::memcpy(out.data() + i, packed.data(), packed.size());
+          if (n > 0 && i + n <= out.size()) std::memcpy(out.data() + i, packed.data(), packed.size());
           i += n;
         },
         [&](float v) {
@@ -139,7 +139,8 @@ bool Feature::operator==(const Feature& other) const {
     case ListKind::kFloat:
       // Bitwise, so NaNs compare equal to themselves.
       return floats.size() == other.floats.size() &&
-             std::memcmp(floats.data(), other.floats.data(), floats.size() * sizeof(float)) == 0;
+             (floats.empty() ||
+              std::memcmp(floats.data(), other.floats.data(), floats.size() * sizeof(float)) == 0);
   }
   return false;
 }
@@ -276,7 +277,7 @@ Result<SequenceExample> ParseSequenceExample(std::span<const std::byte> bytes) {
     uint32_t field, wt;
     if (!r.ReadTag(&field, &wt)) return Malformed("SequenceExample", r);
     if ((field == 1 || field == 2) && wt != kLengthDelimited) {
-      r.Fail("context or feature_lists has the wrong wire type");
+      r.FailAtTag("context or feature_lists has the wrong wire type");
       return Malformed("SequenceExample", r);
     }
     if (field == 1) {
@@ -296,7 +297,7 @@ Result<SequenceExample> ParseSequenceExample(std::span<const std::byte> bytes) {
         }
         std::span<const std::byte> entry;
         if (t != kLengthDelimited || !l.ReadLengthDelimited(&entry)) {
-          if (t != kLengthDelimited) l.Fail("map entry has the wrong wire type");
+          if (t != kLengthDelimited) l.FailAtTag("map entry has the wrong wire type");
           return Malformed("FeatureLists", l);
         }
         WireReader e(entry);
@@ -325,14 +326,14 @@ Result<SequenceExample> ParseSequenceExample(std::span<const std::byte> bytes) {
                 RF_ASSIGN_OR_RETURN(Feature feat, ToFeature(view));
                 list.push_back(std::move(feat));
               } else if (ff == 1) {
-                fl.Fail("feature has the wrong wire type");
+                fl.FailAtTag("feature has the wrong wire type");
                 return Malformed("FeatureList", fl);
               } else if (!fl.Skip(ff, ft)) {
                 return Malformed("FeatureList", fl);
               }
             }
           } else if (ef == 1 || ef == 2) {
-            e.Fail("key or value has the wrong wire type");
+            e.FailAtTag("key or value has the wrong wire type");
             return Malformed("FeatureLists map entry", e);
           } else if (!e.Skip(ef, et)) {
             return Malformed("FeatureLists map entry", e);

@@ -13,7 +13,7 @@ namespace recordflow::example::internal {
 
 inline Status Malformed(const char* message_name, const WireReader& r) {
   return DataLossError(std::string("malformed ") + message_name + " at byte " +
-                       std::to_string(r.offset()) + ": " + r.error());
+                       std::to_string(r.error_offset()) + ": " + r.error());
 }
 
 // Decodes one Feature message.
@@ -25,7 +25,7 @@ inline Status DecodeFeature(std::span<const std::byte> bytes, FeatureView* out) 
     if (!r.ReadTag(&field, &wt)) return Malformed("Feature", r);
     if (field >= 1 && field <= 3) {
       if (wt != kLengthDelimited) {
-        r.Fail("list field has the wrong wire type");
+        r.FailAtTag("list field has the wrong wire type");
         return Malformed("Feature", r);
       }
       std::span<const std::byte> list;
@@ -51,7 +51,7 @@ Status VisitFeatures(std::span<const std::byte> features, Fn&& fn) {
     }
     std::span<const std::byte> entry;
     if (wt != kLengthDelimited) {
-      r.Fail("map entry has the wrong wire type");
+      r.FailAtTag("map entry has the wrong wire type");
       return Malformed("Features", r);
     }
     if (!r.ReadLengthDelimited(&entry)) return Malformed("Features", r);
@@ -70,7 +70,7 @@ Status VisitFeatures(std::span<const std::byte> features, Fn&& fn) {
           RF_RETURN_IF_ERROR(DecodeFeature(s, &feature));
         }
       } else if (f == 1 || f == 2) {
-        e.Fail("key or value has the wrong wire type");
+        e.FailAtTag("key or value has the wrong wire type");
         return Malformed("Features map entry", e);
       } else if (!e.Skip(f, t)) {
         return Malformed("Features map entry", e);
@@ -90,7 +90,7 @@ Status VisitExampleFeatures(std::span<const std::byte> example, Fn&& fn) {
     if (!r.ReadTag(&field, &wt)) return Malformed("Example", r);
     if (field == 1) {
       if (wt != kLengthDelimited) {
-        r.Fail("features has the wrong wire type");
+        r.FailAtTag("features has the wrong wire type");
         return Malformed("Example", r);
       }
       std::span<const std::byte> features;
@@ -112,7 +112,7 @@ Status VisitBytes(std::span<const std::byte> list, Fn&& on_value) {
     if (!r.ReadTag(&field, &wt)) return Malformed("BytesList", r);
     if (field == 1) {
       if (wt != kLengthDelimited) {
-        r.Fail("value has the wrong wire type");
+        r.FailAtTag("value has the wrong wire type");
         return Malformed("BytesList", r);
       }
       std::span<const std::byte> v;
@@ -147,7 +147,7 @@ Status VisitFloats(std::span<const std::byte> list, Packed&& on_packed, One&& on
       std::memcpy(&f, &bits, 4);
       on_value(f);
     } else if (field == 1) {
-      r.Fail("value has the wrong wire type");
+      r.FailAtTag("value has the wrong wire type");
       return Malformed("FloatList", r);
     } else if (!r.Skip(field, wt)) {
       return Malformed("FloatList", r);
@@ -177,7 +177,7 @@ Status VisitInt64s(std::span<const std::byte> list, Fn&& on_value) {
       if (!r.ReadVarint(&v)) return Malformed("Int64List", r);
       on_value(static_cast<int64_t>(v));
     } else if (field == 1) {
-      r.Fail("value has the wrong wire type");
+      r.FailAtTag("value has the wrong wire type");
       return Malformed("Int64List", r);
     } else if (!r.Skip(field, wt)) {
       return Malformed("Int64List", r);
@@ -196,7 +196,7 @@ Status VisitFeatureLists(std::span<const std::byte> sequence_example, Fn&& fn) {
     if (!r.ReadTag(&field, &wt)) return Malformed("SequenceExample", r);
     if (field != 2) {
       if (field == 1 && wt != kLengthDelimited) {
-        r.Fail("context has the wrong wire type");
+        r.FailAtTag("context has the wrong wire type");
         return Malformed("SequenceExample", r);
       }
       if (!r.Skip(field, wt)) return Malformed("SequenceExample", r);
@@ -204,7 +204,7 @@ Status VisitFeatureLists(std::span<const std::byte> sequence_example, Fn&& fn) {
     }
     std::span<const std::byte> lists;
     if (wt != kLengthDelimited) {
-      r.Fail("feature_lists has the wrong wire type");
+      r.FailAtTag("feature_lists has the wrong wire type");
       return Malformed("SequenceExample", r);
     }
     if (!r.ReadLengthDelimited(&lists)) return Malformed("SequenceExample", r);
@@ -218,7 +218,7 @@ Status VisitFeatureLists(std::span<const std::byte> sequence_example, Fn&& fn) {
       }
       std::span<const std::byte> entry;
       if (t != kLengthDelimited) {
-        l.Fail("map entry has the wrong wire type");
+        l.FailAtTag("map entry has the wrong wire type");
         return Malformed("FeatureLists", l);
       }
       if (!l.ReadLengthDelimited(&entry)) return Malformed("FeatureLists", l);
@@ -237,7 +237,7 @@ Status VisitFeatureLists(std::span<const std::byte> sequence_example, Fn&& fn) {
             value = s;
           }
         } else if (ef == 1 || ef == 2) {
-          e.Fail("key or value has the wrong wire type");
+          e.FailAtTag("key or value has the wrong wire type");
           return Malformed("FeatureLists map entry", e);
         } else if (!e.Skip(ef, et)) {
           return Malformed("FeatureLists map entry", e);
@@ -263,7 +263,7 @@ Status VisitSteps(std::span<const std::byte> feature_list, Fn&& fn) {
       RF_RETURN_IF_ERROR(DecodeFeature(f, &view));
       RF_RETURN_IF_ERROR(fn(view));
     } else if (field == 1) {
-      r.Fail("feature has the wrong wire type");
+      r.FailAtTag("feature has the wrong wire type");
       return Malformed("FeatureList", r);
     } else if (!r.Skip(field, wt)) {
       return Malformed("FeatureList", r);

@@ -283,7 +283,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
             if (spec.dtype == DType::kFloat32) c.floats[first + i] = d.floats[src];
             if (spec.dtype == DType::kBytes) {
               const std::string& v = d.bytes[src];
-              std::memcpy(c.bytes_data.data() + pos, v.data(), v.size());
+              if (!v.empty()) std::memcpy(c.bytes_data.data() + pos, v.data(), v.size());
               pos += static_cast<int64_t>(v.size());
               if (i + 1 < want) c.bytes_offsets[first + i + 1] = pos;
             }

@@ -150,8 +150,9 @@ void SchemaInference::Commit() {
     stats->total_values += entry.values;
     if (entry.feature.kind == ListKind::kBytes && entry.values > 0) {
       const bool first_value = stats->bytes_values == 0;
-      stats->min_value_bytes =
-          first_value ? entry.min_value_bytes : std::min(stats->min_value_bytes, entry.min_value_bytes);
+      stats->min_value_bytes = first_value
+                                   ? entry.min_value_bytes
+                                   : std::min(stats->min_value_bytes, entry.min_value_bytes);
       stats->max_value_bytes = std::max(stats->max_value_bytes, entry.max_value_bytes);
       stats->bytes_values += entry.values;
       stats->total_value_bytes += entry.value_bytes;

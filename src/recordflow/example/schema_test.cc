@@ -50,7 +50,8 @@ std::string LengthDelimited(uint32_t field, const std::string& payload) {
 }
 // An Example with one map entry whose Feature bytes are given verbatim.
 std::string ExampleWithRawFeature(const std::string& key, const std::string& feature) {
-  return LengthDelimited(1, LengthDelimited(1, LengthDelimited(1, key) + LengthDelimited(2, feature)));
+  const std::string entry = LengthDelimited(1, key) + LengthDelimited(2, feature);
+  return LengthDelimited(1, LengthDelimited(1, entry));
 }
 
 TEST(SchemaInferenceTest, NoRecords) {
@@ -389,6 +390,45 @@ TEST(SchemaInferenceTest, ProposedSpecsParseTheRecords) {
     if (specs[k].dtype == DType::kBytes) {
       EXPECT_EQ(columns[k].bytes_data.size(), stats->total_value_bytes) << specs[k].key;
     }
+  }
+}
+
+// Arbitrary bytes and damaged Examples never crash and never break the accounting; a record
+// is malformed exactly when ParseExample rejects it.
+TEST(SchemaInferenceTest, DamagedRecordsAgreeWithParseExample) {
+  std::mt19937 rng(42);
+  Features f;
+  f["label"] = Feature::Int64s({1, -2, 1LL << 40});
+  f["xy"] = Feature::Floats({0.5f, 1.5f});
+  f["text"] = Feature::Bytes({"hello", ""});
+  const std::string valid = SerializeExample(f);
+  SchemaInference inference;
+  uint64_t rejected = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string record;
+    if (i % 3 == 0) {
+      record.resize(rng() % 64);
+      for (char& c : record) c = static_cast<char>(rng());
+    } else {
+      record = valid;
+      for (int flips = 1 + rng() % 3; flips > 0; --flips) {
+        record[rng() % record.size()] = static_cast<char>(rng());
+      }
+      if (i % 3 == 2) record.resize(rng() % (record.size() + 1));
+    }
+    if (!ParseExample(Bytes(record)).ok()) ++rejected;
+    inference.Add(Bytes(record));
+  }
+  Schema schema = inference.schema();
+  EXPECT_EQ(schema.records, 3000u);
+  EXPECT_EQ(schema.examples + schema.malformed_records, schema.records);
+  EXPECT_EQ(schema.malformed_records, rejected);
+  EXPECT_GT(rejected, 0u);
+  EXPECT_GT(schema.examples, 0u);
+  for (const KeyStats& key : schema.keys) {
+    EXPECT_LE(key.records_present() + key.records_empty_feature, schema.examples) << key.key;
+    EXPECT_LE(key.min_values, key.max_values) << key.key;
+    EXPECT_LE(key.total_value_bytes, schema.total_record_bytes) << key.key;
   }
 }
 

@@ -29,6 +29,8 @@ class WireReader {
 
   bool done() const { return p_ >= end_; }
   size_t offset() const { return static_cast<size_t>(p_ - begin_); }
+  // Where the value that failed to decode starts.
+  size_t error_offset() const { return error_offset_; }
   // Why the last call failed, for messages.
   const char* error() const { return error_; }
 
@@ -52,11 +54,16 @@ class WireReader {
   }
 
   bool ReadTag(uint32_t* field, uint32_t* wire_type) {
+    const uint8_t* start = p_;
     uint64_t tag;
     if (!ReadVarint(&tag)) return false;
     *field = static_cast<uint32_t>(tag >> 3);
     *wire_type = static_cast<uint32_t>(tag & 7);
-    if (*field == 0 || tag > 0xffffffffu) return Fail("invalid field number 0");
+    if (*field == 0 || tag > 0xffffffffu) {
+      p_ = start;
+      return Fail("invalid field number");
+    }
+    tag_start_ = start;
     return true;
   }
 
@@ -114,6 +121,13 @@ class WireReader {
 
   bool Fail(const char* why) {
     error_ = why;
+    error_offset_ = static_cast<size_t>(p_ - begin_);
+    return false;
+  }
+  // For errors about the field whose tag was read last: points at that tag.
+  bool FailAtTag(const char* why) {
+    Fail(why);
+    error_offset_ = static_cast<size_t>(tag_start_ - begin_);
     return false;
   }
 
@@ -121,7 +135,9 @@ class WireReader {
   const uint8_t* begin_;
   const uint8_t* p_;
   const uint8_t* end_;
+  const uint8_t* tag_start_ = begin_;
   const char* error_ = "";
+  size_t error_offset_ = 0;
 };
 
 inline void AppendVarint(std::string* out, uint64_t v) {
