@@ -269,82 +269,23 @@ Result<Features> ParseExample(std::span<const std::byte> example) {
 }
 
 Result<SequenceExample> ParseSequenceExample(std::span<const std::byte> bytes) {
-  using internal::Malformed;
-  using internal::WireReader;
   SequenceExample out;
-  WireReader r(bytes);
-  while (!r.done()) {
-    uint32_t field, wt;
-    if (!r.ReadTag(&field, &wt)) return Malformed("SequenceExample", r);
-    if ((field == 1 || field == 2) && wt != kLengthDelimited) {
-      r.FailAtTag("context or feature_lists has the wrong wire type");
-      return Malformed("SequenceExample", r);
-    }
-    if (field == 1) {
-      std::span<const std::byte> context;
-      if (!r.ReadLengthDelimited(&context)) return Malformed("SequenceExample", r);
-      RF_RETURN_IF_ERROR(ParseFeaturesInto(context, &out.context));
-    } else if (field == 2) {
-      std::span<const std::byte> lists;
-      if (!r.ReadLengthDelimited(&lists)) return Malformed("SequenceExample", r);
-      WireReader l(lists);
-      while (!l.done()) {
-        uint32_t f, t;
-        if (!l.ReadTag(&f, &t)) return Malformed("FeatureLists", l);
-        if (f != 1) {
-          if (!l.Skip(f, t)) return Malformed("FeatureLists", l);
-          continue;
-        }
-        std::span<const std::byte> entry;
-        if (t != kLengthDelimited || !l.ReadLengthDelimited(&entry)) {
-          if (t != kLengthDelimited) l.FailAtTag("map entry has the wrong wire type");
-          return Malformed("FeatureLists", l);
-        }
-        WireReader e(entry);
-        std::string key;
-        std::vector<Feature> list;
-        while (!e.done()) {
-          uint32_t ef, et;
-          if (!e.ReadTag(&ef, &et)) return Malformed("FeatureLists map entry", e);
-          if ((ef == 1 || ef == 2) && et == kLengthDelimited) {
-            std::span<const std::byte> s;
-            if (!e.ReadLengthDelimited(&s)) return Malformed("FeatureLists map entry", e);
-            if (ef == 1) {
-              key.assign(reinterpret_cast<const char*>(s.data()), s.size());
-              continue;
-            }
-            list.clear();  // a repeated value field: the last one wins
-            WireReader fl(s);
-            while (!fl.done()) {
-              uint32_t ff, ft;
-              if (!fl.ReadTag(&ff, &ft)) return Malformed("FeatureList", fl);
-              if (ff == 1 && ft == kLengthDelimited) {
-                std::span<const std::byte> fb;
-                if (!fl.ReadLengthDelimited(&fb)) return Malformed("FeatureList", fl);
-                FeatureView view;
-                RF_RETURN_IF_ERROR(internal::DecodeFeature(fb, &view));
-                RF_ASSIGN_OR_RETURN(Feature feat, ToFeature(view));
-                list.push_back(std::move(feat));
-              } else if (ff == 1) {
-                fl.FailAtTag("feature has the wrong wire type");
-                return Malformed("FeatureList", fl);
-              } else if (!fl.Skip(ff, ft)) {
-                return Malformed("FeatureList", fl);
-              }
-            }
-          } else if (ef == 1 || ef == 2) {
-            e.FailAtTag("key or value has the wrong wire type");
-            return Malformed("FeatureLists map entry", e);
-          } else if (!e.Skip(ef, et)) {
-            return Malformed("FeatureLists map entry", e);
-          }
-        }
-        out.feature_lists[key] = std::move(list);
-      }
-    } else if (!r.Skip(field, wt)) {
-      return Malformed("SequenceExample", r);
-    }
-  }
+  // The context has an Example's layout (field 1 holding Features).
+  RF_RETURN_IF_ERROR(internal::VisitExampleFeatures(
+      bytes, [&](std::span<const std::byte> f) { return ParseFeaturesInto(f, &out.context); }));
+  Status status;
+  RF_RETURN_IF_ERROR(internal::VisitFeatureLists(
+      bytes, [&](std::string_view key, std::span<const std::byte> list) {
+        if (!status.ok()) return;
+        std::vector<Feature> steps;
+        status = internal::VisitSteps(list, [&](const FeatureView& view) -> Status {
+          RF_ASSIGN_OR_RETURN(Feature f, ToFeature(view));
+          steps.push_back(std::move(f));
+          return Status::OK();
+        });
+        out.feature_lists[std::string(key)] = std::move(steps);  // a repeated key: last wins
+      }));
+  RF_RETURN_IF_ERROR(status);
   return out;
 }
 
