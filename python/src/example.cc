@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,9 +89,26 @@ nb::object FromFeature(Feature&& f) {
   return nb::none();
 }
 
+// A feature key as a Python str. protobuf `string` fields must be UTF-8; a key that is not is
+// corrupt data, reported as DataLossError (not a bare decoding error).
+nb::str KeyToStr(const std::string& key) {
+  PyObject* s = PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "strict");
+  if (s == nullptr) {
+    PyErr_Clear();
+    std::string shown;
+    for (unsigned char ch : key) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), ch >= 0x20 && ch < 0x7f ? "%c" : "\\x%02x", ch);
+      shown += buf;
+    }
+    ThrowStatus(DataLossError("feature key b'" + shown + "' is not valid UTF-8"));
+  }
+  return nb::steal<nb::str>(s);
+}
+
 nb::dict FromFeatures(Features&& features) {
   nb::dict out;
-  for (auto& [key, f] : features) out[nb::str(key.data(), key.size())] = FromFeature(std::move(f));
+  for (auto& [key, f] : features) out[KeyToStr(key)] = FromFeature(std::move(f));
   return out;
 }
 
@@ -224,7 +242,7 @@ void RegisterExample(nb::module_& m) {
         for (auto& [key, list] : se.feature_lists) {
           nb::list steps;
           for (auto& f : list) steps.append(FromFeature(std::move(f)));
-          lists[nb::str(key.data(), key.size())] = steps;
+          lists[KeyToStr(key)] = steps;
         }
         return nb::make_tuple(FromFeatures(std::move(se.context)), lists);
       },

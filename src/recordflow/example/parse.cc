@@ -126,10 +126,11 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
   std::vector<Slot> slots(batch * k_count);
   FirstError first_error;
 
-  auto record_error = [&](size_t r, const Status& s, const std::string& key) {
+  // `key` is null for errors that concern the whole record.
+  auto record_error = [&](size_t r, const Status& s, const std::string* key) {
     std::string msg = s.message();
     std::string where = "record " + std::to_string(options.first_record_index + r);
-    if (!key.empty()) where = "feature '" + key + "' of " + where;
+    if (key != nullptr) where = "feature '" + *key + "' of " + where;
     first_error.Report(r, Status(s.code(), where + ": " + msg));
   };
 
@@ -149,7 +150,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
         });
       });
       if (!s.ok()) {
-        record_error(r, s, "");
+        record_error(r, s, nullptr);
         continue;
       }
       for (size_t k = 0; k < k_count; ++k) {
@@ -161,7 +162,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
                        InvalidArgumentError("holds " + std::string(ListKindName(slot.view.kind)) +
                                             " values, but the spec asks for " +
                                             std::string(DTypeName(spec.dtype))),
-                       spec.key);
+                       &spec.key);
           break;
         }
         if (slot.present) {
@@ -179,7 +180,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
             }
           }
           if (!cs.ok()) {
-            record_error(r, cs, spec.key);
+            record_error(r, cs, &spec.key);
             break;
           }
         }
@@ -190,7 +191,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
             record_error(r,
                          InvalidArgumentError("required feature is missing (the spec gives no "
                                               "default)"),
-                         spec.key);
+                         &spec.key);
             break;
           }
           continue;  // defaults are filled in pass 2
@@ -201,7 +202,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
                                             " values, but the spec's shape " +
                                             ShapeString(spec.shape) + " needs " +
                                             std::to_string(want)),
-                       spec.key);
+                       &spec.key);
           break;
         }
         Column& c = (*columns)[k];
@@ -211,7 +212,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
           cs = DecodeFloats(slot.view, std::span(c.floats.data() + r * want, want));
         }
         if (!cs.ok()) {
-          record_error(r, cs, spec.key);
+          record_error(r, cs, &spec.key);
           break;
         }
       }
@@ -303,7 +304,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
         } else if (!dense && spec.dtype == DType::kFloat32) {
           s = DecodeFloats(slot.view, std::span(c.floats.data() + first, slot.count));
         }
-        if (!s.ok()) record_error(r, s, spec.key);
+        if (!s.ok()) record_error(r, s, &spec.key);
       }
     }
   });
@@ -372,9 +373,9 @@ Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records
   const size_t k_count = specs_.size();
   std::vector<SequenceSlot> slots(batch * k_count);
   FirstError first_error;
-  auto record_error = [&](size_t r, const Status& s, const std::string& key, int64_t step) {
+  auto record_error = [&](size_t r, const Status& s, const std::string* key, int64_t step) {
     std::string where = "record " + std::to_string(options.first_record_index + r);
-    if (!key.empty()) where = "feature list '" + key + "' of " + where;
+    if (key != nullptr) where = "feature list '" + *key + "' of " + where;
     if (step >= 0) where += ", step " + std::to_string(step);
     first_error.Report(r, Status(s.code(), where + ": " + s.message()));
   };
@@ -392,7 +393,7 @@ Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records
             row[it->second].present = true;
           });
       if (!s.ok()) {
-        record_error(r, s, "", -1);
+        record_error(r, s, nullptr, -1);
         continue;
       }
       for (size_t k = 0; k < k_count && s.ok(); ++k) {
@@ -428,7 +429,7 @@ Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records
           ++step;
           return Status::OK();
         });
-        if (!s.ok()) record_error(r, s, spec.key, s.code() == StatusCode::kDataLoss ? -1 : step);
+        if (!s.ok()) record_error(r, s, &spec.key, s.code() == StatusCode::kDataLoss ? -1 : step);
       }
     }
   });
@@ -498,7 +499,7 @@ Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records
           }
           return Status::OK();
         });
-        if (!s.ok()) record_error(r, s, spec.key, -1);
+        if (!s.ok()) record_error(r, s, &spec.key, -1);
       }
     }
   });
