@@ -49,7 +49,9 @@ def _to_bytes(v: Any, key: str) -> bytes:
 
 
 def _feature(key: str, value: Any, dtype: str | None = None) -> tuple:
-    """A Python value as ("int64"|"float32"|"bytes", values) for the encoder."""
+    """A Python value as ("int64"|"float32"|"bytes"|"none", values) for the encoder."""
+    if value is None:
+        return ("none", None)  # a Feature with no list set, as Example.parse returns it
     if isinstance(value, np.ndarray):
         arr = value.reshape(-1)
         kind = dtype or _dtype_name(arr.dtype)
@@ -93,7 +95,7 @@ class Example:
     """A tf.train.Example: a mapping from feature keys to lists of int64, float32 or bytes.
 
     Values may be int, float, bytes, str (stored as UTF-8), lists or tuples of one of those,
-    or NumPy arrays (flattened). ``dtypes`` forces a type per key (needed for empty lists).
+    NumPy arrays (flattened), or None (a Feature with no list set). ``dtypes`` forces a type per key (needed for empty lists).
     ``serialize()`` gives the bytes TensorFlow's protobuf gives with deterministic
     serialization (keys in sorted order).
     """

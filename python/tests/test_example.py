@@ -27,6 +27,13 @@ def test_example_round_trip_and_type_inference():
     assert got["words"] == [b"a", b"b"]
 
 
+def test_parsed_example_round_trips_including_unset_features():
+    record = rf.Example({"unset": None, "ints": [1, 2], "s": [b"x"]}).serialize()
+    parsed = rf.Example.parse(record)
+    assert parsed["unset"] is None
+    assert rf.Example(parsed).serialize() == record
+
+
 def test_example_errors():
     with pytest.raises(rf.SchemaError, match="empty list"):
         rf.Example({"x": []})
