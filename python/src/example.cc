@@ -123,8 +123,13 @@ std::span<const std::byte> SpanOf(nb::handle b) {
 nb::object BytesValues(const Column& c, size_t begin, size_t end, const std::vector<size_t>& shape) {
   nb::list items;
   for (size_t j = begin; j < end; ++j) {
-    items.append(nb::bytes(c.bytes_data.data() + c.bytes_offsets[j],
-                           static_cast<size_t>(c.bytes_offsets[j + 1] - c.bytes_offsets[j])));
+    if (!c.bytes_views.empty()) {  // views into the caller's records: the only copy
+      items.append(nb::bytes(reinterpret_cast<const char*>(c.bytes_views[j].data()),
+                             c.bytes_views[j].size()));
+    } else {
+      items.append(nb::bytes(c.bytes_data.data() + c.bytes_offsets[j],
+                             static_cast<size_t>(c.bytes_offsets[j + 1] - c.bytes_offsets[j])));
+    }
   }
   nb::module_ np = nb::module_::import_("numpy");
   nb::object arr = np.attr("empty")(end - begin, "dtype"_a = "object");
@@ -192,6 +197,7 @@ class PyParser {
     std::vector<Column> columns;
     example::ParseOptions options;
     options.first_record_index = first_record_index;
+    options.bytes_as_views = true;  // values are copied once, into Python bytes, below
     Status s;
     {
       nb::gil_scoped_release release;

@@ -52,6 +52,9 @@ struct Column {
   std::vector<float> floats;
   std::vector<int64_t> bytes_offsets;
   std::string bytes_data;
+  // Instead of bytes_offsets/bytes_data when ParseOptions::bytes_as_views is set: value j is
+  // bytes_views[j], a view into the parsed record (or into the spec's default value).
+  std::vector<std::span<const std::byte>> bytes_views;
   std::vector<int64_t> row_splits;
   // SequenceParser VarLen only: values of step j are [step_splits[j], step_splits[j + 1]).
   std::vector<int64_t> step_splits;
@@ -66,6 +69,10 @@ struct ParseOptions {
   int max_parallelism = 0;
   // Added to record positions in error messages (the batch's place in a larger stream).
   uint64_t first_record_index = 0;
+  // ExampleParser: hand bytes values out as views into the records (Column::bytes_views)
+  // instead of copying them into Column::bytes_data. The views live as long as the records
+  // and the parser. Callers that copy the values anyway (into Python bytes objects) save a copy.
+  bool bytes_as_views = false;
 };
 
 // Parses batches of serialized tf.train.Example against a fixed set of FeatureSpecs.
@@ -93,10 +100,27 @@ class ExampleParser {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
   };
 
+  // Open-addressing key -> spec index table with a cheap hash: the hot lookup of pass 1.
+  class KeyTable {
+   public:
+    void Build(const std::vector<FeatureSpec>& specs);
+    // -1 when absent.
+    int Find(std::string_view key) const;
+
+   private:
+    struct Slot {
+      uint64_t hash = 0;
+      int index = -1;
+    };
+    std::vector<Slot> slots_;
+    std::vector<std::string_view> keys_;  // views into the specs' keys
+    uint64_t mask_ = 0;
+  };
+
  private:
   explicit ExampleParser(std::vector<FeatureSpec> specs);
   std::vector<FeatureSpec> specs_;
-  std::unordered_map<std::string, int, KeyHash, std::equal_to<>> index_;  // key -> spec position
+  KeyTable keys_;
 };
 
 // The sequence part of a batch of tf.train.SequenceExample (its context is parsed by an

@@ -58,13 +58,69 @@ int64_t Column::num_values() const {
   switch (dtype) {
     case DType::kInt64: return static_cast<int64_t>(int64s.size());
     case DType::kFloat32: return static_cast<int64_t>(floats.size());
-    case DType::kBytes: return bytes_offsets.empty() ? 0 : static_cast<int64_t>(bytes_offsets.size()) - 1;
+    case DType::kBytes:
+      if (!bytes_views.empty()) return static_cast<int64_t>(bytes_views.size());
+      return bytes_offsets.empty() ? 0 : static_cast<int64_t>(bytes_offsets.size()) - 1;
   }
   return 0;
 }
 
+namespace {
+
+uint64_t HashKey(std::string_view key) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ key.size();
+  size_t i = 0;
+  for (; i + 8 <= key.size(); i += 8) {
+    uint64_t chunk;
+    std::memcpy(&chunk, key.data() + i, 8);
+    h = (h ^ chunk) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, key.data() + i, key.size() - i);
+  h = (h ^ tail) * 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 29);
+}
+
+// The bytes of a list message that holds exactly one packed field 1 (what every protobuf
+// writer produces for a non-empty packed list), or an empty span when the list is laid out
+// any other way (then the general visitors handle it).
+bool SinglePackedField(std::span<const std::byte> list, std::span<const std::byte>* payload) {
+  internal::WireReader r(list);
+  uint32_t field, wt;
+  if (!r.ReadTag(&field, &wt) || field != 1 || wt != internal::kLengthDelimited) return false;
+  if (!r.ReadLengthDelimited(payload)) return false;
+  return r.done();
+}
+
+}  // namespace
+
+void ExampleParser::KeyTable::Build(const std::vector<FeatureSpec>& specs) {
+  size_t size = 16;
+  while (size < specs.size() * 4) size *= 2;
+  slots_.assign(size, Slot{});
+  mask_ = size - 1;
+  keys_.clear();
+  for (size_t i = 0; i < specs.size(); ++i) keys_.push_back(specs[i].key);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    uint64_t h = HashKey(specs[i].key);
+    size_t at = h & mask_;
+    while (slots_[at].index >= 0) at = (at + 1) & mask_;
+    slots_[at] = Slot{h, static_cast<int>(i)};
+  }
+}
+
+int ExampleParser::KeyTable::Find(std::string_view key) const {
+  const uint64_t h = HashKey(key);
+  for (size_t at = h & mask_;; at = (at + 1) & mask_) {
+    const Slot& slot = slots_[at];
+    if (slot.index < 0) return -1;
+    if (slot.hash == h && keys_[slot.index] == key) return slot.index;
+  }
+}
+
 ExampleParser::ExampleParser(std::vector<FeatureSpec> specs) : specs_(std::move(specs)) {
-  for (size_t i = 0; i < specs_.size(); ++i) index_.emplace(specs_[i].key, static_cast<int>(i));
+  keys_.Build(specs_);
 }
 
 Result<ExampleParser> ExampleParser::Create(std::vector<FeatureSpec> specs) {
@@ -142,9 +198,9 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
       Slot* row = &slots[r * k_count];
       Status s = internal::VisitExampleFeatures(records[r], [&](std::span<const std::byte> f) {
         return internal::VisitFeatures(f, [&](std::string_view key, const FeatureView& view) {
-          auto it = index_.find(key);
-          if (it == index_.end()) return;
-          Slot& slot = row[it->second];
+          const int k = keys_.Find(key);
+          if (k < 0) return;
+          Slot& slot = row[k];
           slot.view = view;  // a repeated key: the last one wins, as in protobuf maps
           slot.present = view.kind != ListKind::kNone;
         });
@@ -165,6 +221,32 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
                        &spec.key);
           break;
         }
+        const bool dense = spec.kind == FeatureSpec::Kind::kFixedLen;
+        if (slot.present && dense && spec.dtype != DType::kBytes) {
+          // Fast path: one packed run, decoded straight into the output.
+          std::span<const std::byte> packed;
+          if (SinglePackedField(slot.view.list, &packed)) {
+            const int64_t want = spec.num_elements();
+            Column& c = (*columns)[k];
+            if (spec.dtype == DType::kFloat32 && packed.size() == static_cast<size_t>(want) * 4) {
+              if (want > 0) std::memcpy(c.floats.data() + r * want, packed.data(), packed.size());
+              slot.count = static_cast<uint32_t>(want);
+              continue;
+            }
+            if (spec.dtype == DType::kInt64) {
+              internal::WireReader p(packed);
+              int64_t* out = c.int64s.data() + r * want;
+              int64_t n = 0;
+              uint64_t v;
+              while (!p.done() && n < want && p.ReadVarint(&v)) out[n++] = static_cast<int64_t>(v);
+              if (n == want && p.done()) {
+                slot.count = static_cast<uint32_t>(want);
+                continue;
+              }
+              // Otherwise fall through: the general path reports the count or the damage.
+            }
+          }
+        }
         if (slot.present) {
           if (spec.dtype == DType::kBytes) {
             cs = internal::VisitBytes(slot.view.list, [&](std::span<const std::byte> v) {
@@ -184,7 +266,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
             break;
           }
         }
-        if (spec.kind == FeatureSpec::Kind::kVarLen) continue;
+        if (!dense) continue;
         const int64_t want = spec.num_elements();
         if (!slot.present) {
           if (!spec.default_value) {
@@ -237,7 +319,10 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
       if (spec.dtype == DType::kInt64) c.int64s.resize(total);
       if (spec.dtype == DType::kFloat32) c.floats.resize(total);
     }
-    if (spec.dtype == DType::kBytes) {
+    if (spec.dtype == DType::kBytes && options.bytes_as_views) {
+      c.bytes_views.resize(dense ? batch * static_cast<size_t>(want)
+                                 : static_cast<size_t>(c.row_splits[batch]));
+    } else if (spec.dtype == DType::kBytes) {
       // Value j's bytes start at bytes_offsets[j]; per record, the first value's offset is kept
       // in the record's first slot and the rest are filled in pass 2.
       size_t values = dense ? batch * static_cast<size_t>(want) : static_cast<size_t>(c.row_splits[batch]);
@@ -275,14 +360,17 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
         Status s;
         // Each record writes only the offsets of its own values after the first: the first
         // (and the end) were set between the passes, so no two threads touch one entry.
-        int64_t pos = spec.dtype == DType::kBytes ? c.bytes_offsets[first] : 0;
+        int64_t pos =
+            spec.dtype == DType::kBytes && !options.bytes_as_views ? c.bytes_offsets[first] : 0;
         if (dense && !slot.present) {
           const Feature& d = *spec.default_value;
           for (int64_t i = 0; i < want; ++i) {
             size_t src = d.size() == 1 ? 0 : static_cast<size_t>(i);
             if (spec.dtype == DType::kInt64) c.int64s[first + i] = d.int64s[src];
             if (spec.dtype == DType::kFloat32) c.floats[first + i] = d.floats[src];
-            if (spec.dtype == DType::kBytes) {
+            if (spec.dtype == DType::kBytes && options.bytes_as_views) {
+              c.bytes_views[first + i] = std::as_bytes(std::span(d.bytes[src]));
+            } else if (spec.dtype == DType::kBytes) {
               const std::string& v = d.bytes[src];
               if (!v.empty()) std::memcpy(c.bytes_data.data() + pos, v.data(), v.size());
               pos += static_cast<int64_t>(v.size());
@@ -292,7 +380,11 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
           continue;
         }
         if (!slot.present) continue;
-        if (spec.dtype == DType::kBytes) {
+        if (spec.dtype == DType::kBytes && options.bytes_as_views) {
+          size_t i = first;
+          s = internal::VisitBytes(slot.view.list,
+                                   [&](std::span<const std::byte> v) { c.bytes_views[i++] = v; });
+        } else if (spec.dtype == DType::kBytes) {
           size_t i = 0;
           s = internal::VisitBytes(slot.view.list, [&](std::span<const std::byte> v) {
             if (!v.empty()) std::memcpy(c.bytes_data.data() + pos, v.data(), v.size());

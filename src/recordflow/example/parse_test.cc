@@ -92,6 +92,53 @@ TEST(ExampleParserTest, ParsesEverySpecKind) {
   }
 }
 
+TEST(ExampleParserTest, BytesAsViewsMatchCopies) {
+  auto parser = ExampleParser::Create(Specs());
+  auto records = Batch(500);
+  std::vector<Column> copied, viewed;
+  ASSERT_TRUE(parser->Parse(Spans(records), &copied).ok());
+  ParseOptions options;
+  options.bytes_as_views = true;
+  options.min_records_per_thread = 8;
+  ASSERT_TRUE(parser->Parse(Spans(records), &viewed, options).ok());
+  for (size_t k : {2, 4, 6}) {  // name, words, absent (a default)
+    ASSERT_EQ(viewed[k].num_values(), copied[k].num_values());
+    EXPECT_TRUE(viewed[k].bytes_data.empty());
+    for (int64_t j = 0; j < copied[k].num_values(); ++j) {
+      auto v = viewed[k].bytes_views[j];
+      ASSERT_EQ(std::string(reinterpret_cast<const char*>(v.data()), v.size()), Str(copied[k], j));
+    }
+    EXPECT_EQ(viewed[k].row_splits, copied[k].row_splits);
+  }
+}
+
+TEST(ExampleParserTest, UnpackedAndSplitNumericListsTakeTheGeneralPath) {
+  // Int64List {value: 1 (unpacked), value: [2, 3] (packed)} and FloatList as two packed runs.
+  std::string ints = std::string("\x08\x01", 2) + std::string("\x0a\x02\x02\x03", 4);
+  std::string floats = std::string("\x0a\x04\x00\x00\x80\x3f", 6) +
+                       std::string("\x0a\x04\x00\x00\x00\x40", 6);
+  auto feature = [](char kind, const std::string& list) {
+    return std::string(1, kind) + std::string(1, static_cast<char>(list.size())) + list;
+  };
+  auto entry = [](const std::string& key, const std::string& feat) {
+    std::string e = "\x0a" + std::string(1, static_cast<char>(key.size())) + key + "\x12" +
+                    std::string(1, static_cast<char>(feat.size())) + feat;
+    return "\x0a" + std::string(1, static_cast<char>(e.size())) + e;
+  };
+  std::string features = entry("i", feature('\x1a', ints)) + entry("f", feature('\x12', floats));
+  std::vector<std::string> records = {"\x0a" + std::string(1, static_cast<char>(features.size())) +
+                                      features};
+  auto parser = ExampleParser::Create({FeatureSpec::FixedLen("i", DType::kInt64, {3}),
+                                       FeatureSpec::FixedLen("f", DType::kFloat32, {2})});
+  std::vector<Column> c;
+  ASSERT_TRUE(parser->Parse(Spans(records), &c).ok());
+  EXPECT_EQ(c[0].int64s, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(c[1].floats, (std::vector<float>{1.0f, 2.0f}));
+  // A packed run longer than the shape is an error, not an overflow of the output.
+  auto short_parser = ExampleParser::Create({FeatureSpec::FixedLen("i", DType::kInt64, {1})});
+  EXPECT_EQ(short_parser->Parse(Spans(records), &c).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ExampleParserTest, ErrorsNameKeyAndRecord) {
   auto records = Batch(500);
   Features bad;
