@@ -38,9 +38,10 @@ inline Status DecodeFeature(std::span<const std::byte> bytes, FeatureView* out) 
   return Status::OK();
 }
 
-// Calls fn(key, FeatureView) for each map entry of a serialized Features message.
+// Calls fn(key, value) for each map entry of a serialized Features message, with the entry's
+// serialized Feature undecoded (callers that want few keys decode only those).
 template <typename Fn>
-Status VisitFeatures(std::span<const std::byte> features, Fn&& fn) {
+Status VisitFeatureEntries(std::span<const std::byte> features, Fn&& fn) {
   WireReader r(features);
   while (!r.done()) {
     uint32_t field, wt;
@@ -57,7 +58,7 @@ Status VisitFeatures(std::span<const std::byte> features, Fn&& fn) {
     if (!r.ReadLengthDelimited(&entry)) return Malformed("Features", r);
     WireReader e(entry);
     std::string_view key;
-    FeatureView feature;
+    std::span<const std::byte> value;  // empty: a Feature with no list set
     while (!e.done()) {
       uint32_t f, t;
       if (!e.ReadTag(&f, &t)) return Malformed("Features map entry", e);
@@ -67,7 +68,7 @@ Status VisitFeatures(std::span<const std::byte> features, Fn&& fn) {
         if (f == 1) {
           key = std::string_view(reinterpret_cast<const char*>(s.data()), s.size());
         } else {
-          RF_RETURN_IF_ERROR(DecodeFeature(s, &feature));
+          value = s;  // a repeated value field: the last one wins
         }
       } else if (f == 1 || f == 2) {
         e.FailAtTag("key or value has the wrong wire type");
@@ -76,9 +77,21 @@ Status VisitFeatures(std::span<const std::byte> features, Fn&& fn) {
         return Malformed("Features map entry", e);
       }
     }
-    fn(key, feature);
+    RF_RETURN_IF_ERROR(fn(key, value));
   }
   return Status::OK();
+}
+
+// Calls fn(key, FeatureView) for each map entry of a serialized Features message.
+template <typename Fn>
+Status VisitFeatures(std::span<const std::byte> features, Fn&& fn) {
+  return VisitFeatureEntries(features, [&](std::string_view key,
+                                           std::span<const std::byte> value) -> Status {
+    FeatureView feature;
+    RF_RETURN_IF_ERROR(DecodeFeature(value, &feature));
+    fn(key, feature);
+    return Status::OK();
+  });
 }
 
 // Calls fn(features) for every `features` (field 1) of a serialized Example.

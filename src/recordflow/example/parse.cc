@@ -77,9 +77,15 @@ uint64_t HashKey(std::string_view key) {
     h ^= h >> 32;
   }
   uint64_t tail = 0;
-  std::memcpy(&tail, key.data() + i, key.size() - i);
-  h = (h ^ tail) * 0xc4ceb9fe1a85ec53ull;
-  return h ^ (h >> 29);
+  if (i < key.size()) std::memcpy(&tail, key.data() + i, key.size() - i);
+  h ^= tail;
+  // Murmur3's finalizer: every input bit reaches the low bits the table indexes with.
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
 }
 
 // The bytes of a list message that holds exactly one packed field 1 (what every protobuf
@@ -197,13 +203,15 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
     for (size_t r = begin; r < end; ++r) {
       Slot* row = &slots[r * k_count];
       Status s = internal::VisitExampleFeatures(records[r], [&](std::span<const std::byte> f) {
-        return internal::VisitFeatures(f, [&](std::string_view key, const FeatureView& view) {
-          const int k = keys_.Find(key);
-          if (k < 0) return;
-          Slot& slot = row[k];
-          slot.view = view;  // a repeated key: the last one wins, as in protobuf maps
-          slot.present = view.kind != ListKind::kNone;
-        });
+        return internal::VisitFeatureEntries(
+            f, [&](std::string_view key, std::span<const std::byte> value) -> Status {
+              const int k = keys_.Find(key);
+              if (k < 0) return Status::OK();  // not asked for: never decoded
+              Slot& slot = row[k];
+              RF_RETURN_IF_ERROR(internal::DecodeFeature(value, &slot.view));
+              slot.present = slot.view.kind != ListKind::kNone;  // a repeated key: last wins
+              return Status::OK();
+            });
       });
       if (!s.ok()) {
         record_error(r, s, nullptr);
@@ -346,7 +354,18 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
     }
   }
 
-  // Pass 2: ragged numeric values, all bytes values, and defaults.
+  // Pass 2: ragged numeric values, all bytes values, and defaults. Batches of dense numeric
+  // features that were all present are complete after pass 1.
+  bool needs_pass2 = false;
+  for (size_t k = 0; k < k_count && !needs_pass2; ++k) {
+    const FeatureSpec& spec = specs_[k];
+    if (spec.kind == FeatureSpec::Kind::kVarLen || spec.dtype == DType::kBytes) {
+      needs_pass2 = true;
+    } else {
+      for (size_t r = 0; r < batch && !needs_pass2; ++r) needs_pass2 = !slots[r * k_count + k].present;
+    }
+  }
+  if (!needs_pass2) return Status::OK();
   ParallelFor(batch, options.min_records_per_thread, options.max_parallelism, [&](size_t begin,
                                                                                   size_t end) {
     for (size_t r = begin; r < end; ++r) {
