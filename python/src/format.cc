@@ -104,11 +104,15 @@ class PyRecordReader {
   }
 
   // Reads up to `n` records with the GIL released; an empty list at the end of the file.
+  // Small records are gathered into one arena and become bytes objects afterwards; large ones
+  // become bytes objects at once (the GIL taken briefly), so each is copied only once.
   nb::list ReadBatch(size_t n) {
     format::RecordReader& reader = Reader();
+    constexpr size_t kDirect = 32 << 10;
     std::vector<std::byte> arena;
-    std::vector<size_t> ends;
-    ends.reserve(std::min<size_t>(n, 1 << 16));
+    // For each record in order: a bytes object already made, or the end of its arena slice.
+    std::vector<std::pair<nb::object, size_t>> items;
+    items.reserve(std::min<size_t>(n, 1 << 16));
     Status status;
     {
       nb::gil_scoped_release release;
@@ -120,18 +124,27 @@ class PyRecordReader {
           break;
         }
         if (!*more) break;
-        arena.insert(arena.end(), record.begin(), record.end());
-        ends.push_back(arena.size());
+        if (record.size() >= kDirect) {
+          nb::gil_scoped_acquire acquire;
+          items.emplace_back(ToBytes(record), 0);
+        } else {
+          arena.insert(arena.end(), record.begin(), record.end());
+          items.emplace_back(nb::object(), arena.size());
+        }
       }
     }
     // Records read before an error are not lost: they are returned, and the (sticky) error
     // is raised by the next call.
-    if (!status.ok() && ends.empty()) ThrowStatus(status);
+    if (!status.ok() && items.empty()) ThrowStatus(status);
     nb::list out;
     size_t begin = 0;
-    for (size_t end : ends) {
-      out.append(ToBytes(std::span(arena.data() + begin, end - begin)));
-      begin = end;
+    for (auto& [obj, end] : items) {
+      if (obj.is_valid()) {
+        out.append(std::move(obj));
+      } else {
+        out.append(ToBytes(std::span(arena.data() + begin, end - begin)));
+        begin = end;
+      }
     }
     return out;
   }

@@ -60,13 +60,12 @@ inline void EncodeFixed32(std::byte* p, uint32_t v) {
 inline void EncodeHeader(std::byte* header, uint64_t length) {
   EncodeFixed64(header, length);
   EncodeFixed32(header + kLengthSize,
-                MaskCrc(Crc32c(std::span<const std::byte>(header, kLengthSize))));
+                MaskCrc(Crc32c8(header)));
 }
 
 // True when the header's stored length CRC matches its length bytes.
 inline bool HeaderCrcMatches(const std::byte* header) {
-  return UnmaskCrc(DecodeFixed32(header + kLengthSize)) ==
-         Crc32c(std::span<const std::byte>(header, kLengthSize));
+  return UnmaskCrc(DecodeFixed32(header + kLengthSize)) == Crc32c8(header);
 }
 
 }  // namespace recordflow::format

@@ -137,6 +137,24 @@ uint32_t Crc32cExtend(uint32_t crc, std::span<const std::byte> data) {
 
 uint32_t Crc32c(std::span<const std::byte> data) { return Crc32cExtend(0, data); }
 
+namespace {
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) uint32_t Crc32c8Sse42(const std::byte* data) {
+  uint64_t word;
+  std::memcpy(&word, data, 8);
+  return ~static_cast<uint32_t>(_mm_crc32_u64(0xffffffffu, word));
+}
+const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+#endif
+}  // namespace
+
+uint32_t Crc32c8(const std::byte* data) {
+#if defined(__x86_64__)
+  if (kHaveSse42) return Crc32c8Sse42(data);
+#endif
+  return internal::AllCrc32cBackends()[0].extend(0, data, 8);
+}
+
 std::string_view Crc32cBackendName() { return internal::ActiveBackend().name; }
 
 }  // namespace recordflow::format

@@ -71,6 +71,15 @@ INSTANTIATE_TEST_SUITE_P(AllBackends, Crc32cBackendTest,
                                              internal::AllCrc32cBackends().end()),
                          [](const auto& info) { return std::string(info.param.name); });
 
+TEST(Crc32cTest, EightByteFastPathMatches) {
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 1000; ++i) {
+    uint64_t v = rng();
+    const auto* p = reinterpret_cast<const std::byte*>(&v);
+    EXPECT_EQ(Crc32c8(p), Crc32c(std::span(p, 8)));
+  }
+}
+
 TEST(Crc32cTest, ActiveBackendIsTheFastestAvailable) {
   std::string name(Crc32cBackendName());
 #if defined(RF_HAVE_ISAL)

@@ -197,8 +197,11 @@ Result<bool> RecordReader::ReadRecord(std::span<const std::byte>* record) {
     }
     // For plain files the length is checked against the file before anything is allocated
     // (written so that no addition can overflow, whatever the length field says).
-    std::optional<uint64_t> left = stream_->remaining();
-    const uint64_t have = left ? *left + (end_ - pos_) : 0;
+    // (Only needed when the record is not already in the buffer.)
+    const size_t buffered = end_ - pos_;
+    const bool in_buffer = length <= buffered && buffered - length >= kFramingOverhead;
+    std::optional<uint64_t> left = in_buffer ? std::nullopt : stream_->remaining();
+    const uint64_t have = left ? *left + buffered : 0;
     if (left && (length > have || have - length < kFramingOverhead)) {
       RF_RETURN_IF_ERROR(Corruption(offset, have,
                                     "truncated record: it claims " + std::to_string(length) +
