@@ -376,7 +376,7 @@ TEST(GoldenExampleTest, BatchParserAgrees) {
           EXPECT_EQ(std::vector<int64_t>(c.int64s.begin() + first, c.int64s.begin() + first + f.size()),
                     f.int64s);
         }
-        if (f.kind == ListKind::kFloat) {
+        if (f.kind == ListKind::kFloat && f.size() > 0) {
           EXPECT_EQ(0, std::memcmp(c.floats.data() + first, f.floats.data(), f.size() * sizeof(float)));
         }
         for (size_t j = 0; f.kind == ListKind::kBytes && j < f.size(); ++j) {

@@ -201,7 +201,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
   ParallelFor(batch, options.min_records_per_thread, options.max_parallelism, [&](size_t begin,
                                                                                   size_t end) {
     for (size_t r = begin; r < end; ++r) {
-      Slot* row = &slots[r * k_count];
+      Slot* row = slots.data() + r * k_count;
       Status s = internal::VisitExampleFeatures(records[r], [&](std::span<const std::byte> f) {
         return internal::VisitFeatureEntries(
             f, [&](std::string_view key, std::span<const std::byte> value) -> Status {
@@ -495,7 +495,7 @@ Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records
   ParallelFor(batch, options.min_records_per_thread, options.max_parallelism, [&](size_t begin,
                                                                                   size_t end) {
     for (size_t r = begin; r < end; ++r) {
-      SequenceSlot* row = &slots[r * k_count];
+      SequenceSlot* row = slots.data() + r * k_count;
       Status s = internal::VisitFeatureLists(
           records[r], [&](std::string_view key, std::span<const std::byte> list) {
             auto it = index_.find(key);
