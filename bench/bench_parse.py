@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Batch tf.train.Example parsing: recordflow against tf.io.parse_example, in one run, as ratios.
 
-    python bench/bench_parse.py            # full run: all cores, then pinned to one core
-    python bench/bench_parse.py --quick    # smoke run: 3 short runs per contender
+    python bench/bench_parse.py            # full run (~5 min on 2 cores)
+    python bench/bench_parse.py --quick    # smoke run (~30 s): 3 short runs per contender
 
 Records are built once per workload with rf.Example (batch of 1024, fixed seed) and parsed by
 both libraries before any timing; the outputs must be identical or the benchmark stops.
@@ -41,12 +41,17 @@ calls make a run of about `--min-time` seconds), then `--runs` measured runs; th
 contenders rotates on every run. Reported: medians over runs; rf/TF = TF's median time per
 record / rf's; "paired" = median over runs of the per-run ratio (rf and the TF peer ran close
 together in each run, so it is steadier on a noisy machine). CPU time is the process's (all
-threads); "cores busy" = CPU time / wall time. The machine's load (load average, and the CPU
-that other processes used during each workload, from /proc/stat) is recorded per workload.
+threads); "cores busy" = CPU time / wall time; "faults" = minor page faults per call (first
+touches of freshly mapped memory, which dominate the bytes-heavy workload on this VM). The
+machine's load (load average, and the CPU that other processes used during each workload,
+from /proc/stat) is recorded per workload.
 
 After the all-cores run, the same workloads run again in a child process started under
 `taskset -c 0` (one core for both libraries: the Python binding does not expose
-ParseOptions::max_parallelism). --no-one-core skips it.
+ParseOptions::max_parallelism); --no-one-core skips it. Last, recordflow runs alone in a fresh
+process that never imports TensorFlow (--no-rf-alone skips it): the heap of such a process
+behaves differently (glibc returns freed memory to the OS after every batch, so the next batch
+page-faults it back in), which matters for the ~113 MB of bytes outputs of (a).
 
 Writes a markdown report to stdout and bench/out/parse.md, raw numbers to bench/out/parse.json.
 """
@@ -288,8 +293,8 @@ def make_contenders(w: Workload, tf, tensor) -> list[Contender]:
         cs.append(Contender("TF eager incl. tf.constant(batch)", "info",
                             lambda: tf_to_numpy(tf, tf.io.parse_example(tf.constant(w.records), first_spec))))
     if w.key == "a":
-        # Every image is a ~110 KB slice near the end of its record; copying the same number of
-        # bytes into new bytes objects is what any bytes output must cost at least.
+        # A record is its image plus < 1 KB of other fields, so r[1000:] copies about one image
+        # into a new bytes object: what returning the images as Python bytes costs at least.
         cs.append(Contender("copy floor: new bytes per image (Python slice)", "info",
                             lambda: [r[1000:] for r in w.records]))
     return cs
@@ -389,7 +394,16 @@ def machine_info() -> dict:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemTotal:"):
             mem = int(line.split()[1]) / 2**20
+    core = Path(rf._core.__file__)
+    try:
+        head = subprocess.run(["git", "-C", str(HERE), "log", "-1", "--format=%h %cI"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        head = ""
     return {
+        "recordflow_installed": datetime.datetime.fromtimestamp(
+            core.stat().st_mtime, datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git_head": head or "unknown",
         "cpu_model": model,
         "cpu_family": family,
         "cpu_model_number": mnum,
@@ -434,9 +448,11 @@ def markdown(sections: list[dict], info: dict, meta: dict) -> str:
         f"Machine: {info['cpu_model']} (family {info['cpu_family']}, model "
         f"{info['cpu_model_number']}), {info['cores_online']} cores, {info['mem_gib']} GiB, Linux "
         f"{info['kernel']}; recordflow {info['recordflow']}, TensorFlow {info['tensorflow']}, "
-        f"NumPy {info['numpy']}, Python {info['python']}.",
+        f"NumPy {info['numpy']}, Python {info['python']}. recordflow as installed at "
+        f"{info['recordflow_installed']} (`{rf._core.__file__}`); repository HEAD {info['git_head']}.",
         f"Load average before / after: {meta['loadavg_before']} / {meta['loadavg_after']}. "
         f"Busiest other processes at the start: {', '.join(meta['top_before']) or 'n/a'}.",
+        *([f"**Warning: {meta['warning']}.**"] if meta.get("warning") else []),
         "",
         f"Batch {meta['batch']} records; {meta['runs']} measured runs of >= {meta['min_time']} s per "
         f"contender after {meta['warmup']} warm-up run(s), contenders in rotating order; medians. "
@@ -595,6 +611,8 @@ def main() -> int:
                          "cores": child["cores"], "results": child["results"], "rf_only": True})
 
     meta["loadavg_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    if machine_info()["recordflow_installed"] != info["recordflow_installed"]:
+        meta["warning"] = "recordflow was reinstalled during the run: the child processes may have used another build"
     md = markdown(sections, info, meta)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "parse.md").write_text(md)

@@ -6,11 +6,13 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "errors.h"
+#include "recordflow/core/thread_pool.h"
 #include "recordflow/example/example.h"
 #include "recordflow/example/parse.h"
 
@@ -120,19 +122,43 @@ std::span<const std::byte> SpanOf(nb::handle b) {
 }
 
 // Bytes values [begin, end) of a column as a NumPy object array (one bytes object each).
+// The objects are allocated under the GIL, then filled on the thread pool without it: nobody
+// else can see them until they are returned.
 nb::object BytesValues(const Column& c, size_t begin, size_t end, const std::vector<size_t>& shape) {
-  nb::list items;
-  for (size_t j = begin; j < end; ++j) {
-    if (!c.bytes_views.empty()) {  // views into the caller's records: the only copy
-      items.append(nb::bytes(reinterpret_cast<const char*>(c.bytes_views[j].data()),
-                             c.bytes_views[j].size()));
+  const size_t n = end - begin;
+  std::vector<std::span<const std::byte>> sources(n);
+  for (size_t j = 0; j < n; ++j) {
+    if (!c.bytes_views.empty()) {
+      sources[j] = c.bytes_views[begin + j];
     } else {
-      items.append(nb::bytes(c.bytes_data.data() + c.bytes_offsets[j],
-                             static_cast<size_t>(c.bytes_offsets[j + 1] - c.bytes_offsets[j])));
+      const int64_t from = c.bytes_offsets[begin + j];
+      sources[j] = std::as_bytes(std::span(c.bytes_data.data() + from,
+                                           static_cast<size_t>(c.bytes_offsets[begin + j + 1] - from)));
     }
   }
+  nb::list items;
+  std::vector<char*> targets(n);
+  size_t total = 0;
+  for (size_t j = 0; j < n; ++j) {
+    PyObject* b = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(sources[j].size()));
+    if (b == nullptr) throw nb::python_error();
+    targets[j] = PyBytes_AS_STRING(b);
+    total += sources[j].size();
+    items.append(nb::steal(b));
+  }
+  auto fill = [&](size_t from, size_t to) {
+    for (size_t j = from; j < to; ++j) {
+      if (!sources[j].empty()) std::memcpy(targets[j], sources[j].data(), sources[j].size());
+    }
+  };
+  if (total >= (1 << 20)) {
+    nb::gil_scoped_release release;
+    ParallelFor(n, 16, 0, fill);
+  } else {
+    fill(0, n);
+  }
   nb::module_ np = nb::module_::import_("numpy");
-  nb::object arr = np.attr("empty")(end - begin, "dtype"_a = "object");
+  nb::object arr = np.attr("empty")(n, "dtype"_a = "object");
   arr[nb::slice(nb::none(), nb::none(), nb::none())] = items;  // bytes stay scalars
   nb::list dims;
   for (size_t d : shape) dims.append(d);

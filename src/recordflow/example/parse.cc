@@ -88,6 +88,27 @@ uint64_t HashKey(std::string_view key) {
   return h;
 }
 
+// Key equality without a call into libc for the short keys features have.
+inline bool KeyEquals(std::string_view a, std::string_view b) {
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  if (n >= 8 && n <= 16) {
+    uint64_t a0, a1, b0, b1;
+    std::memcpy(&a0, a.data(), 8);
+    std::memcpy(&b0, b.data(), 8);
+    std::memcpy(&a1, a.data() + n - 8, 8);
+    std::memcpy(&b1, b.data() + n - 8, 8);
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+  }
+  if (n < 8) {
+    for (size_t i = 0; i < n; ++i) {
+      if (a[i] != b[i]) return false;
+    }
+    return true;
+  }
+  return std::memcmp(a.data(), b.data(), n) == 0;
+}
+
 // The bytes of a list message that holds exactly one packed field 1 (what every protobuf
 // writer produces for a non-empty packed list), or an empty span when the list is laid out
 // any other way (then the general visitors handle it).
@@ -121,7 +142,7 @@ int ExampleParser::KeyTable::Find(std::string_view key) const {
   for (size_t at = h & mask_;; at = (at + 1) & mask_) {
     const Slot& slot = slots_[at];
     if (slot.index < 0) return -1;
-    if (slot.hash == h && keys_[slot.index] == key) return slot.index;
+    if (slot.hash == h && KeyEquals(keys_[slot.index], key)) return slot.index;
   }
 }
 
@@ -200,12 +221,24 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
   // numeric values straight into their place in the output.
   ParallelFor(batch, options.min_records_per_thread, options.max_parallelism, [&](size_t begin,
                                                                                   size_t end) {
+    // Records of one dataset list their keys in the same order, so the key at position i of
+    // the previous record predicts the key at position i of this one: a match skips the hash.
+    std::vector<std::pair<std::string_view, int>> previous;
     for (size_t r = begin; r < end; ++r) {
       Slot* row = slots.data() + r * k_count;
+      size_t position = 0;
       Status s = internal::VisitExampleFeatures(records[r], [&](std::span<const std::byte> f) {
         return internal::VisitFeatureEntries(
             f, [&](std::string_view key, std::span<const std::byte> value) -> Status {
-              const int k = keys_.Find(key);
+              int k;
+              if (position < previous.size() && KeyEquals(previous[position].first, key)) {
+                k = previous[position].second;
+              } else {
+                k = keys_.Find(key);
+                if (position >= previous.size()) previous.resize(position + 1);
+                previous[position] = {key, k};
+              }
+              ++position;
               if (k < 0) return Status::OK();  // not asked for: never decoded
               Slot& slot = row[k];
               RF_RETURN_IF_ERROR(internal::DecodeFeature(value, &slot.view));
