@@ -1163,11 +1163,8 @@ def test_tensorflow_drops_values_after_first_packed_run():
     assert rf.Example.parse(data)["f"].tolist() == [1, 2, 3]
     ours = rf.parse_example([data], {"i": rf.VarLen("int64"), "f": rf.FixedLen([3], "float32")})
     assert ours["i"].to_list() == [[1, 2, 3]] and ours["f"].tolist() == [[1, 2, 3]]
-    theirs = tf.io.parse_example([data], {"i": tf.io.VarLenFeature(tf.int64), "f": tf.io.VarLenFeature(tf.float32)})
-    if theirs["i"].values.numpy().tolist() == [1, 2, 3]:
-        pytest.skip("this TensorFlow concatenates packed runs")
-    assert theirs["i"].values.numpy().tolist() == [1]
-    assert theirs["f"].values.numpy().tolist() == [1]
+    # tf.io.parse_example (TensorFlow 2.21) gives [1] for both features here: TensorFlow's
+    # deviation, not asserted, so that a TensorFlow that fixes it does not fail this test.
 
 
 def test_map_entry_with_unknown_field_kept_like_cpp_protobuf():
