@@ -17,7 +17,7 @@ inline Status Malformed(const char* message_name, const WireReader& r) {
 }
 
 // Decodes one Feature message.
-inline Status DecodeFeature(std::span<const std::byte> bytes, FeatureView* out) {
+RF_WIRE_INLINE Status DecodeFeature(std::span<const std::byte> bytes, FeatureView* out) {
   WireReader r(bytes);
   *out = FeatureView{};
   while (!r.done()) {

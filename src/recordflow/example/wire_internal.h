@@ -9,6 +9,13 @@
 
 namespace recordflow::example::internal {
 
+// The hot readers below are small; inlining them into the visitors' loops matters.
+#if defined(__GNUC__)
+#define RF_WIRE_INLINE __attribute__((always_inline)) inline
+#else
+#define RF_WIRE_INLINE inline
+#endif
+
 enum WireType : uint32_t {
   kVarint = 0,
   kFixed64 = 1,
@@ -34,7 +41,7 @@ class WireReader {
   // Why the last call failed, for messages.
   const char* error() const { return error_; }
 
-  bool ReadVarint(uint64_t* value) {
+  RF_WIRE_INLINE bool ReadVarint(uint64_t* value) {
     // Fast path: one byte.
     if (p_ < end_ && *p_ < 0x80) {
       *value = *p_++;
@@ -53,7 +60,7 @@ class WireReader {
     return Fail("varint longer than 10 bytes");
   }
 
-  bool ReadTag(uint32_t* field, uint32_t* wire_type) {
+  RF_WIRE_INLINE bool ReadTag(uint32_t* field, uint32_t* wire_type) {
     const uint8_t* start = p_;
     uint64_t tag;
     if (!ReadVarint(&tag)) return false;
@@ -67,7 +74,7 @@ class WireReader {
     return true;
   }
 
-  bool ReadLengthDelimited(std::span<const std::byte>* out) {
+  RF_WIRE_INLINE bool ReadLengthDelimited(std::span<const std::byte>* out) {
     uint64_t len;
     if (!ReadVarint(&len)) return false;
     if (len > static_cast<uint64_t>(end_ - p_)) return Fail("length past the end of the message");
@@ -76,7 +83,7 @@ class WireReader {
     return true;
   }
 
-  bool ReadFixed32(uint32_t* out) {
+  RF_WIRE_INLINE bool ReadFixed32(uint32_t* out) {
     if (end_ - p_ < 4) return Fail("truncated fixed32");
     std::memcpy(out, p_, 4);
     p_ += 4;
