@@ -264,14 +264,25 @@ class Ragged:
 
 
 class Parser:
-    """A compiled spec: parse many batches with the same spec without re-validating it."""
+    """A compiled spec: parse many batches with the same spec without re-validating it.
 
-    def __init__(self, spec: Mapping[str, FixedLen | VarLen]):
+    ``bytes_as`` chooses how bytes features come out: ``"bytes"`` (default) makes a new
+    ``bytes`` object per value, like ``tf.io.parse_example(...).numpy()``; ``"memoryview"``
+    copies nothing: each value is a read-only ``memoryview`` into the serialized record it came
+    from (which it keeps alive). Use it when the values go on to something that reads buffers
+    (an image decoder, ``np.frombuffer``, ``torch.frombuffer``, ``PIL.Image.open(io.BytesIO(v))``);
+    ``bytes(v)`` copies when a real ``bytes`` is needed. A FixedLen default stands in as ``bytes``.
+    """
+
+    def __init__(self, spec: Mapping[str, FixedLen | VarLen], bytes_as: str = "bytes"):
+        if bytes_as not in ("bytes", "memoryview"):
+            raise ValueError(f'bytes_as must be "bytes" or "memoryview", not {bytes_as!r}')
         self._keys = list(spec) if isinstance(spec, Mapping) else []
         self._parser = _core.ExampleParser(_specs(spec, "spec"))
+        self._bytes_as = bytes_as
 
     def __call__(self, serialized: Sequence[bytes], first_record_index: int = 0) -> dict:
-        columns = self._parser.parse(serialized, first_record_index)
+        columns = self._parser.parse(serialized, first_record_index, self._bytes_as)
         out = {}
         for key, col in zip(self._keys, columns):
             out[key] = Ragged(*col) if isinstance(col, tuple) else col
@@ -332,14 +343,17 @@ def parse_sequence_example(serialized: Sequence[bytes],
     return SequenceParser(context_spec, sequence_spec)(serialized)
 
 
-def parse_example(serialized: Sequence[bytes], spec: Mapping[str, FixedLen | VarLen]) -> dict:
+def parse_example(serialized: Sequence[bytes], spec: Mapping[str, FixedLen | VarLen],
+                  bytes_as: str = "bytes") -> dict:
     """Parses a batch of serialized tf.train.Example records, like tf.io.parse_example.
 
     FixedLen features become arrays of shape [batch, *shape]; VarLen features become
     :class:`Ragged` (``.values``, ``.row_splits``, ``.to_list()``, ``.to_sparse()``).
+    Bytes features are object arrays of ``bytes``, or with ``bytes_as="memoryview"`` of
+    zero-copy memoryviews into the records (see :class:`Parser`).
     Raises rf.SchemaError naming the key and record index for a missing required feature, a
     wrong type or a wrong value count, and rf.DataLossError for malformed bytes.
     """
     if isinstance(serialized, (bytes, bytearray)):
         raise SchemaError("parse_example takes a batch (a list of serialized records); wrap one record in a list")
-    return Parser(spec)(serialized)
+    return Parser(spec, bytes_as=bytes_as)(serialized)

@@ -121,6 +121,16 @@ std::span<const std::byte> SpanOf(nb::handle b) {
   return std::as_bytes(std::span(data, static_cast<size_t>(size)));
 }
 
+// Fills a new NumPy object array of `shape` with `items` (bytes stay scalars, not sequences).
+nb::object ObjectArray(nb::list items, const std::vector<size_t>& shape) {
+  nb::module_ np = nb::module_::import_("numpy");
+  nb::object arr = np.attr("empty")(nb::len(items), "dtype"_a = "object");
+  arr[nb::slice(nb::none(), nb::none(), nb::none())] = items;
+  nb::list dims;
+  for (size_t d : shape) dims.append(d);
+  return arr.attr("reshape")(nb::tuple(dims));
+}
+
 // Bytes values [begin, end) of a column as a NumPy object array (one bytes object each).
 // The objects are allocated under the GIL, then filled on the thread pool without it: nobody
 // else can see them until they are returned.
@@ -157,19 +167,63 @@ nb::object BytesValues(const Column& c, size_t begin, size_t end, const std::vec
   } else {
     fill(0, n);
   }
-  nb::module_ np = nb::module_::import_("numpy");
-  nb::object arr = np.attr("empty")(n, "dtype"_a = "object");
-  arr[nb::slice(nb::none(), nb::none(), nb::none())] = items;  // bytes stay scalars
-  nb::list dims;
-  for (size_t d : shape) dims.append(d);
-  return arr.attr("reshape")(nb::tuple(dims));
+  return ObjectArray(items, shape);
+}
+
+// Bytes values of a column parsed with bytes_as_views, as a NumPy object array of read-only
+// memoryviews into the input records (no copy). Each memoryview holds its record alive. A value
+// that is not inside its record (a FixedLen default) becomes a bytes object.
+nb::object MemoryviewValues(const Column& c, nb::list records,
+                            const std::vector<std::span<const std::byte>>& spans,
+                            const std::vector<size_t>& shape) {
+  const size_t n = c.bytes_views.size();
+  const size_t batch = spans.size();
+  std::vector<nb::object> record_views(batch);
+  nb::list items;
+  size_t record = 0;
+  for (size_t j = 0; j < n; ++j) {
+    // The record value j came from: FixedLen columns hold n / batch values a record, ragged
+    // ones are split by row_splits.
+    if (c.ragged) {
+      while (record + 1 < c.row_splits.size() &&
+             static_cast<size_t>(c.row_splits[record + 1]) <= j) {
+        ++record;
+      }
+    } else {
+      record = j / (n / batch);
+    }
+    const std::span<const std::byte> v = c.bytes_views[j];
+    const std::span<const std::byte> r = spans[record];
+    const bool inside = !v.empty() && v.data() >= r.data() && v.data() + v.size() <= r.data() + r.size();
+    if (!inside) {
+      items.append(nb::bytes(reinterpret_cast<const char*>(v.data()), v.size()));
+      continue;
+    }
+    if (!record_views[record].is_valid()) {
+      PyObject* mv = PyMemoryView_FromObject(records[record].ptr());
+      if (mv == nullptr) throw nb::python_error();
+      record_views[record] = nb::steal(mv);
+    }
+    const Py_ssize_t from = v.data() - r.data();
+    nb::object slice = nb::steal(PySlice_New(nb::int_(from).ptr(),
+                                             nb::int_(from + static_cast<Py_ssize_t>(v.size())).ptr(),
+                                             nullptr));
+    PyObject* part = PyObject_GetItem(record_views[record].ptr(), slice.ptr());
+    if (part == nullptr) throw nb::python_error();
+    items.append(nb::steal(part));
+  }
+  return ObjectArray(items, shape);
 }
 
 // {"values": ..., "row_splits": ...} for ragged, or the dense array.
-nb::object ColumnToPython(Column&& c) {
+// With `records` set, bytes values become memoryviews into them (see MemoryviewValues).
+nb::object ColumnToPython(Column&& c, const nb::list* records = nullptr,
+                          const std::vector<std::span<const std::byte>>* spans = nullptr) {
   std::vector<size_t> shape(c.shape.begin(), c.shape.end());
   nb::object values;
-  if (c.dtype == DType::kBytes) {
+  if (c.dtype == DType::kBytes && records != nullptr && !c.bytes_views.empty()) {
+    values = MemoryviewValues(c, *records, *spans, shape);
+  } else if (c.dtype == DType::kBytes) {
     values = BytesValues(c, 0, static_cast<size_t>(c.num_values()), shape);
   } else if (c.dtype == DType::kInt64) {
     values = ToNumpy(std::move(c.int64s), shape);
@@ -215,7 +269,14 @@ class PyParser {
     parser_ = std::make_unique<Parser>(std::move(parser).value());
   }
 
-  nb::list Parse(nb::handle records, uint64_t first_record_index) {
+  // bytes_as: "bytes" (a new bytes object per value) or "memoryview" (zero-copy views into
+  // `records`; ExampleParser only).
+  nb::list Parse(nb::handle records, uint64_t first_record_index, const std::string& bytes_as) {
+    const bool as_memoryview = bytes_as == "memoryview";
+    if (!as_memoryview && bytes_as != "bytes") {
+      ThrowSchemaStatus(InvalidArgumentError("bytes_as must be \"bytes\" or \"memoryview\", not \"" +
+                                             bytes_as + "\""));
+    }
     std::vector<std::span<const std::byte>> spans;
     nb::list as_list = nb::list(records);  // holds every record alive during the parse
     spans.reserve(nb::len(as_list));
@@ -231,7 +292,10 @@ class PyParser {
     }
     if (!s.ok()) ThrowSchemaStatus(s);
     nb::list out;
-    for (Column& c : columns) out.append(ColumnToPython(std::move(c)));
+    for (Column& c : columns) {
+      out.append(as_memoryview ? ColumnToPython(std::move(c), &as_list, &spans)
+                               : ColumnToPython(std::move(c)));
+    }
     return out;
   }
 
@@ -283,10 +347,12 @@ void RegisterExample(nb::module_& m) {
   using PySequenceParser = PyParser<example::SequenceParser>;
   nb::class_<PyExampleParser>(m, "ExampleParser")
       .def(nb::init<nb::list>(), "specs"_a)
-      .def("parse", &PyExampleParser::Parse, "records"_a, "first_record_index"_a = 0);
+      .def("parse", &PyExampleParser::Parse, "records"_a, "first_record_index"_a = 0,
+           "bytes_as"_a = "bytes");
   nb::class_<PySequenceParser>(m, "SequenceParser")
       .def(nb::init<nb::list>(), "specs"_a)
-      .def("parse", &PySequenceParser::Parse, "records"_a, "first_record_index"_a = 0);
+      .def("parse", &PySequenceParser::Parse, "records"_a, "first_record_index"_a = 0,
+           "bytes_as"_a = "bytes");
 }
 
 }  // namespace recordflow::python

@@ -103,6 +103,32 @@ def test_outputs_own_recordflow_memory_without_copy():
     assert label.tolist() == list(range(64))  # still valid: the array keeps its owner
 
 
+def test_bytes_as_memoryview_is_zero_copy_and_equal():
+    records = batch(500)
+    spec = dict(SPEC, names=rf.VarLen("bytes"), empty=rf.VarLen("bytes"))
+    records = [rf.Example({"label": i, "xy": [1.0, 2.0], "grid": np.zeros(6, np.float32),
+                           "name": b"\xff\x00n%d" % i, "tags": [1],
+                           "names": [b"a" * (i % 3), b"z%d" % i][: i % 3]},
+                          dtypes={"names": "bytes"}).serialize()
+               for i in range(500)]
+    copied = rf.parse_example(records, spec)
+    viewed = rf.parse_example(records, spec, bytes_as="memoryview")
+    assert viewed["name"].dtype == object and viewed["name"].shape == (500,)
+    v = viewed["name"][7]
+    assert isinstance(v, memoryview) and v.readonly and bytes(v) == b"\xff\x00n7"
+    assert [bytes(x) for x in viewed["name"]] == list(copied["name"])
+    assert [[bytes(x) for x in row] for row in viewed["names"].to_list()] == copied["names"].to_list()
+    assert viewed["names"].row_splits.tolist() == copied["names"].row_splits.tolist()
+    assert viewed["missing_str"].tolist() == [b"dflt"] * 500  # defaults are not in any record
+    # The view points into the record itself, and keeps it alive after the batch is gone.
+    assert v.obj is records[7]
+    del records, copied, viewed
+    gc.collect()
+    assert bytes(v) == b"\xff\x00n7"
+    with pytest.raises(ValueError, match="bytes_as"):
+        rf.Parser(SPEC, bytes_as="str")
+
+
 def test_parse_example_errors_name_key_and_record():
     records = batch(300)
     records[123] = rf.Example({"label": 1.5}).serialize()
