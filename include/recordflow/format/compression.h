@@ -35,6 +35,9 @@ class InputStream {
   // Fills as much of `dst` as it can; returns the count, 0 only at end of stream.
   // Errors: kIOError; kDataLoss for corrupt or truncated compressed data.
   virtual Result<size_t> Read(std::span<std::byte> dst) = 0;
+  // Moves `n` bytes forward without returning them; returns how many it skipped (fewer only at
+  // the end of the stream). Plain files seek; compressed streams decompress and discard.
+  virtual Result<uint64_t> Skip(uint64_t n);
   // Bytes left to read when known without reading (plain files), for sanity checks on lengths.
   virtual std::optional<uint64_t> remaining() const { return std::nullopt; }
   // Human-readable description of where the bytes come from, for messages.

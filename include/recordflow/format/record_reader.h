@@ -99,6 +99,11 @@ class RecordReader {
   // file (end of sequence is not an error). Errors: see the class comment.
   Result<bool> ReadRecord(std::span<const std::byte>* record);
 
+  // Continues reading at `offset` (a record boundary from offset() of an earlier reader of the
+  // same file), counting records from `record_index`. Only before the first ReadRecord.
+  // Errors: kFailedPrecondition after reading; kDataLoss when the file is shorter than offset.
+  Status SkipTo(uint64_t offset, uint64_t record_index);
+
   // Byte offset (in the decompressed stream) of the record last returned.
   uint64_t last_record_offset() const { return last_record_offset_; }
   // Byte offset just past the last record returned (or skipped).

@@ -18,6 +18,22 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+}  // namespace
+
+Result<uint64_t> InputStream::Skip(uint64_t n) {
+  std::vector<std::byte> scratch(std::min<uint64_t>(n, 1 << 20));
+  uint64_t done = 0;
+  while (done < n) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(n - done, scratch.size()));
+    RF_ASSIGN_OR_RETURN(size_t got, Read(std::span(scratch.data(), want)));
+    if (got == 0) break;
+    done += got;
+  }
+  return done;
+}
+
+namespace {
+
 class FileInputStream final : public InputStream {
  public:
   explicit FileInputStream(std::unique_ptr<io::RandomAccessFile> file)
@@ -28,6 +44,12 @@ class FileInputStream final : public InputStream {
     RF_ASSIGN_OR_RETURN(size_t n, file_->ReadAt(offset_, dst));
     offset_ += n;
     return n;
+  }
+  Result<uint64_t> Skip(uint64_t n) override {
+    const uint64_t left = file_->size() > offset_ ? file_->size() - offset_ : 0;
+    const uint64_t done = std::min(n, left);
+    offset_ += done;
+    return done;
   }
   std::optional<uint64_t> remaining() const override {
     return file_->size() > offset_ ? file_->size() - offset_ : 0;

@@ -60,6 +60,22 @@ std::unique_ptr<RecordReader> RecordReader::FromStream(std::unique_ptr<InputStre
 
 const std::string& RecordReader::path() const { return stream_->name(); }
 
+Status RecordReader::SkipTo(uint64_t offset, uint64_t record_index) {
+  if (buffer_offset_ != 0 || end_ != 0 || record_index_ != 0) {
+    return FailedPreconditionError("SkipTo on '" + path() + "' after reading");
+  }
+  RF_ASSIGN_OR_RETURN(uint64_t skipped, stream_->Skip(offset));
+  if (skipped != offset) {
+    return DataLossError("'" + path() + "' ends at byte " + std::to_string(skipped) +
+                         ", before the saved position " + std::to_string(offset) +
+                         " (was the file changed?)");
+  }
+  buffer_offset_ = offset;
+  record_index_ = record_index;
+  records_read_ = record_index;
+  return Status();
+}
+
 std::string RecordReader::Where(uint64_t offset) const {
   return "'" + path() + "' at byte offset " + std::to_string(offset) +
          (compressed_ ? " of the decompressed stream" : "") + " (record index " +

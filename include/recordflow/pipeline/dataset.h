@@ -1,0 +1,189 @@
+// The pipeline engine: an immutable Dataset description and the Iterator that runs it.
+//
+// A Dataset is a chain of stages, built with value-returning methods and shareable between
+// threads; MakeIterator() starts the machinery (threads, buffers, files) that produces its
+// elements. The chain has two parts, whatever order the user wrote it in:
+//
+//   record stream   files / in-memory records, shard, interleave, global or buffered shuffle,
+//                   repeat, cache, take/skip of records. Sequential and cheap (framing and CRCs
+//                   at GB/s); interleave reads its files ahead on the thread pool.
+//   batch executor  batch + parse + native maps, run on the shared thread pool with several
+//                   batches in flight, delivered in order (or as ready when not deterministic)
+//                   into a bounded prefetch buffer; take/skip of outputs.
+//
+// Checkpoints: Iterator::Checkpoint() pauses the executor and saves the record stream's state
+// (file offsets, RNG states, shuffle buffers and caches as record references when every source
+// is an uncompressed file, as contents otherwise) plus the records of every batch not yet
+// delivered; Dataset::Restore() continues with exactly the elements an uninterrupted run would
+// have produced (for deterministic pipelines).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "recordflow/core/status.h"
+#include "recordflow/example/parse.h"
+#include "recordflow/format/compression.h"
+#include "recordflow/format/record_reader.h"
+
+namespace recordflow::pipeline {
+
+// For parallelism and buffer sizes: chosen at run time from measured rates (see Autotune in
+// docs/pipeline.md).
+inline constexpr int kAutotune = -1;
+
+// Where a record came from: index into the dataset's file list (or the in-memory list), byte
+// offset of its header, and its index among the records of that file.
+struct RecordPosition {
+  uint32_t file = 0;
+  uint64_t offset = 0;
+  uint64_t index = 0;
+};
+
+// What the pipeline produces: one record or a batch of them, raw or parsed.
+//
+// Unparsed: `records` holds the payloads (one unless `batched`). Parsed: `columns` holds one
+// Column per spec, with a leading batch dimension (size 1 for an unbatched element), and
+// `records` is empty unless a checkpoint may need it.
+struct Element {
+  bool batched = false;
+  bool parsed = false;
+  std::vector<std::string> records;
+  std::vector<RecordPosition> positions;  // one per record
+  std::vector<example::Column> columns;
+  // Records in this element (batch size, 1 when not batched).
+  size_t num_records() const { return positions.size(); }
+};
+
+// A native element-wise operation for Map (image decoding and the like). Called on pool
+// threads, several at once: must be thread-safe. Errors stop the pipeline and reach the
+// consumer in order.
+using MapFn = std::function<Status(Element& element)>;
+
+struct FilesOptions {
+  std::optional<format::Compression> compression;  // nullopt: from each file name
+  bool shuffle_files = false;                       // new file order every epoch
+  std::optional<uint64_t> seed;                     // nullopt: random per iterator
+  format::CorruptionPolicy on_corruption = format::CorruptionPolicy::kRaise;
+  bool verify_checksums = true;
+};
+
+struct InterleaveOptions {
+  int cycle_length = kAutotune;  // files read at once; kAutotune: number of cores
+  int block_length = 1;          // consecutive records taken from one file
+  int num_parallel = kAutotune;  // files read ahead on the pool; 0/1: on the calling thread
+  bool deterministic = true;     // false: take from whichever file has records ready
+};
+
+struct ShuffleOptions {
+  size_t buffer_size = 1;
+  std::optional<uint64_t> seed;
+  bool reshuffle_each_iteration = true;
+};
+
+struct IteratorOptions {
+  // Upper bound on the bytes held in the executor's buffers (in-flight and ready batches);
+  // autotuned buffer sizes stay within it.
+  size_t memory_budget = size_t{1} << 30;
+};
+
+// Per-stage counters; Iterator::stats() returns one per stage, source first.
+struct StageStats {
+  std::string name;
+  uint64_t elements = 0;
+  uint64_t bytes = 0;
+  double busy_seconds = 0;         // producing elements (summed over threads)
+  double wait_input_seconds = 0;   // waiting for the stage before it
+  double wait_output_seconds = 0;  // waiting for room in its output buffer
+  double buffer_fill = 0;          // mean occupancy of its output buffer (0..1), when it has one
+  int parallelism = 0;             // threads/in-flight units at the end (autotuned or fixed)
+  int buffer_size = 0;             // output buffer capacity at the end
+};
+
+struct PipelineStats {
+  std::vector<StageStats> stages;
+  uint64_t elements_delivered = 0;
+  double consumer_wait_seconds = 0;  // time GetNext spent waiting for an element
+  double wall_seconds = 0;           // since the iterator was made
+  // Human-readable table.
+  std::string Report() const;
+};
+
+class Iterator;
+namespace internal {
+struct Node;  // the description of one stage (pipeline_internal.h)
+}
+
+// Thread safety: thread-safe (immutable); methods return new Datasets sharing the old chain.
+class Dataset {
+ public:
+  // Records of `paths` (globs are expanded, sorted; each pattern must match something).
+  // Errors: kNotFound for a pattern matching nothing; kInvalidArgument for no paths.
+  static Result<Dataset> FromFiles(std::vector<std::string> paths, FilesOptions options = {});
+  // Records held in memory (tests, small data).
+  static Dataset FromRecords(std::vector<std::string> records);
+
+  // Keeps every num_shards-th file (directly on a file source, before interleave) or record
+  // (elsewhere), starting at `index`. Errors: kInvalidArgument for index >= num_shards.
+  Result<Dataset> Shard(int num_shards, int index) const;
+  Result<Dataset> Interleave(InterleaveOptions options = {}) const;
+  Result<Dataset> Shuffle(ShuffleOptions options) const;
+  // An exact permutation of all records of all files per epoch, read by random access through
+  // the files' .idx indexes (built in memory when missing). Directly on an uncompressed file
+  // source only.
+  Result<Dataset> GlobalShuffle(std::optional<uint64_t> seed = std::nullopt,
+                                bool reshuffle_each_iteration = true) const;
+  // count < 0: forever.
+  Dataset Repeat(int64_t count = -1) const;
+  // Counts records before Batch, batches after it.
+  Dataset Take(int64_t count) const;
+  Dataset Skip(int64_t count) const;
+  // Records seen in the first epoch are kept (in memory, or in the TFRecord file `path`, which
+  // later iterators read instead of the input once complete) and replayed on later epochs.
+  Result<Dataset> Cache(std::string path = "") const;
+  Result<Dataset> Parse(std::vector<example::FeatureSpec> specs) const;
+  Result<Dataset> Map(MapFn fn, std::string name, int num_parallel = kAutotune) const;
+  Result<Dataset> Batch(size_t batch_size, bool drop_remainder = false) const;
+  // Ready outputs kept ahead of the consumer; kAutotune grows it while the consumer waits.
+  Result<Dataset> Prefetch(int buffer_size = kAutotune) const;
+
+  Result<std::unique_ptr<Iterator>> MakeIterator(IteratorOptions options = {}) const;
+  // An iterator continuing from `state` (from Iterator::Checkpoint of an iterator of an equal
+  // Dataset). Errors: kInvalidArgument for a state of another pipeline; kDataLoss for a
+  // damaged state.
+  Result<std::unique_ptr<Iterator>> Restore(std::span<const std::byte> state,
+                                            IteratorOptions options = {}) const;
+
+  // One line per stage, e.g. "files(3) -> shuffle(1000) -> batch(32) -> parse(4)".
+  std::string DebugString() const;
+
+  const std::shared_ptr<const internal::Node>& node() const { return node_; }
+
+ private:
+  explicit Dataset(std::shared_ptr<const internal::Node> node) : node_(std::move(node)) {}
+  std::shared_ptr<const internal::Node> node_;
+};
+
+// Produces a Dataset's elements.
+//
+// Thread safety: not thread-safe: one consumer thread calls GetNext/Checkpoint.
+// Lifetime: destroying it mid-stream cancels and joins every thread it started.
+class Iterator {
+ public:
+  virtual ~Iterator() = default;
+  // Sets *out to the next element and returns true; false at the end (not an error).
+  // Errors come in order, with the stage, file and offset in the message; after an error the
+  // iterator is finished.
+  virtual Result<bool> GetNext(Element* out) = 0;
+  // The state after the last element returned. Errors: kFailedPrecondition after an error,
+  // kUnimplemented for stages that cannot be saved (Python-side stages are handled above).
+  virtual Result<std::string> Checkpoint() = 0;
+  virtual PipelineStats stats() const = 0;
+};
+
+}  // namespace recordflow::pipeline

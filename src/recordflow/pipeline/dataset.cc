@@ -1,0 +1,351 @@
+// Dataset: building the chain of Nodes, and compiling it into a Plan for the iterator.
+#include "recordflow/pipeline/dataset.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <glob.h>
+
+#include "executor_internal.h"
+#include "pipeline_internal.h"
+
+namespace recordflow::pipeline {
+
+using internal::Node;
+using K = Node::Kind;
+
+namespace {
+
+std::shared_ptr<Node> Derive(const std::shared_ptr<const Node>& input, K kind) {
+  auto n = std::make_shared<Node>();
+  n->kind = kind;
+  n->input = input;
+  return n;
+}
+
+bool HasGlob(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+
+Result<std::vector<std::string>> ExpandPaths(const std::vector<std::string>& patterns) {
+  std::vector<std::string> out;
+  for (const std::string& p : patterns) {
+    if (!HasGlob(p)) {
+      std::error_code ec;
+      if (!std::filesystem::exists(p, ec)) return NotFoundError("no such file: '" + p + "'");
+      out.push_back(p);
+      continue;
+    }
+    glob_t g{};
+    const int rc = ::glob(p.c_str(), 0, nullptr, &g);
+    if (rc == GLOB_NOMATCH) {
+      globfree(&g);
+      return NotFoundError("no files match '" + p + "'");
+    }
+    if (rc != 0) {
+      globfree(&g);
+      return IOError("cannot expand '" + p + "'");
+    }
+    std::vector<std::string> matched(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+    globfree(&g);
+    std::sort(matched.begin(), matched.end());
+    out.insert(out.end(), matched.begin(), matched.end());
+  }
+  return out;
+}
+
+std::vector<const Node*> Chain(const Node* last) {
+  std::vector<const Node*> nodes;
+  for (const Node* n = last; n != nullptr; n = n->input.get()) nodes.push_back(n);
+  std::reverse(nodes.begin(), nodes.end());
+  return nodes;
+}
+
+std::string Seed(const std::optional<uint64_t>& s) { return s ? std::to_string(*s) : "random"; }
+
+// Splits the chain into the record stream and the executor's work.
+Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last) {
+  internal::Plan plan;
+  plan.last = last;
+  plan.nodes = Chain(last.get());
+  size_t i = 0;
+  std::vector<const Node*> stream_nodes;
+  for (; i < plan.nodes.size(); ++i) {
+    const Node* n = plan.nodes[i];
+    if (!internal::IsRecordStage(n->kind)) break;
+    stream_nodes.push_back(n);
+  }
+  plan.stream_end = stream_nodes.back();
+  bool batched = false;
+  bool repeated = false;
+  for (; i < plan.nodes.size(); ++i) {
+    const Node* n = plan.nodes[i];
+    switch (n->kind) {
+      case K::kParse:
+        // Parsing a batch gives what parsing each record and batching would: parse after.
+        (batched ? plan.post_batch : plan.pre_batch).push_back(n);
+        break;
+      case K::kMap:
+        (batched ? plan.post_batch : plan.pre_batch).push_back(n);
+        if (n->num_parallel != kAutotune) plan.num_parallel = n->num_parallel;
+        break;
+      case K::kBatch:
+        if (batched) return UnimplementedError("batch of batches is not supported");
+        batched = true;
+        plan.batch_size = n->batch_size;
+        plan.drop_remainder = n->drop_remainder;
+        break;
+      case K::kPrefetch:
+        plan.prefetch = n->buffer_size;
+        break;
+      case K::kRepeat:
+        if (repeated) return UnimplementedError("two repeats after batch/parse/map");
+        if (plan.take >= 0 || plan.skip > 0) {
+          return UnimplementedError("take/skip before repeat after batch/parse/map: put them before the batch");
+        }
+        repeated = true;
+        plan.tail_repeat = n->count < 0 ? -1 : n->count;
+        break;
+      case K::kTake:
+        plan.take = plan.take < 0 ? n->count : std::min(plan.take, n->count);
+        break;
+      case K::kSkip:
+        if (plan.take >= 0) return UnimplementedError("skip after take after batch/parse/map");
+        plan.skip += n->count;
+        break;
+      default:
+        return UnimplementedError(n->Describe() + " after batch/parse/map is not supported: "
+                                  "apply it to the records before them");
+    }
+  }
+  // Parse first on whole batches when nothing else runs on single records.
+  if (plan.batch_size > 0 && !plan.pre_batch.empty() &&
+      std::all_of(plan.pre_batch.begin(), plan.pre_batch.end(),
+                  [](const Node* n) { return n->kind == K::kParse; })) {
+    plan.post_batch.insert(plan.post_batch.begin(), plan.pre_batch.begin(), plan.pre_batch.end());
+    plan.pre_batch.clear();
+  }
+  for (const Node* n : plan.nodes) {
+    if (n->kind == K::kInterleave && !n->interleave.deterministic) plan.deterministic = false;
+  }
+  std::string stream, exec;
+  for (const Node* n : stream_nodes) stream += (stream.empty() ? "" : " -> ") + n->Describe();
+  for (const Node* n : plan.pre_batch) exec += (exec.empty() ? "" : " -> ") + n->Describe();
+  if (plan.batch_size > 0) exec += (exec.empty() ? "" : " -> ") + std::string("batch(") + std::to_string(plan.batch_size) + ")";
+  for (const Node* n : plan.post_batch) exec += (exec.empty() ? "" : " -> ") + n->Describe();
+  plan.stream_description = stream;
+  plan.executor_description = exec.empty() ? "pass-through" : exec;
+  // Same description and parameters -> same fingerprint (std::hash of a string is stable
+  // within one build, which is what checkpoints are checked against).
+  std::string all;
+  for (const Node* n : plan.nodes) all += n->Describe() + "|";
+  plan.fingerprint = std::hash<std::string>()(all);
+  return plan;
+}
+
+}  // namespace
+
+}  // namespace recordflow::pipeline
+
+namespace recordflow::pipeline::internal {
+using K = Node::Kind;
+std::string Node::Describe() const {
+  switch (kind) {
+    case K::kFiles: {
+      std::string s = "files(" + std::to_string(files.size());
+      if (files_options.shuffle_files) s += ", shuffle_files, seed=" + Seed(files_options.seed);
+      if (files_options.compression) s += ", " + std::string(format::CompressionName(*files_options.compression));
+      return s + ")";
+    }
+    case K::kMemory:
+      return "records(" + std::to_string(memory->size()) + ")";
+    case K::kShard:
+      return "shard(" + std::to_string(num_shards) + ", " + std::to_string(shard_index) + ")";
+    case K::kInterleave:
+      return "interleave(cycle=" + std::to_string(interleave.cycle_length) + ", block=" +
+             std::to_string(interleave.block_length) + ", parallel=" +
+             std::to_string(interleave.num_parallel) +
+             (interleave.deterministic ? "" : ", nondeterministic") + ")";
+    case K::kShuffle:
+      return "shuffle(" + std::to_string(shuffle.buffer_size) + ", seed=" + Seed(shuffle.seed) +
+             (shuffle.reshuffle_each_iteration ? "" : ", same order each epoch") + ")";
+    case K::kGlobalShuffle:
+      return "global_shuffle(seed=" + Seed(shuffle.seed) + ")";
+    case K::kRepeat:
+      return count < 0 ? "repeat" : "repeat(" + std::to_string(count) + ")";
+    case K::kTake:
+      return "take(" + std::to_string(count) + ")";
+    case K::kSkip:
+      return "skip(" + std::to_string(count) + ")";
+    case K::kCache:
+      return cache_path.empty() ? "cache(memory)" : "cache('" + cache_path + "')";
+    case K::kParse: {
+      std::string keys;
+      for (const auto& s : parser->specs()) keys += (keys.empty() ? "" : ",") + s.key;
+      return "parse(" + keys + ")";
+    }
+    case K::kMap:
+      return "map(" + map_name + ")";
+    case K::kBatch:
+      return "batch(" + std::to_string(batch_size) + (drop_remainder ? ", drop_remainder" : "") + ")";
+    case K::kPrefetch:
+      return "prefetch(" + (buffer_size == kAutotune ? std::string("autotune") : std::to_string(buffer_size)) + ")";
+  }
+  return "?";
+}
+}  // namespace recordflow::pipeline::internal
+
+namespace recordflow::pipeline {
+
+Result<Dataset> Dataset::FromFiles(std::vector<std::string> paths, FilesOptions options) {
+  if (paths.empty()) return InvalidArgumentError("from_files: no paths given");
+  RF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandPaths(paths));
+  auto n = std::make_shared<Node>();
+  n->kind = K::kFiles;
+  n->files = std::move(files);
+  n->files_options = options;
+  return Dataset(std::move(n));
+}
+
+Dataset Dataset::FromRecords(std::vector<std::string> records) {
+  auto n = std::make_shared<Node>();
+  n->kind = K::kMemory;
+  n->memory = std::make_shared<const std::vector<std::string>>(std::move(records));
+  return Dataset(std::move(n));
+}
+
+Result<Dataset> Dataset::Shard(int num_shards, int index) const {
+  if (num_shards < 1 || index < 0 || index >= num_shards) {
+    return InvalidArgumentError("shard(" + std::to_string(num_shards) + ", " + std::to_string(index) +
+                                "): need num_shards >= 1 and 0 <= index < num_shards");
+  }
+  auto n = Derive(node_, K::kShard);
+  n->num_shards = num_shards;
+  n->shard_index = index;
+  return Dataset(std::move(n));
+}
+
+namespace {
+bool OnFiles(const Node* n) {
+  return n->kind == K::kFiles ||
+         (n->kind == K::kShard && n->input && n->input->kind == K::kFiles);
+}
+}  // namespace
+
+Result<Dataset> Dataset::Interleave(InterleaveOptions options) const {
+  if (!OnFiles(node_.get())) {
+    return InvalidArgumentError("interleave applies to files: use it right after from_files (or shard)");
+  }
+  if ((options.cycle_length < 1 && options.cycle_length != kAutotune) || options.block_length < 1 ||
+      (options.num_parallel < 0 && options.num_parallel != kAutotune)) {
+    return InvalidArgumentError("interleave: cycle_length and block_length must be >= 1");
+  }
+  auto n = Derive(node_, K::kInterleave);
+  n->interleave = options;
+  return Dataset(std::move(n));
+}
+
+Result<Dataset> Dataset::Shuffle(ShuffleOptions options) const {
+  if (options.buffer_size < 1) return InvalidArgumentError("shuffle: buffer_size must be >= 1");
+  auto n = Derive(node_, K::kShuffle);
+  n->shuffle = options;
+  return Dataset(std::move(n));
+}
+
+Result<Dataset> Dataset::GlobalShuffle(std::optional<uint64_t> seed, bool reshuffle) const {
+  if (!OnFiles(node_.get())) {
+    return InvalidArgumentError("global_shuffle reads records by index: use it right after from_files (or shard)");
+  }
+  const Node* files = node_->kind == K::kFiles ? node_.get() : node_->input.get();
+  for (const std::string& f : files->files) {
+    if (files->files_options.compression.value_or(format::CompressionFromPath(f)) != format::Compression::kNone) {
+      return InvalidArgumentError("global_shuffle needs uncompressed files; '" + f + "' is compressed");
+    }
+  }
+  auto n = Derive(node_, K::kGlobalShuffle);
+  n->shuffle.seed = seed;
+  n->shuffle.reshuffle_each_iteration = reshuffle;
+  return Dataset(std::move(n));
+}
+
+Dataset Dataset::Repeat(int64_t count) const {
+  auto n = Derive(node_, K::kRepeat);
+  n->count = count < 0 ? -1 : count;
+  return Dataset(std::move(n));
+}
+
+Dataset Dataset::Take(int64_t count) const {
+  auto n = Derive(node_, K::kTake);
+  n->count = count;
+  return Dataset(std::move(n));
+}
+
+Dataset Dataset::Skip(int64_t count) const {
+  auto n = Derive(node_, K::kSkip);
+  n->count = std::max<int64_t>(count, 0);
+  return Dataset(std::move(n));
+}
+
+Result<Dataset> Dataset::Cache(std::string path) const {
+  auto n = Derive(node_, K::kCache);
+  n->cache_path = std::move(path);
+  return Dataset(std::move(n));
+}
+
+Result<Dataset> Dataset::Parse(std::vector<example::FeatureSpec> specs) const {
+  RF_ASSIGN_OR_RETURN(example::ExampleParser parser, example::ExampleParser::Create(std::move(specs)));
+  auto n = Derive(node_, K::kParse);
+  n->parser = std::make_shared<const example::ExampleParser>(std::move(parser));
+  return Dataset(std::move(n));
+}
+
+Result<Dataset> Dataset::Map(MapFn fn, std::string name, int num_parallel) const {
+  if (!fn) return InvalidArgumentError("map: no function");
+  if (num_parallel < 1 && num_parallel != kAutotune) {
+    return InvalidArgumentError("map: num_parallel must be >= 1 or AUTOTUNE");
+  }
+  auto n = Derive(node_, K::kMap);
+  n->map_fn = std::move(fn);
+  n->map_name = std::move(name);
+  n->num_parallel = num_parallel;
+  return Dataset(std::move(n));
+}
+
+Result<Dataset> Dataset::Batch(size_t batch_size, bool drop_remainder) const {
+  if (batch_size < 1) return InvalidArgumentError("batch: batch_size must be >= 1");
+  auto n = Derive(node_, K::kBatch);
+  n->batch_size = batch_size;
+  n->drop_remainder = drop_remainder;
+  return Dataset(std::move(n));
+}
+
+Result<Dataset> Dataset::Prefetch(int buffer_size) const {
+  if (buffer_size < 0 && buffer_size != kAutotune) {
+    return InvalidArgumentError("prefetch: buffer_size must be >= 0 or AUTOTUNE");
+  }
+  auto n = Derive(node_, K::kPrefetch);
+  n->buffer_size = buffer_size;
+  return Dataset(std::move(n));
+}
+
+Result<std::unique_ptr<Iterator>> Dataset::MakeIterator(IteratorOptions options) const {
+  RF_ASSIGN_OR_RETURN(internal::Plan plan, Compile(node_));
+  auto it = std::make_unique<internal::PipelineIterator>(std::move(plan), options);
+  RF_RETURN_IF_ERROR(it->Start(internal::SeedTable{}, nullptr));
+  return std::unique_ptr<Iterator>(std::move(it));
+}
+
+Result<std::unique_ptr<Iterator>> Dataset::Restore(std::span<const std::byte> state,
+                                                   IteratorOptions options) const {
+  RF_ASSIGN_OR_RETURN(internal::Plan plan, Compile(node_));
+  auto it = std::make_unique<internal::PipelineIterator>(std::move(plan), options);
+  internal::StateReader reader(std::string_view(reinterpret_cast<const char*>(state.data()), state.size()));
+  RF_RETURN_IF_ERROR(it->Start(internal::SeedTable{}, &reader));
+  return std::unique_ptr<Iterator>(std::move(it));
+}
+
+std::string Dataset::DebugString() const {
+  std::string s;
+  for (const Node* n : Chain(node_.get())) s += (s.empty() ? "" : " -> ") + n->Describe();
+  return s;
+}
+
+}  // namespace recordflow::pipeline

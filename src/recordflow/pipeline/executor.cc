@@ -1,0 +1,510 @@
+// The batch executor: pulls records from the record stream on one producer thread, groups them
+// into units (a batch, or a run of unbatched records), runs parse/map on the shared thread
+// pool with several units in flight, and hands results to the consumer in order.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <thread>
+
+#include "executor_internal.h"
+#include "recordflow/core/thread_pool.h"
+
+namespace recordflow::pipeline::internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+constexpr char kMagic[] = "RFCKPT01";
+constexpr size_t kUnbatchedRun = 32;  // records per unit when there is no batch
+
+size_t ElementBytes(const Element& e) {
+  size_t n = 0;
+  for (const auto& r : e.records) n += r.size();
+  for (const auto& c : e.columns) {
+    n += c.int64s.size() * 8 + c.floats.size() * 4 + c.bytes_data.size() +
+         c.bytes_offsets.size() * 8 + c.row_splits.size() * 8;
+  }
+  return n;
+}
+
+}  // namespace
+
+struct PipelineIterator::Unit {
+  uint64_t epoch = 0;
+  std::vector<Record> records;  // inputs; payloads dropped after processing when refs suffice
+  std::vector<Element> outputs;
+  size_t delivered = 0;  // outputs handed to the consumer
+  Status status;
+  bool done = false;
+  size_t bytes = 0;
+};
+
+PipelineIterator::PipelineIterator(Plan plan, IteratorOptions options)
+    : plan_(std::move(plan)), options_(options), start_(Clock::now()) {
+  ctx_.fetcher = MakeFetcher(plan_.stream_end);
+  stream_stats_.resize(1);
+  stream_stats_[0].name = plan_.stream_description;
+  const int cores = ThreadPool::Default().num_threads();
+  parallelism_ = plan_.num_parallel == kAutotune ? cores : std::max(plan_.num_parallel, 1);
+  autotune_buffer_ = plan_.prefetch == kAutotune;
+  buffer_ = autotune_buffer_ ? 2 : std::max(plan_.prefetch, 0);
+  // Content mode keeps payloads until delivery so a checkpoint can save them.
+  keep_payloads_ = !ctx_.fetcher->can_fetch();
+}
+
+PipelineIterator::~PipelineIterator() { Stop(); }
+
+Status PipelineIterator::Start(SeedTable seeds, StateReader* restore_from) {
+  seeds_ = std::move(seeds);
+  if (restore_from != nullptr) {
+    RF_RETURN_IF_ERROR(RestoreState(*restore_from));
+  } else {
+    RF_ASSIGN_OR_RETURN(stream_, MakeRecordIterator(plan_.stream_end, epoch_, &ctx_, &seeds_, 0));
+  }
+  producer_ = std::thread([this] { ProduceLoop(); });
+  return Status();
+}
+
+void PipelineIterator::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    ctx_.cancelled = true;
+  }
+  cv_.notify_all();
+  if (producer_.joinable()) producer_.join();
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return running_ == 0; });
+  stream_.reset();
+}
+
+size_t PipelineIterator::Capacity() const { return static_cast<size_t>(parallelism_) + buffer_; }
+
+// Pulls one unit's records (or the next saved unit of a restored checkpoint).
+Status PipelineIterator::PullUnit(Unit* u, bool* end_of_stream) {
+  *end_of_stream = false;
+  if (!replay_.empty()) {
+    *u = std::move(replay_.front());
+    replay_.pop_front();
+    return Status();
+  }
+  if (!pending_error_.ok()) return pending_error_;
+  const size_t want = plan_.batch_size > 0 ? plan_.batch_size : kUnbatchedRun;
+  u->epoch = epoch_;
+  while (u->records.size() < want) {
+    Record r;
+    Result<bool> got = stream_->Next(&r);
+    if (!got.ok()) {
+      // Unbatched records read before the error still reach the consumer, then the error.
+      if (plan_.batch_size == 0 && !u->records.empty()) {
+        pending_error_ = got.status();
+        return Status();
+      }
+      return got.status();
+    }
+    if (!*got) {
+      *end_of_stream = true;
+      break;
+    }
+    produced_in_epoch_ = true;
+    u->records.push_back(std::move(r));
+  }
+  if (*end_of_stream && plan_.batch_size > 0 && plan_.drop_remainder &&
+      u->records.size() < plan_.batch_size) {
+    u->records.clear();
+  }
+  return Status();
+}
+
+void PipelineIterator::ProduceLoop() {
+  while (true) {
+    std::unique_lock lock(mu_);
+    const auto wait_start = Clock::now();
+    cv_.wait(lock, [&] { return cancelled_ || (!paused_ && units_.size() < Capacity()); });
+    stream_stats_[0].wait_output_seconds += Seconds(wait_start);
+    if (cancelled_) return;
+    producing_ = true;
+    lock.unlock();
+
+    auto unit = std::make_shared<Unit>();
+    bool end = false;
+    const auto t0 = Clock::now();
+    Status s = PullUnit(unit.get(), &end);
+    const double busy = Seconds(t0);
+
+    lock.lock();
+    producing_ = false;
+    stream_stats_[0].busy_seconds += busy;
+    stream_stats_[0].elements += unit->records.size();
+    for (const Record& r : unit->records) stream_stats_[0].bytes += r.data.size();
+    cv_.notify_all();
+    if (!s.ok()) {
+      unit->status = std::move(s);
+      unit->done = true;
+      unit->records.clear();
+      units_.push_back(std::move(unit));
+      stream_done_ = true;
+      cv_.notify_all();
+      return;
+    }
+    if (!unit->records.empty()) {
+      units_.push_back(unit);
+      Schedule(unit, lock);
+    }
+    if (end) {
+      // A repeat after batch: a new epoch of the stream, batches restart.
+      ++tail_epochs_done_;
+      const bool again = plan_.tail_repeat != 0 && produced_in_epoch_ &&
+                         (plan_.tail_repeat < 0 || tail_epochs_done_ < plan_.tail_repeat);
+      if (!again) {
+        stream_done_ = true;
+        cv_.notify_all();
+        return;
+      }
+      ++epoch_;
+      produced_in_epoch_ = false;
+      producing_ = true;  // Checkpoint waits: the stream and seed table change
+      lock.unlock();
+      Result<std::unique_ptr<RecordIterator>> next =
+          MakeRecordIterator(plan_.stream_end, epoch_, &ctx_, &seeds_, 0);
+      lock.lock();
+      producing_ = false;
+      cv_.notify_all();
+      if (!next.ok()) {
+        auto failed = std::make_shared<Unit>();
+        failed->status = next.status();
+        failed->done = true;
+        units_.push_back(std::move(failed));
+        stream_done_ = true;
+        cv_.notify_all();
+        return;
+      }
+      stream_ = std::move(next).value();
+    }
+  }
+}
+
+void PipelineIterator::Schedule(const std::shared_ptr<Unit>& unit, std::unique_lock<std::mutex>& lock) {
+  (void)lock;
+  ++running_;
+  ThreadPool::Default().Schedule([this, unit] {
+    const auto t0 = Clock::now();
+    Status s = Process(*unit);
+    const double busy = Seconds(t0);
+    std::lock_guard g(mu_);
+    unit->status = std::move(s);
+    unit->done = true;
+    for (const Element& e : unit->outputs) unit->bytes += ElementBytes(e);
+    process_busy_ += busy;
+    processed_elements_ += unit->outputs.size();
+    --running_;
+    cv_.notify_all();
+  });
+}
+
+// Runs the per-record ops, batching and per-batch ops of one unit. Pool thread, no lock held.
+Status PipelineIterator::Process(Unit& u) {
+  std::vector<Element> singles;
+  auto make_element = [&](size_t begin, size_t end, bool batched) {
+    Element e;
+    e.batched = batched;
+    e.positions.reserve(end - begin);
+    e.records.reserve(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      e.records.push_back(keep_payloads_ ? u.records[i].data : std::move(u.records[i].data));
+      e.positions.push_back(u.records[i].position);
+    }
+    return e;
+  };
+  if (plan_.batch_size == 0) {
+    for (size_t i = 0; i < u.records.size(); ++i) {
+      Element e = make_element(i, i + 1, false);
+      for (const Node* op : plan_.pre_batch) RF_RETURN_IF_ERROR(Apply(op, e, u));
+      u.outputs.push_back(std::move(e));
+    }
+    return Status();
+  }
+  Element batch;
+  if (plan_.pre_batch.empty()) {
+    batch = make_element(0, u.records.size(), true);
+  } else {
+    batch.batched = true;
+    for (size_t i = 0; i < u.records.size(); ++i) {
+      Element e = make_element(i, i + 1, false);
+      for (const Node* op : plan_.pre_batch) RF_RETURN_IF_ERROR(Apply(op, e, u));
+      batch.positions.push_back(e.positions[0]);
+      if (e.parsed) {
+        batch.parsed = true;
+        RF_RETURN_IF_ERROR(ConcatColumns(batch.columns, std::move(e.columns)));
+      } else {
+        for (auto& r : e.records) batch.records.push_back(std::move(r));
+      }
+    }
+  }
+  for (const Node* op : plan_.post_batch) RF_RETURN_IF_ERROR(Apply(op, batch, u));
+  u.outputs.push_back(std::move(batch));
+  return Status();
+}
+
+Status PipelineIterator::Apply(const Node* op, Element& e, const Unit& u) {
+  if (op->kind == Node::Kind::kParse) {
+    if (e.parsed) return InvalidArgumentError("parse: element is already parsed");
+    std::vector<std::span<const std::byte>> spans;
+    spans.reserve(e.records.size());
+    for (const auto& r : e.records) spans.push_back(std::as_bytes(std::span(r.data(), r.size())));
+    example::ParseOptions po;
+    po.max_parallelism = parallelism_ > 1 ? 1 : 0;
+    po.first_record_index = e.positions.empty() ? 0 : e.positions[0].index;
+    Status s = op->parser->Parse(spans, &e.columns, po);
+    if (!s.ok()) {
+      // Name where the batch came from: the parser knows only the record's place in the batch.
+      std::string where;
+      if (!e.positions.empty()) {
+        const RecordPosition& p = e.positions[0];
+        const auto& files = ctx_.fetcher->files();
+        where = " (batch starting at " +
+                (p.file < files.size() ? "'" + files[p.file] + "' record " : "record ") +
+                std::to_string(p.index) + ", epoch " + std::to_string(u.epoch) + ")";
+      }
+      return Status(s.code(), "parse: " + s.message() + where);
+    }
+    e.parsed = true;
+    if (!keep_payloads_) e.records.clear();
+    return Status();
+  }
+  if (op->kind == Node::Kind::kMap) {
+    Status s = op->map_fn(e);
+    if (!s.ok()) return Status(s.code(), "map '" + op->map_name + "': " + s.message());
+    return Status();
+  }
+  return InternalError("not an element op: " + op->Describe());
+}
+
+Result<bool> PipelineIterator::GetNext(Element* out) {
+  std::unique_lock lock(mu_);
+  if (failed_) return FailedPreconditionError("iterator stopped after an error");
+  while (true) {
+    if (plan_.take >= 0 && delivered_ >= static_cast<uint64_t>(plan_.take)) return false;
+    const auto wait_start = Clock::now();
+    bool waited = false;
+    std::shared_ptr<Unit> unit;
+    while (true) {
+      if (!units_.empty()) {
+        if (units_.front()->done) {
+          unit = units_.front();
+          break;
+        }
+        if (!plan_.deterministic) {
+          for (auto& u : units_) {
+            if (u->done && !u->outputs.empty() && u->status.ok()) {
+              unit = u;
+              break;
+            }
+          }
+          if (unit) break;
+        }
+      } else if (stream_done_) {
+        return false;
+      }
+      waited = true;
+      cv_.wait(lock);
+    }
+    const double w = Seconds(wait_start);
+    consumer_wait_ += w;
+    if (waited && autotune_buffer_) Autotune();
+    if (!unit->status.ok()) {
+      failed_ = true;
+      Status s = unit->status;
+      units_.clear();
+      return s;
+    }
+    Element e = std::move(unit->outputs[unit->delivered++]);
+    if (unit->delivered == unit->outputs.size()) {
+      units_.erase(std::find(units_.begin(), units_.end(), unit));
+      cv_.notify_all();
+    }
+    if (skipped_ < plan_.skip) {
+      ++skipped_;
+      continue;
+    }
+    ++delivered_;
+    delivered_bytes_ += ElementBytes(e);
+    ready_sum_ += static_cast<double>(CountReady());
+    ++ready_samples_;
+    *out = std::move(e);
+    return true;
+  }
+}
+
+size_t PipelineIterator::CountReady() const {
+  size_t n = 0;
+  for (const auto& u : units_) n += u->done ? 1 : 0;
+  return n;
+}
+
+// The consumer had to wait: more units in flight, while the bytes they hold fit the budget.
+void PipelineIterator::Autotune() {
+  const size_t max_units = static_cast<size_t>(parallelism_) * 4 + 16;
+  if (Capacity() >= max_units) return;
+  const size_t avg = delivered_ > 0 ? delivered_bytes_ / delivered_ : 0;
+  if (avg > 0 && (Capacity() + 1) * avg > options_.memory_budget) return;
+  ++buffer_;
+  cv_.notify_all();
+}
+
+Result<std::string> PipelineIterator::Checkpoint() {
+  std::unique_lock lock(mu_);
+  if (failed_) return FailedPreconditionError("cannot checkpoint an iterator that failed");
+  paused_ = true;
+  cv_.wait(lock, [&] { return !producing_; });
+  StateWriter w;
+  w.Str(std::string_view(kMagic, 8));
+  w.U64(plan_.fingerprint);
+  w.U64(seeds_.seeds.size());
+  for (const auto& [node, seed] : seeds_.seeds) {
+    w.U64(plan_.NodeOrdinal(node));
+    w.U64(seed);
+  }
+  w.U64(epoch_);
+  w.U64(tail_epochs_done_);
+  w.Bool(produced_in_epoch_);
+  w.U64(delivered_);
+  w.U64(skipped_);
+  w.Bool(stream_done_);
+  // Undelivered units, as their records, from the first output not yet consumed.
+  std::vector<std::shared_ptr<Unit>> pending(units_.begin(), units_.end());
+  size_t count = pending.size() + replay_.size();
+  w.U64(count);
+  auto save_unit = [&](const Unit& u, size_t from_output) -> Status {
+    if (!u.status.ok()) return FailedPreconditionError("checkpoint with an error pending: " + u.status.ToString());
+    w.U64(u.epoch);
+    const size_t first = plan_.batch_size == 0 ? from_output : 0;
+    w.U64(u.records.size() - first);
+    for (size_t i = first; i < u.records.size(); ++i) ctx_.SaveRecord(w, u.records[i]);
+    return Status();
+  };
+  Status s;
+  for (const auto& u : pending) {
+    if (!s.ok()) break;
+    // Workers may still be filling outputs; the records (inputs) are what we save, and a
+    // unit's delivered count only moves under mu_.
+    s = save_unit(*u, u->delivered);
+  }
+  for (const Unit& u : replay_) {
+    if (!s.ok()) break;
+    s = save_unit(u, 0);
+  }
+  if (s.ok() && !stream_done_) s = stream_->Save(w);
+  paused_ = false;
+  cv_.notify_all();
+  if (!s.ok()) return s;
+  return std::move(w.bytes());
+}
+
+Status PipelineIterator::RestoreState(StateReader& r) {
+  RF_ASSIGN_OR_RETURN(std::string magic, r.Str("magic"));
+  if (magic != std::string_view(kMagic, 8)) {
+    return InvalidArgumentError("not a recordflow pipeline checkpoint (bad magic)");
+  }
+  RF_ASSIGN_OR_RETURN(uint64_t fp, r.U64("fingerprint"));
+  if (fp != plan_.fingerprint) {
+    return InvalidArgumentError("checkpoint was taken from a different pipeline (fingerprint mismatch)");
+  }
+  RF_ASSIGN_OR_RETURN(uint64_t nseeds, r.U64("seed count"));
+  seeds_.seeds.clear();
+  for (uint64_t i = 0; i < nseeds; ++i) {
+    RF_ASSIGN_OR_RETURN(uint64_t ord, r.U64("seed stage"));
+    RF_ASSIGN_OR_RETURN(uint64_t seed, r.U64("seed"));
+    const Node* node = plan_.NodeAt(ord);
+    if (node == nullptr) return DataLossError("checkpoint: seed for unknown stage");
+    seeds_.seeds[node] = seed;
+  }
+  RF_ASSIGN_OR_RETURN(epoch_, r.U64("epoch"));
+  RF_ASSIGN_OR_RETURN(uint64_t tail_epochs, r.U64("tail epochs"));
+  tail_epochs_done_ = static_cast<int64_t>(tail_epochs);
+  RF_ASSIGN_OR_RETURN(produced_in_epoch_, r.Bool("epoch progress"));
+  RF_ASSIGN_OR_RETURN(delivered_, r.U64("delivered"));
+  RF_ASSIGN_OR_RETURN(uint64_t skipped, r.U64("skipped"));
+  skipped_ = static_cast<int64_t>(skipped);
+  RF_ASSIGN_OR_RETURN(bool done, r.Bool("stream done"));
+  RF_ASSIGN_OR_RETURN(uint64_t units, r.U64("pending units"));
+  for (uint64_t i = 0; i < units; ++i) {
+    Unit u;
+    RF_ASSIGN_OR_RETURN(u.epoch, r.U64("unit epoch"));
+    RF_ASSIGN_OR_RETURN(uint64_t n, r.U64("unit size"));
+    for (uint64_t j = 0; j < n; ++j) {
+      RF_ASSIGN_OR_RETURN(Record rec, ctx_.RestoreRecord(r));
+      u.records.push_back(std::move(rec));
+    }
+    replay_.push_back(std::move(u));
+  }
+  // The stream of the saved epoch, at its saved place.
+  RF_ASSIGN_OR_RETURN(stream_, MakeRecordIterator(plan_.stream_end, epoch_, &ctx_, &seeds_, 0));
+  if (done) {
+    replay_done_ = true;
+  } else {
+    RF_RETURN_IF_ERROR(stream_->Restore(r));
+  }
+  if (!r.done()) return DataLossError("checkpoint has trailing bytes");
+  if (replay_done_) {
+    // Only the saved units remain: an empty stream after them.
+    stream_ = std::make_unique<EmptyStream>();
+  }
+  return Status();
+}
+
+PipelineStats PipelineIterator::stats() const {
+  std::lock_guard lock(mu_);
+  PipelineStats p;
+  p.stages = stream_stats_;
+  StageStats ex;
+  ex.name = plan_.executor_description;
+  ex.elements = processed_elements_;
+  ex.busy_seconds = process_busy_;
+  ex.parallelism = parallelism_;
+  p.stages.push_back(ex);
+  StageStats pf;
+  pf.name = "prefetch";
+  pf.elements = delivered_;
+  pf.bytes = delivered_bytes_;
+  pf.buffer_size = static_cast<int>(Capacity());
+  pf.buffer_fill = ready_samples_ > 0 ? ready_sum_ / ready_samples_ / std::max<size_t>(Capacity(), 1) : 0;
+  p.stages.push_back(pf);
+  p.elements_delivered = delivered_;
+  p.consumer_wait_seconds = consumer_wait_;
+  p.wall_seconds = Seconds(start_);
+  return p;
+}
+
+}  // namespace recordflow::pipeline::internal
+
+namespace recordflow::pipeline {
+
+std::string PipelineStats::Report() const {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-44s %12s %10s %10s %10s %8s\n", "stage", "elements", "elem/s",
+                "MB/s", "busy s", "threads");
+  out += line;
+  for (const StageStats& s : stages) {
+    const double t = std::max(wall_seconds, 1e-9);
+    std::snprintf(line, sizeof(line), "%-44.44s %12llu %10.0f %10.1f %10.3f %8d\n", s.name.c_str(),
+                  static_cast<unsigned long long>(s.elements), s.elements / t, s.bytes / t / 1e6,
+                  s.busy_seconds, s.parallelism);
+    out += line;
+  }
+  std::snprintf(line, sizeof(line),
+                "delivered %llu elements in %.3f s; consumer waited %.3f s (%.0f%% of the time)\n",
+                static_cast<unsigned long long>(elements_delivered), wall_seconds,
+                consumer_wait_seconds, 100.0 * consumer_wait_seconds / std::max(wall_seconds, 1e-9));
+  out += line;
+  return out;
+}
+
+}  // namespace recordflow::pipeline

@@ -1,0 +1,119 @@
+// The pipeline iterator: the record stream feeding the batch executor (executor.cc).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "pipeline_internal.h"
+#include "recordflow/core/thread_annotations.h"
+
+namespace recordflow::pipeline::internal {
+
+// A Dataset's chain split into the record stream and the executor's work (dataset.cc).
+struct Plan {
+  std::shared_ptr<const Node> last;  // keeps every node below alive for the iterator
+  std::vector<const Node*> nodes;  // source first; ordinals used in checkpoints
+  const Node* stream_end = nullptr;  // last record-stream stage
+  std::vector<const Node*> pre_batch;   // parse / map on single records
+  size_t batch_size = 0;                // 0: no batch
+  bool drop_remainder = false;
+  std::vector<const Node*> post_batch;  // parse / map on batches
+  int num_parallel = kAutotune;
+  int prefetch = kAutotune;
+  bool deterministic = true;
+  int64_t tail_repeat = 0;  // repeat after batch/parse/map: count (-1 forever), 0 none
+  int64_t take = -1;        // outputs
+  int64_t skip = 0;
+  uint64_t fingerprint = 0;
+  std::string stream_description;
+  std::string executor_description;
+
+  uint64_t NodeOrdinal(const Node* n) const {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (nodes[i] == n) return i;
+    }
+    return ~uint64_t{0};
+  }
+  const Node* NodeAt(uint64_t i) const { return i < nodes.size() ? nodes[i] : nullptr; }
+};
+
+class EmptyStream final : public RecordIterator {
+ public:
+  Result<bool> Next(Record*) override { return false; }
+  Status Save(StateWriter&) override { return Status(); }
+  Status Restore(StateReader&) override { return Status(); }
+};
+
+class PipelineIterator final : public Iterator {
+ public:
+  PipelineIterator(Plan plan, IteratorOptions options);
+  ~PipelineIterator() override;
+
+  // Builds the record stream (restoring it from `restore_from` when given) and starts the
+  // producer thread.
+  Status Start(SeedTable seeds, StateReader* restore_from);
+
+  Result<bool> GetNext(Element* out) override;
+  Result<std::string> Checkpoint() override;
+  PipelineStats stats() const override;
+
+ private:
+  struct Unit;
+
+  void ProduceLoop();
+  Status PullUnit(Unit* u, bool* end_of_stream);
+  void Schedule(const std::shared_ptr<Unit>& unit, std::unique_lock<std::mutex>& lock);
+  Status Process(Unit& u);
+  Status Apply(const Node* op, Element& e, const Unit& u);
+  Status RestoreState(StateReader& r);
+  void Stop();
+  void Autotune();  // mu_ held
+  size_t Capacity() const;
+  size_t CountReady() const;
+
+  Plan plan_;
+  IteratorOptions options_;
+  std::chrono::steady_clock::time_point start_;
+  StreamContext ctx_;
+  SeedTable seeds_;
+  int parallelism_ = 1;
+  bool autotune_buffer_ = true;
+  size_t buffer_ = 2;
+  bool keep_payloads_ = false;
+
+  // Owned by the producer thread (or by Checkpoint/Restore while it is paused/not running).
+  std::unique_ptr<RecordIterator> stream_;
+  std::deque<Unit> replay_;
+  bool replay_done_ = false;
+  Status pending_error_;
+  uint64_t epoch_ = 0;
+  int64_t tail_epochs_done_ = 0;
+  bool produced_in_epoch_ = false;
+  std::thread producer_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Unit>> units_ RF_GUARDED_BY(mu_);
+  bool cancelled_ RF_GUARDED_BY(mu_) = false;
+  bool paused_ RF_GUARDED_BY(mu_) = false;
+  bool producing_ RF_GUARDED_BY(mu_) = false;
+  bool stream_done_ RF_GUARDED_BY(mu_) = false;
+  bool failed_ = false;
+  int running_ RF_GUARDED_BY(mu_) = 0;
+  uint64_t delivered_ = 0;
+  int64_t skipped_ = 0;
+  uint64_t delivered_bytes_ = 0;
+  double consumer_wait_ = 0;
+  double ready_sum_ = 0;
+  uint64_t ready_samples_ = 0;
+  double process_busy_ RF_GUARDED_BY(mu_) = 0;
+  uint64_t processed_elements_ RF_GUARDED_BY(mu_) = 0;
+  std::vector<StageStats> stream_stats_;
+};
+
+}  // namespace recordflow::pipeline::internal

@@ -1,0 +1,179 @@
+// Private pieces of the pipeline engine: stage descriptions, the record stream, checkpoint
+// encoding and the random number generator every seeded stage uses.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "recordflow/core/status.h"
+#include "recordflow/core/thread_annotations.h"
+#include "recordflow/pipeline/dataset.h"
+
+namespace recordflow::pipeline::internal {
+
+// xoshiro256** seeded through splitmix64: small state that saves as four words, and the same
+// sequence on every platform (std::mt19937_64 distributions are not portable).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0) { Seed(seed); }
+  void Seed(uint64_t seed);
+  uint64_t Next();
+  // Uniform in [0, n) without modulo bias. n > 0.
+  uint64_t Below(uint64_t n);
+  uint64_t state[4] = {};
+};
+
+// Mixes a base seed with a number (epoch, stage) into a new seed.
+uint64_t MixSeed(uint64_t seed, uint64_t salt);
+// A seed from the OS, for stages without one.
+uint64_t RandomSeed();
+
+// Checkpoint bytes: little-endian fixed words and length-prefixed strings.
+class StateWriter {
+ public:
+  void U64(uint64_t v);
+  void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
+  void Bool(bool v) { U64(v ? 1 : 0); }
+  void Str(std::string_view s);
+  void RngState(const Rng& rng);
+  std::string& bytes() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+// Errors: kDataLoss naming what was being read when the state ends early.
+class StateReader {
+ public:
+  explicit StateReader(std::string_view in) : in_(in) {}
+  Result<uint64_t> U64(const char* what);
+  Result<int64_t> I64(const char* what);
+  Result<bool> Bool(const char* what);
+  Result<std::string> Str(const char* what);
+  Status RngState(Rng* rng, const char* what);
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+// One record travelling through the record stream.
+struct Record {
+  std::string data;
+  RecordPosition position;
+};
+
+// What a Dataset is made of: one Node per stage, each pointing at its input.
+struct Node {
+  enum class Kind {
+    kFiles, kMemory, kShard, kInterleave, kShuffle, kGlobalShuffle, kRepeat, kTake, kSkip,
+    kCache, kParse, kMap, kBatch, kPrefetch,
+  };
+  Kind kind = Kind::kFiles;
+  std::shared_ptr<const Node> input;
+
+  // kFiles
+  std::vector<std::string> files;
+  FilesOptions files_options;
+  // kMemory
+  std::shared_ptr<const std::vector<std::string>> memory;
+  // kShard
+  int num_shards = 1;
+  int shard_index = 0;
+  // kInterleave
+  InterleaveOptions interleave;
+  // kShuffle / kGlobalShuffle
+  ShuffleOptions shuffle;
+  // kRepeat / kTake / kSkip
+  int64_t count = -1;
+  // kCache
+  std::string cache_path;
+  // kParse
+  std::shared_ptr<const example::ExampleParser> parser;
+  // kMap
+  MapFn map_fn;
+  std::string map_name;
+  int num_parallel = kAutotune;
+  // kBatch
+  size_t batch_size = 0;
+  bool drop_remainder = false;
+  // kPrefetch
+  int buffer_size = kAutotune;
+
+  std::string Describe() const;
+};
+
+// Reads any record back by its position; lets checkpoints store record references.
+//
+// Thread safety: thread-safe.
+class RecordFetcher {
+ public:
+  RecordFetcher(std::vector<std::string> files, FilesOptions options,
+                std::shared_ptr<const std::vector<std::string>> memory);
+  // True when every record can be read back by position (uncompressed files or memory).
+  bool can_fetch() const { return can_fetch_; }
+  Result<std::string> Fetch(const RecordPosition& position) const;
+  const std::vector<std::string>& files() const { return files_; }
+
+ private:
+  std::vector<std::string> files_;
+  FilesOptions options_;
+  std::shared_ptr<const std::vector<std::string>> memory_;
+  bool can_fetch_ = false;
+};
+
+// Shared by all stage iterators of one pipeline iterator.
+struct StreamContext {
+  std::shared_ptr<RecordFetcher> fetcher;
+  std::atomic<bool> cancelled{false};
+  // Caches filled in the first epoch, by the Node that owns them.
+  std::mutex cache_mu;
+  std::map<const Node*, std::shared_ptr<struct CacheStore>> caches;
+  // Per-stage stats, indexed as in Iterator::stats().
+  std::vector<StageStats>* stats = nullptr;
+
+  // Saves a record as a reference (position) when it can be fetched back, else its bytes.
+  void SaveRecord(StateWriter& w, const Record& r) const;
+  Result<Record> RestoreRecord(StateReader& r) const;
+};
+
+// One stage of the record stream.
+//
+// Thread safety: thread-compatible: one thread calls Next; Save/Restore while no Next runs.
+class RecordIterator {
+ public:
+  virtual ~RecordIterator() = default;
+  // Sets *out and returns true; false at the end of the stream.
+  virtual Result<bool> Next(Record* out) = 0;
+  virtual Status Save(StateWriter& w) = 0;
+  virtual Status Restore(StateReader& r) = 0;
+};
+
+// Builds the record-stream iterator for `node` (a record-stream stage) in `epoch`. `seeds`
+// supplies the base seed of each unseeded stage, by node; it is filled on first use.
+struct SeedTable {
+  std::map<const Node*, uint64_t> seeds;
+  uint64_t For(const Node* node, const std::optional<uint64_t>& fixed);
+};
+Result<std::unique_ptr<RecordIterator>> MakeRecordIterator(const Node* node, uint64_t epoch,
+                                                           StreamContext* ctx, SeedTable* seeds,
+                                                           int stat_index);
+
+// True for stages that belong to the record stream.
+bool IsRecordStage(Node::Kind kind);
+
+// The pipeline's file list and fetcher (from its source node).
+std::shared_ptr<RecordFetcher> MakeFetcher(const Node* chain);
+
+// Appends `from` (a batch of parsed rows) to `to`: dense columns grow along dimension 0,
+// ragged ones get shifted row_splits. Errors: kInvalidArgument when shapes differ.
+Status ConcatColumns(std::vector<example::Column>& to, std::vector<example::Column>&& from);
+
+}  // namespace recordflow::pipeline::internal
