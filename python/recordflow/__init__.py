@@ -20,6 +20,7 @@ from recordflow._core import (
     crc32c_backend,
     write_index,
 )
+from recordflow.dataset import AUTOTUNE, Dataset, Iterator
 from recordflow.example import (
     Example,
     FixedLen,
@@ -49,6 +50,9 @@ from recordflow.errors import (
 )
 
 __all__ = [
+    "AUTOTUNE",
+    "Dataset",
+    "Iterator",
     "Example",
     "SequenceExample",
     "FixedLen",

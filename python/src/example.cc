@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "columns.h"
 #include "errors.h"
 #include "recordflow/core/thread_pool.h"
 #include "recordflow/example/example.h"
@@ -216,9 +217,11 @@ nb::object MemoryviewValues(const Column& c, nb::list records,
 }
 
 // {"values": ..., "row_splits": ...} for ragged, or the dense array.
+}  // namespace
+
 // With `records` set, bytes values become memoryviews into them (see MemoryviewValues).
-nb::object ColumnToPython(Column&& c, const nb::list* records = nullptr,
-                          const std::vector<std::span<const std::byte>>* spans = nullptr) {
+nb::object ColumnToPython(Column&& c, const nb::list* records,
+                          const std::vector<std::span<const std::byte>>* spans) {
   std::vector<size_t> shape(c.shape.begin(), c.shape.end());
   nb::object values;
   if (c.dtype == DType::kBytes && records != nullptr && !c.bytes_views.empty()) {
@@ -258,6 +261,8 @@ std::vector<FeatureSpec> ToSpecs(nb::list specs) {
   }
   return out;
 }
+
+namespace {
 
 // Binds ExampleParser and SequenceParser alike: records in, columns out, GIL released.
 template <typename Parser>

@@ -1,0 +1,337 @@
+"""rf.Dataset: a tf.data-style input pipeline run by recordflow's C++ engine.
+
+A Dataset is an immutable description; iterating it (or calling :meth:`Dataset.iterator`)
+starts an iterator. Native stages (files, shard, interleave, shuffle, global_shuffle, repeat,
+take, skip, cache, parse, batch, prefetch) run in C++ on a shared thread pool without the GIL.
+A Python callable in ``map`` or ``filter`` splits the pipeline: everything before it runs in
+C++, the callable and everything after it runs in Python on the consuming thread (the slow
+path: use it for light work, or put it after ``batch``).
+
+Example::
+
+    ds = (rf.Dataset.from_files("train-*.tfrecord", shuffle_files=True, seed=0)
+            .interleave(cycle_length=4)
+            .shuffle(10_000, seed=0)
+            .batch(256, drop_remainder=True)
+            .parse({"image/encoded": rf.FixedLen([], "bytes"),
+                    "image/class/label": rf.FixedLen([], "int64")})
+            .prefetch())
+    for batch in ds:   # dict of NumPy arrays
+        ...
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from recordflow import _core
+from recordflow.errors import UnimplementedError
+from recordflow.example import FixedLen, Parser, Ragged, VarLen, _specs
+
+AUTOTUNE = _core.AUTOTUNE
+
+_NATIVE = {"shard", "interleave", "shuffle", "global_shuffle", "repeat", "take", "skip", "cache",
+           "parse", "batch", "prefetch"}
+
+
+class Dataset:
+    """An immutable pipeline description. Methods return new Datasets; iterate to run it."""
+
+    def __init__(self, _source: tuple, _ops: tuple = ()):
+        self._source = _source
+        self._ops = _ops
+        self._last_iterator: Iterator | None = None
+
+    # ---------------------------------------------------------------- sources
+    @staticmethod
+    def from_files(pattern_or_paths: str | Sequence[str], compression: str | None = None,
+                   shuffle_files: bool = False, seed: int | None = None,
+                   on_corruption: str = "raise", verify_checksums: bool = True) -> "Dataset":
+        """Records of TFRecord files: a glob pattern, a path, or a list of them (globs are
+        expanded and sorted). ``compression``: None (from each file name), "", "GZIP", "ZLIB".
+        ``shuffle_files``: a new file order every epoch (seeded). ``on_corruption``: "raise"
+        or "skip" (counted and reported by the reader)."""
+        paths = [pattern_or_paths] if isinstance(pattern_or_paths, (str, bytes)) else list(pattern_or_paths)
+        paths = [p.decode() if isinstance(p, bytes) else str(p) for p in paths]
+        return Dataset(("files", paths, compression, shuffle_files, seed, on_corruption, verify_checksums))
+
+    @staticmethod
+    def from_records(records: Iterable[bytes]) -> "Dataset":
+        """Serialized records held in memory (tests, small data)."""
+        return Dataset(("records", [bytes(r) for r in records]))
+
+    # ---------------------------------------------------------------- transformations
+    def _with(self, *op) -> "Dataset":
+        return Dataset(self._source, self._ops + (op,))
+
+    def shard(self, num_shards: int, index: int) -> "Dataset":
+        """Every num_shards-th file (right after from_files) or record (elsewhere), from
+        ``index``: the shards of N workers are disjoint and together complete."""
+        return self._with("shard", int(num_shards), int(index))
+
+    def interleave(self, cycle_length: int = AUTOTUNE, block_length: int = 1,
+                   num_parallel: int = AUTOTUNE, deterministic: bool = True) -> "Dataset":
+        """Reads ``cycle_length`` files at once, ``block_length`` records from each in turn;
+        ``num_parallel`` files are read ahead on the thread pool."""
+        return self._with("interleave", int(cycle_length), int(block_length), int(num_parallel),
+                          bool(deterministic))
+
+    def shuffle(self, buffer_size: int, seed: int | None = None,
+                reshuffle_each_iteration: bool = True) -> "Dataset":
+        """Outputs a uniformly random record of a ``buffer_size`` buffer (tf.data's shuffle)."""
+        return self._with("shuffle", int(buffer_size), seed, bool(reshuffle_each_iteration))
+
+    def global_shuffle(self, seed: int | None = None, reshuffle_each_iteration: bool = True) -> "Dataset":
+        """An exact permutation of all records of all files per epoch, read by random access
+        through the .idx index files (built in memory when missing). Right after from_files
+        (or a file shard); uncompressed files only."""
+        return self._with("global_shuffle", seed, bool(reshuffle_each_iteration))
+
+    def repeat(self, count: int | None = None) -> "Dataset":
+        return self._with("repeat", -1 if count is None else int(count))
+
+    def take(self, count: int) -> "Dataset":
+        return self._with("take", int(count))
+
+    def skip(self, count: int) -> "Dataset":
+        return self._with("skip", int(count))
+
+    def cache(self, path: str | None = None) -> "Dataset":
+        """Keeps the records of the first epoch in memory (or in the TFRecord file ``path``,
+        which later runs read instead of the input once it is complete)."""
+        return self._with("cache", "" if path is None else str(path))
+
+    def parse(self, spec: Mapping[str, FixedLen | VarLen]) -> "Dataset":
+        """Parses tf.train.Example records with ``spec`` (see rf.parse_example). Before or after
+        batch: a whole batch is parsed at once either way."""
+        return self._with("parse", dict(spec))
+
+    def map(self, fn: Callable[[Any], Any], num_parallel: int = AUTOTUNE) -> "Dataset":
+        """Applies ``fn`` to every element. A Python callable runs in Python, on the consuming
+        thread (num_parallel > 1: on a thread pool, in order)."""
+        if not callable(fn):
+            raise TypeError("map takes a callable")
+        return self._with("map", fn, int(num_parallel))
+
+    def filter(self, predicate: Callable[[Any], bool]) -> "Dataset":
+        """Keeps elements for which ``predicate`` is true (Python, on the consuming thread)."""
+        if not callable(predicate):
+            raise TypeError("filter takes a callable")
+        return self._with("filter", predicate)
+
+    def batch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
+        return self._with("batch", int(batch_size), bool(drop_remainder))
+
+    def prefetch(self, n: int = AUTOTUNE) -> "Dataset":
+        """Keeps up to ``n`` ready elements ahead of the consumer (AUTOTUNE: grown while the
+        consumer waits, within the memory budget)."""
+        return self._with("prefetch", int(n))
+
+    # ---------------------------------------------------------------- running
+    def _split(self) -> tuple[list, list]:
+        native, python = [], []
+        for op in self._ops:
+            if python or op[0] not in _NATIVE:
+                python.append(op)
+            else:
+                native.append(op)
+        return native, python
+
+    def _native(self, native_ops: list):
+        src = self._source
+        if src[0] == "files":
+            _, paths, compression, shuffle_files, seed, on_corruption, verify = src
+            expanded = []
+            for p in paths:
+                if any(ch in p for ch in "*?["):
+                    matched = sorted(_glob.glob(p))
+                    if not matched:
+                        from recordflow.errors import NotFoundError
+                        raise NotFoundError(f"no files match '{p}'")
+                    expanded += matched
+                else:
+                    expanded.append(p)
+            ds = _core.PipelineDataset.from_files(expanded, compression, shuffle_files, seed,
+                                                  on_corruption, verify)
+        else:
+            ds = _core.PipelineDataset.from_records(src[1])
+        keys = None
+        for op in native_ops:
+            name, args = op[0], op[1:]
+            if name == "parse":
+                keys = list(args[0])
+                ds = ds.parse(_specs(args[0], "spec"))
+            else:
+                ds = getattr(ds, name)(*args)
+        return ds, keys
+
+    def iterator(self, memory_budget: int = 1 << 30) -> "Iterator":
+        """Starts the pipeline. ``memory_budget``: bytes the engine's buffers may hold."""
+        native, python = self._split()
+        ds, keys = self._native(native)
+        it = Iterator(ds.make_iterator(memory_budget), keys, python)
+        self._last_iterator = it
+        return it
+
+    def __iter__(self) -> "Iterator":
+        return self.iterator()
+
+    def restore(self, state: bytes, memory_budget: int = 1 << 30) -> "Iterator":
+        """An iterator that continues exactly where ``state`` (from Iterator.checkpoint() of an
+        iterator of an equal Dataset) was taken."""
+        native, python = self._split()
+        ds, keys = self._native(native)
+        it = Iterator(ds.restore(bytes(state), memory_budget), keys, python)
+        self._last_iterator = it
+        return it
+
+    def stats(self) -> dict:
+        """Per-stage throughput and waiting of the most recent iterator of this Dataset."""
+        if self._last_iterator is None:
+            raise RuntimeError("stats(): this Dataset has not been iterated yet")
+        return self._last_iterator.stats()
+
+    def describe(self) -> str:
+        """The native part of the pipeline, stage by stage."""
+        native, python = self._split()
+        ds, _ = self._native(native)
+        s = ds.debug_string()
+        for op in python:
+            s += f" -> python {op[0]}"
+        return s
+
+    def __repr__(self) -> str:
+        return f"rf.Dataset({self.describe()})"
+
+
+def _to_python(element: tuple, keys: list | None):
+    batched, parsed, payload = element
+    if not parsed:
+        return payload if batched else payload[0]
+    out = {}
+    for key, col in zip(keys, payload):
+        value = Ragged(*col) if isinstance(col, tuple) else col
+        if not batched:  # one record: drop the batch dimension
+            value = value.values if isinstance(value, Ragged) else value[0]
+        out[key] = value
+    return out
+
+
+def _stack(items: list) -> Any:
+    """Batches Python-side elements: dicts of arrays are stacked per key, others listed."""
+    first = items[0]
+    if isinstance(first, Mapping):
+        return {k: _stack([it[k] for it in items]) for k in first}
+    if isinstance(first, (np.ndarray, np.generic, int, float)):
+        return np.stack([np.asarray(x) for x in items])
+    return list(items)
+
+
+class Iterator:
+    """Yields the elements of a Dataset. ``checkpoint()`` returns bytes that
+    ``Dataset.restore`` continues from; ``stats()`` reports per-stage throughput.
+    Closing it (or dropping it) stops and joins the engine's threads."""
+
+    def __init__(self, native, keys, python_ops):
+        self._it = native
+        self._keys = keys
+        self._python_ops = python_ops
+        self._checkpointable = all(op[0] == "filter" or (op[0] == "map" and op[2] in (1, AUTOTUNE))
+                                   for op in python_ops)
+        self._gen = self._run()
+
+    def _native_elements(self):
+        while True:
+            e = self._it.next()
+            if e is None:
+                return
+            yield _to_python(e, self._keys)
+
+    def _run(self):
+        stream = self._native_elements()
+        for op in self._python_ops:
+            stream = _apply(op, stream)
+        return stream
+
+    def __iter__(self) -> "Iterator":
+        return self
+
+    def __next__(self):
+        return next(self._gen)
+
+    def checkpoint(self) -> bytes:
+        if not self._checkpointable:
+            raise UnimplementedError(
+                "checkpoint() of a pipeline with Python-side batch/parse/take/skip after a "
+                "Python callable: move them before the callable")
+        return self._it.checkpoint()
+
+    def stats(self) -> dict:
+        return self._it.stats()
+
+    def close(self) -> None:
+        self._it.close()
+
+    def __enter__(self) -> "Iterator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _apply(op: tuple, stream):
+    name = op[0]
+    if name == "map":
+        fn, parallel = op[1], op[2]
+        if parallel <= 1:
+            return (fn(x) for x in stream)
+        return _parallel_map(fn, parallel, stream)
+    if name == "filter":
+        pred = op[1]
+        return (x for x in stream if pred(x))
+    if name == "batch":
+        size, drop = op[1], op[2]
+
+        def batches():
+            buf = []
+            for x in stream:
+                buf.append(x)
+                if len(buf) == size:
+                    yield _stack(buf)
+                    buf = []
+            if buf and not drop:
+                yield _stack(buf)
+        return batches()
+    if name == "parse":
+        parser = Parser(op[1])
+        return (parser(x) if isinstance(x, list) else
+                {k: (v.values if isinstance(v, Ragged) else v[0]) for k, v in parser([x]).items()}
+                for x in stream)
+    if name == "take":
+        import itertools
+        return itertools.islice(stream, op[1])
+    if name == "skip":
+        import itertools
+        return itertools.islice(stream, op[1], None)
+    if name == "prefetch":
+        return stream
+    raise UnimplementedError(f"{name} after a Python callable is not supported: put it before the map/filter")
+
+
+def _parallel_map(fn, parallel: int, stream):
+    """fn over stream on `parallel` threads, results in order, at most 2 * parallel ahead."""
+    import collections
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="rf-map") as pool:
+        window = collections.deque()
+        for x in stream:
+            window.append(pool.submit(fn, x))
+            if len(window) >= 2 * parallel:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()

@@ -1,0 +1,200 @@
+// Bindings for the pipeline layer: Dataset builders and the Iterator. The C++ engine runs and
+// waits without the GIL; elements are converted to NumPy with the GIL held, zero-copy for
+// numeric columns.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "columns.h"
+#include "errors.h"
+#include "recordflow/pipeline/dataset.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace recordflow::python {
+namespace {
+
+using pipeline::Dataset;
+using pipeline::Element;
+using pipeline::Iterator;
+
+// Builder errors: bad arguments are ValueError-like InvalidArgumentError (not SchemaError),
+// except for parse specs.
+Dataset Check(Result<Dataset> r) { return ValueOrThrow(std::move(r)); }
+
+class PyIterator {
+ public:
+  explicit PyIterator(std::unique_ptr<Iterator> it) : it_(std::move(it)) {}
+
+  // (batched, parsed, payload) or None at the end. payload: list of columns when parsed,
+  // else a list of bytes (one item when not batched).
+  nb::object Next() {
+    if (!it_) return nb::none();
+    Element e;
+    Result<bool> got = true;
+    {
+      nb::gil_scoped_release release;
+      got = it_->GetNext(&e);
+    }
+    if (!got.ok()) ThrowSchemaStatus(got.status());
+    if (!*got) return nb::none();
+    nb::list payload;
+    if (e.parsed) {
+      for (auto& c : e.columns) payload.append(ColumnToPython(std::move(c)));
+    } else {
+      for (const std::string& r : e.records) payload.append(nb::bytes(r.data(), r.size()));
+    }
+    return nb::make_tuple(e.batched, e.parsed, payload);
+  }
+
+  nb::bytes Checkpoint() {
+    Result<std::string> s = CancelledError("not run");
+    {
+      nb::gil_scoped_release release;
+      s = it_->Checkpoint();
+    }
+    std::string state = ValueOrThrow(std::move(s));
+    return nb::bytes(state.data(), state.size());
+  }
+
+  nb::dict Stats() const {
+    pipeline::PipelineStats s = it_->stats();
+    nb::list stages;
+    for (const auto& st : s.stages) {
+      nb::dict d;
+      d["name"] = st.name;
+      d["elements"] = st.elements;
+      d["bytes"] = st.bytes;
+      d["busy_seconds"] = st.busy_seconds;
+      d["wait_output_seconds"] = st.wait_output_seconds;
+      d["buffer_fill"] = st.buffer_fill;
+      d["buffer_size"] = st.buffer_size;
+      d["parallelism"] = st.parallelism;
+      stages.append(d);
+    }
+    nb::dict out;
+    out["stages"] = stages;
+    out["elements_delivered"] = s.elements_delivered;
+    out["consumer_wait_seconds"] = s.consumer_wait_seconds;
+    out["wall_seconds"] = s.wall_seconds;
+    out["report"] = s.Report();
+    return out;
+  }
+
+  void Close() {
+    nb::gil_scoped_release release;
+    it_.reset();  // cancels and joins its threads
+  }
+
+ private:
+  std::unique_ptr<Iterator> it_;
+};
+
+std::optional<format::Compression> CompressionArg(const std::optional<std::string>& c) {
+  if (!c || c->empty()) return std::nullopt;
+  return ValueOrThrow(format::ParseCompression(*c));
+}
+
+}  // namespace
+
+void RegisterPipeline(nb::module_& m) {
+  m.attr("AUTOTUNE") = pipeline::kAutotune;
+  nb::class_<PyIterator>(m, "PipelineIterator")
+      .def("next", &PyIterator::Next)
+      .def("checkpoint", &PyIterator::Checkpoint)
+      .def("stats", &PyIterator::Stats)
+      .def("close", &PyIterator::Close);
+
+  nb::class_<Dataset>(m, "PipelineDataset")
+      .def_static(
+          "from_files",
+          [](std::vector<std::string> paths, std::optional<std::string> compression,
+             bool shuffle_files, std::optional<uint64_t> seed, const std::string& on_corruption,
+             bool verify_checksums) {
+            pipeline::FilesOptions o;
+            o.compression = CompressionArg(compression);
+            o.shuffle_files = shuffle_files;
+            o.seed = seed;
+            o.on_corruption = ValueOrThrow(format::ParseCorruptionPolicy(on_corruption));
+            o.verify_checksums = verify_checksums;
+            nb::gil_scoped_release release;
+            return Check(Dataset::FromFiles(std::move(paths), o));
+          },
+          "paths"_a, "compression"_a = nb::none(), "shuffle_files"_a = false, "seed"_a = nb::none(),
+          "on_corruption"_a = "raise", "verify_checksums"_a = true)
+      .def_static(
+          "from_records",
+          [](nb::list records) {
+            std::vector<std::string> out;
+            for (nb::handle r : records) {
+              char* data;
+              Py_ssize_t size;
+              if (PyBytes_AsStringAndSize(r.ptr(), &data, &size) != 0) throw nb::python_error();
+              out.emplace_back(data, static_cast<size_t>(size));
+            }
+            return Dataset::FromRecords(std::move(out));
+          },
+          "records"_a)
+      .def("shard", [](const Dataset& d, int n, int i) { return Check(d.Shard(n, i)); })
+      .def("interleave",
+           [](const Dataset& d, int cycle, int block, int parallel, bool deterministic) {
+             return Check(d.Interleave({cycle, block, parallel, deterministic}));
+           })
+      .def("shuffle",
+           [](const Dataset& d, size_t size, std::optional<uint64_t> seed, bool reshuffle) {
+             return Check(d.Shuffle({size, seed, reshuffle}));
+           })
+      .def("global_shuffle",
+           [](const Dataset& d, std::optional<uint64_t> seed, bool reshuffle) {
+             return Check(d.GlobalShuffle(seed, reshuffle));
+           })
+      .def("repeat", [](const Dataset& d, int64_t count) { return d.Repeat(count); })
+      .def("take", [](const Dataset& d, int64_t count) { return d.Take(count); })
+      .def("skip", [](const Dataset& d, int64_t count) { return d.Skip(count); })
+      .def("cache", [](const Dataset& d, const std::string& path) { return Check(d.Cache(path)); })
+      .def("parse",
+           [](const Dataset& d, nb::list specs) {
+             Result<Dataset> r = d.Parse(ToSpecs(specs));
+             if (!r.ok()) ThrowSchemaStatus(r.status());
+             return std::move(r).value();
+           })
+      .def("batch", [](const Dataset& d, size_t size, bool drop) { return Check(d.Batch(size, drop)); })
+      .def("prefetch", [](const Dataset& d, int n) { return Check(d.Prefetch(n)); })
+      .def("debug_string", &Dataset::DebugString)
+      .def(
+          "make_iterator",
+          [](const Dataset& d, size_t memory_budget) {
+            pipeline::IteratorOptions o;
+            o.memory_budget = memory_budget;
+            Result<std::unique_ptr<Iterator>> it = CancelledError("not run");
+            {
+              nb::gil_scoped_release release;
+              it = d.MakeIterator(o);
+            }
+            return new PyIterator(ValueOrThrow(std::move(it)));
+          },
+          "memory_budget"_a = size_t{1} << 30, nb::rv_policy::take_ownership)
+      .def(
+          "restore",
+          [](const Dataset& d, nb::bytes state, size_t memory_budget) {
+            pipeline::IteratorOptions o;
+            o.memory_budget = memory_budget;
+            std::string s(state.c_str(), state.size());
+            Result<std::unique_ptr<Iterator>> it = CancelledError("not run");
+            {
+              nb::gil_scoped_release release;
+              it = d.Restore(std::as_bytes(std::span(s.data(), s.size())), o);
+            }
+            return new PyIterator(ValueOrThrow(std::move(it)));
+          },
+          "state"_a, "memory_budget"_a = size_t{1} << 30, nb::rv_policy::take_ownership);
+}
+
+}  // namespace recordflow::python
