@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every recordflow test on a fresh machine: installs what is needed, builds the C++
-# library, CLI and tests, runs them (also under ASan+UBSan), replays and briefly runs the fuzz
-# target, installs the Python package and runs pytest (including the TensorFlow
+# library, CLI and tests, runs them (also under ASan+UBSan, and the pipeline and threaded tests
+# under TSan), replays and briefly runs the fuzz targets, installs the Python package and runs pytest (including the TensorFlow
 # compatibility tests, which run TensorFlow itself).
 #
 # Environment: RF_FUZZ_SECONDS (default 20) bounds the libFuzzer run; RF_SKIP_SANITIZERS=1
@@ -25,6 +25,14 @@ if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
         -DRF_BUILD_CLI=OFF >/dev/null
   cmake --build build/asan -j "$JOBS"
   (cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS")
+
+  echo "== C++: pipeline and threaded tests under ThreadSanitizer =="
+  cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRF_SANITIZE=thread \
+        -DRF_BUILD_CLI=OFF >/dev/null
+  cmake --build build/tsan -j "$JOBS" --target recordflow_tests
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./build/tsan/recordflow_tests \
+      --gtest_brief=1 --gtest_repeat=2 \
+      --gtest_filter='PipelineTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*'
 
   echo "== Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-20}s (clang, ASan+UBSan) =="
   cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <thread>
 
@@ -260,17 +261,24 @@ Status PipelineIterator::Apply(const Node* op, Element& e, const Unit& u) {
     for (const auto& r : e.records) spans.push_back(std::as_bytes(std::span(r.data(), r.size())));
     example::ParseOptions po;
     po.max_parallelism = parallelism_ > 1 ? 1 : 0;
-    po.first_record_index = e.positions.empty() ? 0 : e.positions[0].index;
+    po.first_record_index = 0;  // positions in the batch; mapped to files below
     Status s = op->parser->Parse(spans, &e.columns, po);
     if (!s.ok()) {
-      // Name where the batch came from: the parser knows only the record's place in the batch.
+      // The parser names the record by its place in the batch; add where that record came from.
       std::string where;
-      if (!e.positions.empty()) {
-        const RecordPosition& p = e.positions[0];
-        const auto& files = ctx_.fetcher->files();
-        where = " (batch starting at " +
-                (p.file < files.size() ? "'" + files[p.file] + "' record " : "record ") +
-                std::to_string(p.index) + ", epoch " + std::to_string(u.epoch) + ")";
+      const std::string& m = s.message();
+      const size_t at = m.find("record ");
+      if (at != std::string::npos) {
+        const size_t k = std::strtoull(m.c_str() + at + 7, nullptr, 10);
+        if (k < e.positions.size()) {
+          const RecordPosition& p = e.positions[k];
+          const auto& files = ctx_.fetcher->files();
+          where = " [record " + std::to_string(k) + " of the batch is " +
+                  (p.file < files.size() && !files.empty() ? "'" + files[p.file] + "' record "
+                                                           : "in-memory record ") +
+                  std::to_string(p.index) + " at byte offset " + std::to_string(p.offset) +
+                  ", epoch " + std::to_string(u.epoch) + "]";
+        }
       }
       return Status(s.code(), "parse: " + s.message() + where);
     }

@@ -437,8 +437,10 @@ class InterleaveIterator final : public RecordIterator {
   // Stops read-ahead tasks and waits for them (before saving, restoring or destruction).
   void StopReadahead() {
     stop_ = true;
-    std::unique_lock g(tasks_mu_);
-    tasks_cv_.wait(g, [&] { return tasks_ == 0; });
+    {
+      std::unique_lock g(tasks_mu_);
+      tasks_cv_.wait(g, [&] { return tasks_ == 0; });
+    }
     stop_ = false;
     stopped_ = true;
     for (auto& sp : slots_) {
