@@ -35,11 +35,12 @@ Pipelines (the same stages and parameters on both sides; one epoch, consumed com
 Before any timing, with shuffle(1) (no reordering) on both sides, the first batches of rf and
 tf.data must be identical (every feature, in order): the deterministic interleave orders match.
 
-Each contender is built once; every run iterates a fresh iterator over one epoch (shuffle
-reseeded per epoch on both sides, reshuffle_each_iteration). `--warmup` unmeasured epochs
-(traces TF's functions, lets both AUTOTUNEs settle, warms allocators), then `--runs` measured
-epochs per contender, the order of the contenders rotating every run. Reported: medians; rf/tf
-= tf.data's median epoch time / rf's; "paired" = median over runs of the per-run ratio (rf and
+Each contender's dataset is built once; every epoch iterates a fresh iterator (shuffle
+reseeded per epoch on both sides, reshuffle_each_iteration). A run is as many whole epochs as
+last about `--min-time` seconds (1 s; rf's epochs are short), counted in the warm-up.
+`--warmup` unmeasured runs (trace TF's functions, let both AUTOTUNEs settle, warm allocators),
+then `--runs` measured runs per contender, the order of the contenders rotating every run.
+Reported: medians of the per-epoch times; rf/tf = tf.data's median epoch time / rf's; "paired" = median over runs of the per-run ratio (rf and
 tf.data ran back to back in each run); CPU-time ratio = the same with process CPU time (all
 threads); cores busy = CPU time / wall time.
 
@@ -64,6 +65,7 @@ import argparse
 import datetime
 import gc
 import json
+import math
 import os
 import platform
 import shutil
@@ -285,6 +287,7 @@ class Contender:
     name: str
     side: str  # "rf", "tf" or "info"
     fn: Callable[[], tuple[int, Any]]
+    iters: int = 1  # epochs per run (calibrated in the warm-up)
     wall: list[float] = field(default_factory=list)  # seconds per epoch, one entry per run
     cpu: list[float] = field(default_factory=list)
 
@@ -308,20 +311,28 @@ def cpu_busy_seconds(cpu: int | None = None) -> float:
 
 
 def run_once(w: Workload, c: Contender) -> tuple[float, float]:
+    """Wall and CPU seconds per epoch over c.iters epochs (each a fresh iterator), every epoch
+    checked."""
     gc.collect()
+    results = []
     w0, c0 = time.perf_counter(), time.process_time()
-    n, labels = c.fn()
+    for _ in range(c.iters):
+        results.append(c.fn())
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-    if n != w.records or (labels is not None and labels != w.label_sum):
-        raise RuntimeError(f"{w.key}/{c.name}: epoch gave {n} records, label sum {labels}; "
-                           f"expected {w.records}, {w.label_sum}")
-    return wall, cpu
+    for n, labels in results:
+        if n != w.records or (labels is not None and labels != w.label_sum):
+            raise RuntimeError(f"{w.key}/{c.name}: epoch gave {n} records, label sum {labels}; "
+                               f"expected {w.records}, {w.label_sum}")
+    return wall / c.iters, cpu / c.iters
 
 
-def measure(w: Workload, cs: list[Contender], runs: int, warmup: int) -> None:
+def measure(w: Workload, cs: list[Contender], runs: int, warmup: int, min_time: float) -> None:
+    # Warm-up (unmeasured): traces TF's functions, lets AUTOTUNE settle, calibrates c.iters so
+    # that a run lasts about min_time (short rf epochs would otherwise be mostly noise).
     for c in cs:
-        for _ in range(warmup):
-            run_once(w, c)
+        for _ in range(max(1, warmup)):
+            per_epoch, _ = run_once(w, c)
+            c.iters = max(1, math.ceil(min_time / max(per_epoch, 1e-9)))
     n = len(cs)
     for i in range(runs):
         for c in cs[i % n:] + cs[: i % n]:  # rotate: nobody always goes first
@@ -348,11 +359,14 @@ def run_workloads(args, tf, one_core: bool) -> list[dict]:
         ]
         load_before = os.getloadavg()
         busy0, own0, t0 = cpu_busy_seconds(own_cpu), sum(os.times()[:2]), time.perf_counter()
-        measure(w, cs, args.runs, args.warmup)
+        measure(w, cs, args.runs, args.warmup, args.min_time)
         elapsed = time.perf_counter() - t0
         other = (cpu_busy_seconds(own_cpu) - busy0 - (sum(os.times()[:2]) - own0)) / elapsed
         load_after = os.getloadavg()
-        stats = rf_ds.stats()  # of the last rf epoch
+        # One more rf epoch, untimed, for its stats: stats() is read right at the end of the
+        # epoch, because the iterator's wall clock keeps running after the end of sequence.
+        consume(w, rf_ds)
+        stats = rf_ds.stats()
 
         r_, t_ = cs[0], cs[1]
         res = {
@@ -371,11 +385,13 @@ def run_workloads(args, tf, one_core: bool) -> list[dict]:
             "ratio_cpu": t_.median_cpu() / r_.median_cpu(),
             "rf_stats_report": stats["report"],
             "rf_consumer_wait_s": stats.get("consumer_wait_seconds"),
+            "rf_threads": max((st.get("parallelism", 0) for st in stats.get("stages", [])), default=0),
             "rf_stats_wall_s": stats.get("wall_seconds"),
             "contenders": [
                 {
                     "name": c.name,
                     "side": c.side,
+                    "epochs_per_run": c.iters,
                     "wall_s_per_epoch": c.wall,
                     "cpu_s_per_epoch": c.cpu,
                     "records_per_s": w.records / c.median_wall(),
@@ -486,8 +502,10 @@ def markdown(sections: list[dict], info: dict, meta: dict) -> str:
         + "; ".join(f"{r['workload']}: {r['files']} files, {r['records']:,} records, "
                     f"{r['file_bytes'] / 1e6:.0f} MB, shuffle buffer {r['shuffle_buffer']:,}, "
                     f"batch {r['batch']}" for r in first)
-        + f". {meta['runs']} measured epochs per contender after {meta['warmup']} warm-up "
-        "epoch(s), contenders in rotating order; medians. Outputs checked identical (shuffle(1)) "
+        + f". {meta['runs']} measured runs per contender after {meta['warmup']} warm-up "
+        f"run(s), contenders in rotating order; a run is as many whole epochs (each a fresh "
+        f"iterator) as fill >= {meta['min_time']:g} s, calibrated in the warm-up; medians of the "
+        "per-epoch times. Outputs checked identical (shuffle(1)) "
         "and every epoch's record count and label sum checked. 1 core = child process under "
         "`taskset -c 0` (tf.data also with `private_threadpool_size=1`). rf/tf = tf.data median "
         "epoch time / rf's; paired = median of per-run ratios; CPU = the ratio of process CPU "
@@ -543,7 +561,10 @@ def markdown(sections: list[dict], info: dict, meta: dict) -> str:
                     f"| {r['workload']} | {sec['cores']} | {name} | {fmt_rate(c['records_per_s'])} | "
                     f"{fmt_rate(c['records_per_s_min'])}-{fmt_rate(c['records_per_s_max'])} | "
                     f"{c['mb_per_s']:.0f} | {c['cores_busy']:.2f} | {fmt_rate(c['records_per_cpu_s'])} |")
-    L += ["", "recordflow's `ds.stats()[\"report\"]` after its last measured epoch:", ""]
+    L += ["", "recordflow's `ds.stats()[\"report\"]`, read right at the end of one more (untimed) "
+          "epoch. rf's pool has as many threads as the machine has cores "
+          "(`std::thread::hardware_concurrency`), whatever the affinity mask: under `taskset -c 0` "
+          "its threads share the one core.", ""]
     for sec in sections:
         for r in sec["results"]:
             L += [f"{r['workload']}, {sec['cores']} core{'s' if sec['cores'] > 1 else ''}:", "",
@@ -560,6 +581,7 @@ def run_child(args, cpu: int) -> dict:
         out_json = Path(tmp) / "child.json"
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child-json", str(out_json),
                "--runs", str(args.runs), "--warmup", str(args.warmup), "--seed", str(args.seed),
+               "--min-time", str(args.min_time),
                "--data-dir", str(args.data_dir)] + (["--quick"] if args.quick else [])
         pre = None
         if shutil.which("taskset"):
@@ -573,8 +595,10 @@ def run_child(args, cpu: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: quick-* files, 3 runs, 1 warm-up")
-    ap.add_argument("--runs", type=int, help="measured epochs per contender (default 5; quick 3)")
-    ap.add_argument("--warmup", type=int, help="unmeasured epochs per contender (default 1; quick 1)")
+    ap.add_argument("--runs", type=int, help="measured runs per contender (default 7; quick 3)")
+    ap.add_argument("--warmup", type=int, help="unmeasured runs per contender (default 1)")
+    ap.add_argument("--min-time", type=float,
+                    help="seconds per run: short epochs repeat (default 1.0; quick 0.2)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-one-core", action="store_true", help="skip the taskset -c 0 run")
     ap.add_argument("--one-core-cpu", type=int, default=0, help="CPU for the one-core run")
@@ -582,7 +606,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=HERE / "out")
     ap.add_argument("--child-json", type=Path, help=argparse.SUPPRESS)  # child process mode
     args = ap.parse_args()
-    args.runs = args.runs or (3 if args.quick else 5)
+    args.runs = args.runs or (3 if args.quick else 7)
+    args.min_time = args.min_time or (0.2 if args.quick else 1.0)
     args.warmup = args.warmup if args.warmup is not None else 1
 
     import tensorflow as tf  # noqa: E402  (after argument errors, which need no TF)
@@ -600,6 +625,7 @@ def main() -> int:
         "command": "python bench/bench_pipeline.py" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else ""),
         "runs": args.runs,
         "warmup": args.warmup,
+        "min_time": args.min_time,
         "loadavg_before": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "top_before": top_processes(),
     }
