@@ -30,6 +30,11 @@ Pipelines (the same stages and parameters on both sides; one epoch, consumed com
   output: sums of the int64 columns and of "feat", and for images len() of the first and last
   image bytes of each batch. The record count and the label sum of every epoch are checked
   against the files' on every run (shuffling must not lose or duplicate records).
+  tf.data runs twice: as above (best practice, AUTOTUNE everywhere), and the same with
+  `options.autotune.enabled = False` (AUTOTUNE values then fall back to fixed defaults), which
+  measured faster on this machine for the image records (TF's autotuned pipeline left the
+  core idle ~25% of the time, at ~7.5 k rec/s, even on one core). The faster of the two
+  (by median) is the peer of each row.
   Info row (never the peer): tf.data without `.numpy()` (tensors only; the loop reads shapes).
 
 Before any timing, with shuffle(1) (no reordering) on both sides, the first batches of rf and
@@ -40,9 +45,11 @@ reseeded per epoch on both sides, reshuffle_each_iteration). A run is as many wh
 last about `--min-time` seconds (1 s; rf's epochs are short), counted in the warm-up.
 `--warmup` unmeasured runs (trace TF's functions, let both AUTOTUNEs settle, warm allocators),
 then `--runs` measured runs per contender, the order of the contenders rotating every run.
-Reported: medians of the per-epoch times; rf/tf = tf.data's median epoch time / rf's; "paired" = median over runs of the per-run ratio (rf and
-tf.data ran back to back in each run); CPU-time ratio = the same with process CPU time (all
-threads); cores busy = CPU time / wall time.
+Reported: medians of the per-epoch times; rf/tf = the tf.data peer's median epoch time / rf's;
+"paired" = median over runs of the per-run ratio (rf and tf.data ran back to back in each run);
+CPU-time ratio = the same with process CPU time (all threads); cores busy = CPU time / wall
+time; faults/rec = the process's minor page faults per record (memory freshly mapped and
+touched; for 110 KB records up to ~27 per record when freed buffers go back to the OS).
 
 Cores: recordflow's thread pool is sized once per process (std::thread::hardware_concurrency,
 which ignores the CPU affinity mask), so the 1-core numbers come from a child process started
@@ -68,6 +75,7 @@ import json
 import math
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -209,7 +217,7 @@ def rf_dataset(w: Workload, shuffle: int, seed: int) -> rf.Dataset:
             .prefetch(rf.AUTOTUNE))
 
 
-def tf_dataset(tf, w: Workload, shuffle: int, seed: int, one_thread: bool):
+def tf_dataset(tf, w: Workload, shuffle: int, seed: int, one_thread: bool, autotune: bool = True):
     spec = w.tf_spec(tf)
     ds = (tf.data.Dataset.from_tensor_slices(w.files)
           .interleave(tf.data.TFRecordDataset, cycle_length=4, block_length=1,
@@ -218,9 +226,12 @@ def tf_dataset(tf, w: Workload, shuffle: int, seed: int, one_thread: bool):
           .batch(w.batch)
           .map(lambda x: tf.io.parse_example(x, spec), num_parallel_calls=tf.data.AUTOTUNE)
           .prefetch(tf.data.AUTOTUNE))
-    if one_thread:
+    if one_thread or not autotune:
         opts = tf.data.Options()
-        opts.threading.private_threadpool_size = 1
+        if one_thread:
+            opts.threading.private_threadpool_size = 1
+        if not autotune:
+            opts.autotune.enabled = False
         ds = ds.with_options(opts)
     return ds
 
@@ -265,17 +276,19 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def verify(tf, w: Workload, seed: int, batches: int = 3) -> None:
-    """With shuffle(1) the two pipelines must give identical batches, in the same order."""
-    ours = iter(rf_dataset(w, 1, seed))
-    theirs = iter(tf_numpy(tf_dataset(tf, w, 1, seed, one_thread=False)))
-    for i in range(batches):
-        a, b = next(ours), next(theirs)
-        if set(a) != set(b):
-            raise RuntimeError(f"{w.key}: batch {i}: keys differ: {sorted(a)} vs {sorted(b)}")
-        for k in a:
-            if not isinstance(a[k], np.ndarray) or not same(a[k], b[k]):
-                raise RuntimeError(f"{w.key}: batch {i}: feature '{k}' differs between rf and tf.data")
-    ours.close()
+    """With shuffle(1) the pipelines must give identical batches, in the same order."""
+    for autotune in (True, False):
+        ours = iter(rf_dataset(w, 1, seed))
+        theirs = iter(tf_numpy(tf_dataset(tf, w, 1, seed, one_thread=False, autotune=autotune)))
+        for i in range(batches):
+            a, b = next(ours), next(theirs)
+            if set(a) != set(b):
+                raise RuntimeError(f"{w.key}: batch {i}: keys differ: {sorted(a)} vs {sorted(b)}")
+            for k in a:
+                if not isinstance(a[k], np.ndarray) or not same(a[k], b[k]):
+                    raise RuntimeError(f"{w.key}: batch {i}: feature '{k}' differs between rf and "
+                                       f"tf.data (autotune={autotune})")
+        del ours, theirs
 
 
 # --------------------------------------------------------------------------------------------
@@ -290,6 +303,7 @@ class Contender:
     iters: int = 1  # epochs per run (calibrated in the warm-up)
     wall: list[float] = field(default_factory=list)  # seconds per epoch, one entry per run
     cpu: list[float] = field(default_factory=list)
+    faults: list[float] = field(default_factory=list)  # minor page faults per epoch
 
     def median_wall(self) -> float:
         return statistics.median(self.wall)
@@ -310,20 +324,22 @@ def cpu_busy_seconds(cpu: int | None = None) -> float:
     return 0.0
 
 
-def run_once(w: Workload, c: Contender) -> tuple[float, float]:
-    """Wall and CPU seconds per epoch over c.iters epochs (each a fresh iterator), every epoch
-    checked."""
+def run_once(w: Workload, c: Contender) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and minor page faults per epoch over c.iters epochs (each a
+    fresh iterator), every epoch checked."""
     gc.collect()
     results = []
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     w0, c0 = time.perf_counter(), time.process_time()
     for _ in range(c.iters):
         results.append(c.fn())
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
     for n, labels in results:
         if n != w.records or (labels is not None and labels != w.label_sum):
             raise RuntimeError(f"{w.key}/{c.name}: epoch gave {n} records, label sum {labels}; "
                                f"expected {w.records}, {w.label_sum}")
-    return wall / c.iters, cpu / c.iters
+    return wall / c.iters, cpu / c.iters, faults / c.iters
 
 
 def measure(w: Workload, cs: list[Contender], runs: int, warmup: int, min_time: float) -> None:
@@ -331,14 +347,15 @@ def measure(w: Workload, cs: list[Contender], runs: int, warmup: int, min_time: 
     # that a run lasts about min_time (short rf epochs would otherwise be mostly noise).
     for c in cs:
         for _ in range(max(1, warmup)):
-            per_epoch, _ = run_once(w, c)
+            per_epoch, _, _ = run_once(w, c)
             c.iters = max(1, math.ceil(min_time / max(per_epoch, 1e-9)))
     n = len(cs)
     for i in range(runs):
         for c in cs[i % n:] + cs[: i % n]:  # rotate: nobody always goes first
-            wall, cpu = run_once(w, c)
+            wall, cpu, faults = run_once(w, c)
             c.wall.append(wall)
             c.cpu.append(cpu)
+            c.faults.append(faults)
 
 
 def run_workloads(args, tf, one_core: bool) -> list[dict]:
@@ -352,9 +369,11 @@ def run_workloads(args, tf, one_core: bool) -> list[dict]:
 
         rf_ds = rf_dataset(w, w.shuffle, args.seed)
         tf_ds = tf_dataset(tf, w, w.shuffle, args.seed, one_thread=one_core)
+        tf_fixed = tf_dataset(tf, w, w.shuffle, args.seed, one_thread=one_core, autotune=False)
         cs = [
             Contender("rf.Dataset", "rf", lambda: consume(w, rf_ds)),
-            Contender("tf.data, .numpy() on every tensor", "tf", lambda: consume(w, tf_numpy(tf_ds))),
+            Contender("tf.data", "tf", lambda: consume(w, tf_numpy(tf_ds))),
+            Contender("tf.data, autotune.enabled=False", "tf", lambda: consume(w, tf_numpy(tf_fixed))),
             Contender("tf.data, tensors only (no .numpy())", "info", lambda: consume_tensors(w, tf_ds)),
         ]
         load_before = os.getloadavg()
@@ -368,7 +387,8 @@ def run_workloads(args, tf, one_core: bool) -> list[dict]:
         consume(w, rf_ds)
         stats = rf_ds.stats()
 
-        r_, t_ = cs[0], cs[1]
+        r_ = cs[0]
+        t_ = min((c for c in cs if c.side == "tf"), key=Contender.median_wall)  # TF's best
         res = {
             "workload": w.key,
             "title": w.title,
@@ -380,6 +400,7 @@ def run_workloads(args, tf, one_core: bool) -> list[dict]:
             "loadavg_before": load_before,
             "loadavg_after": load_after,
             "other_processes_cores": max(0.0, other),
+            "tf_peer": t_.name,
             "ratio": t_.median_wall() / r_.median_wall(),
             "ratio_paired": statistics.median(t / r for r, t in zip(r_.wall, t_.wall)),
             "ratio_cpu": t_.median_cpu() / r_.median_cpu(),
@@ -394,6 +415,8 @@ def run_workloads(args, tf, one_core: bool) -> list[dict]:
                     "epochs_per_run": c.iters,
                     "wall_s_per_epoch": c.wall,
                     "cpu_s_per_epoch": c.cpu,
+                    "page_faults_per_epoch": c.faults,
+                    "page_faults_per_record": statistics.median(c.faults) / w.records,
                     "records_per_s": w.records / c.median_wall(),
                     "records_per_s_min": w.records / max(c.wall),
                     "records_per_s_max": w.records / min(c.wall),
@@ -408,7 +431,7 @@ def run_workloads(args, tf, one_core: bool) -> list[dict]:
         print(f"  {w.key:6s} rf {w.records / r_.median_wall():>12,.0f} rec/s   tf.data "
               f"{w.records / t_.median_wall():>12,.0f} rec/s   rf/tf {res['ratio']:.2f}x   "
               f"(other processes: {res['other_processes_cores']:.2f} cores)", file=sys.stderr, flush=True)
-        del cs, rf_ds, tf_ds
+        del cs, rf_ds, tf_ds, tf_fixed
         gc.collect()
     return results
 
@@ -473,8 +496,13 @@ def fmt_rate(x: float) -> str:
     return f"{x:.0f}"
 
 
+def peer(res: dict, side: str) -> dict:
+    name = res["tf_peer"] if side == "tf" else next(c["name"] for c in res["contenders"] if c["side"] == side)
+    return next(c for c in res["contenders"] if c["name"] == name)
+
+
 def rate(res: dict, side: str) -> float:
-    return next(c for c in res["contenders"] if c["side"] == side)["records_per_s"]
+    return peer(res, side)["records_per_s"]
 
 
 def markdown(sections: list[dict], info: dict, meta: dict) -> str:
@@ -507,23 +535,24 @@ def markdown(sections: list[dict], info: dict, meta: dict) -> str:
         f"iterator) as fill >= {meta['min_time']:g} s, calibrated in the warm-up; medians of the "
         "per-epoch times. Outputs checked identical (shuffle(1)) "
         "and every epoch's record count and label sum checked. 1 core = child process under "
-        "`taskset -c 0` (tf.data also with `private_threadpool_size=1`). rf/tf = tf.data median "
+        "`taskset -c 0` (tf.data also with `private_threadpool_size=1`). tf.data peer = the faster "
+        "(median) of the best-practice pipeline (AUTOTUNE) and the same with "
+        "`options.autotune.enabled = False`. rf/tf = the peer's median "
         "epoch time / rf's; paired = median of per-run ratios; CPU = the ratio of process CPU "
         "time (all threads). cores busy = process CPU time / wall time. other CPU = cores that "
         "other processes kept busy meanwhile (2 cores: machine-wide; 1 core: CPU 0).",
         "",
-        "| Workload | cores | rf rec/s | rf MB/s | rf cores busy | tf.data rec/s | tf cores busy "
-        f"| **rf/tf** | paired | CPU | >= {TARGET:g}x? | other CPU |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|",
+        "| Workload | cores | rf rec/s | rf MB/s | rf cores busy | tf.data peer | tf.data rec/s "
+        f"| tf cores busy | **rf/tf** | paired | CPU | >= {TARGET:g}x? | other CPU |",
+        "|---|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|---|--:|",
     ]
     for sec in sections:
         for r in sec["results"]:
-            rr = next(c for c in r["contenders"] if c["side"] == "rf")
-            tt = next(c for c in r["contenders"] if c["side"] == "tf")
+            rr, tt = peer(r, "rf"), peer(r, "tf")
             met = "yes" if r["ratio"] >= TARGET else f"**no** ({r['ratio'] / TARGET:.0%} of target)"
             L.append(
                 f"| {r['workload']} | {sec['cores']} | {fmt_rate(rr['records_per_s'])} | "
-                f"{rr['mb_per_s']:.0f} | {rr['cores_busy']:.2f} | {fmt_rate(tt['records_per_s'])} | "
+                f"{rr['mb_per_s']:.0f} | {rr['cores_busy']:.2f} | {tt['name']} | {fmt_rate(tt['records_per_s'])} | "
                 f"{tt['cores_busy']:.2f} | **{r['ratio']:.2f}x** | {r['ratio_paired']:.2f}x | "
                 f"{r['ratio_cpu']:.2f}x | {met} | {r['other_processes_cores']:.2f} |")
     if 1 in by_cores and len(by_cores) > 1:
@@ -548,10 +577,11 @@ def markdown(sections: list[dict], info: dict, meta: dict) -> str:
     L += [
         "",
         "All contenders (median rec/s [min-max over runs], MB/s of file bytes, process CPU cores "
-        "busy, records per CPU-second). Rows marked *info* are never the peer.",
+        "busy, records per CPU-second, minor page faults per record (first touches of memory "
+        "freshly mapped, as sys time)). Rows marked *info* are never the peer.",
         "",
-        "| Workload | cores | Contender | rec/s | range | MB/s | cores busy | rec/CPU-s |",
-        "|---|--:|---|--:|--:|--:|--:|--:|",
+        "| Workload | cores | Contender | rec/s | range | MB/s | cores busy | rec/CPU-s | faults/rec |",
+        "|---|--:|---|--:|--:|--:|--:|--:|--:|",
     ]
     for sec in sections:
         for r in sec["results"]:
@@ -560,7 +590,8 @@ def markdown(sections: list[dict], info: dict, meta: dict) -> str:
                 L.append(
                     f"| {r['workload']} | {sec['cores']} | {name} | {fmt_rate(c['records_per_s'])} | "
                     f"{fmt_rate(c['records_per_s_min'])}-{fmt_rate(c['records_per_s_max'])} | "
-                    f"{c['mb_per_s']:.0f} | {c['cores_busy']:.2f} | {fmt_rate(c['records_per_cpu_s'])} |")
+                    f"{c['mb_per_s']:.0f} | {c['cores_busy']:.2f} | {fmt_rate(c['records_per_cpu_s'])} | "
+                    f"{c['page_faults_per_record']:.2f} |")
     L += ["", "recordflow's `ds.stats()[\"report\"]`, read right at the end of one more (untimed) "
           "epoch. rf's pool has as many threads as the machine has cores "
           "(`std::thread::hardware_concurrency`), whatever the affinity mask: under `taskset -c 0` "

@@ -161,7 +161,8 @@ void RegisterPipeline(nb::module_& m) {
       .def("cache", [](const Dataset& d, const std::string& path) { return Check(d.Cache(path)); })
       .def("parse",
            [](const Dataset& d, nb::list specs) {
-             Result<Dataset> r = d.Parse(ToSpecs(specs));
+             // Values are copied once, into Python bytes objects, when the element is handed out.
+             Result<Dataset> r = d.Parse(ToSpecs(specs), /*bytes_as_views=*/true);
              if (!r.ok()) ThrowSchemaStatus(r.status());
              return std::move(r).value();
            })

@@ -49,7 +49,7 @@ struct RecordPosition {
 //
 // Unparsed: `records` holds the payloads (one unless `batched`). Parsed: `columns` holds one
 // Column per spec, with a leading batch dimension (size 1 for an unbatched element), and
-// `records` is empty unless a checkpoint may need it.
+// `records` is empty unless a checkpoint may need it or bytes columns are views into it.
 struct Element {
   bool batched = false;
   bool parsed = false;
@@ -146,7 +146,11 @@ class Dataset {
   // Records seen in the first epoch are kept (in memory, or in the TFRecord file `path`, which
   // later iterators read instead of the input once complete) and replayed on later epochs.
   Result<Dataset> Cache(std::string path = "") const;
-  Result<Dataset> Parse(std::vector<example::FeatureSpec> specs) const;
+  // bytes_as_views: bytes features come out as Column::bytes_views into the element's
+  // `records` (kept in the element) instead of copies in bytes_data: one copy less for large
+  // values. Views: valid while the Element and this Dataset (spec defaults) live. Ignored
+  // (copies) when a map runs on single records before the batch.
+  Result<Dataset> Parse(std::vector<example::FeatureSpec> specs, bool bytes_as_views = false) const;
   Result<Dataset> Map(MapFn fn, std::string name, int num_parallel = kAutotune) const;
   Result<Dataset> Batch(size_t batch_size, bool drop_remainder = false) const;
   // Ready outputs kept ahead of the consumer; kAutotune grows it while the consumer waits.

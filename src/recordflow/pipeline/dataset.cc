@@ -290,10 +290,11 @@ Result<Dataset> Dataset::Cache(std::string path) const {
   return Dataset(std::move(n));
 }
 
-Result<Dataset> Dataset::Parse(std::vector<example::FeatureSpec> specs) const {
+Result<Dataset> Dataset::Parse(std::vector<example::FeatureSpec> specs, bool bytes_as_views) const {
   RF_ASSIGN_OR_RETURN(example::ExampleParser parser, example::ExampleParser::Create(std::move(specs)));
   auto n = Derive(node_, K::kParse);
   n->parser = std::make_shared<const example::ExampleParser>(std::move(parser));
+  n->bytes_as_views = bytes_as_views;
   return Dataset(std::move(n));
 }
 

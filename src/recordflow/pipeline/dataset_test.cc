@@ -325,6 +325,21 @@ TEST(PipelineTest, BatchParseColumnsAndDropRemainder) {
   EXPECT_EQ(sizes, (std::vector<size_t>{4, 4, 4, 1}));
   auto dropped = RunAll(Ok(Ok(ds.Batch(4, true)).Parse(Spec())));
   EXPECT_EQ(dropped.size(), 3u);
+  // Bytes as views into the element's records: the same values, no copy.
+  auto views = Ok(Ok(Ok(ds.Batch(4)).Parse(Spec(), /*bytes_as_views=*/true)).MakeIterator());
+  size_t n = 0;
+  while (Ok(views->GetNext(&e))) {
+    const auto& name = e.columns[1];
+    ASSERT_EQ(name.bytes_views.size(), e.columns[0].int64s.size());
+    ASSERT_EQ(e.records.size(), name.bytes_views.size());  // kept for the views
+    for (size_t i = 0; i < name.bytes_views.size(); ++i, ++n) {
+      const int64_t id = e.columns[0].int64s[i];
+      const auto v = name.bytes_views[i];
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(v.data()), v.size()),
+                "f" + std::to_string(id / 1000) + "r" + std::to_string(id % 1000));
+    }
+  }
+  EXPECT_EQ(n, 13u);
   // parse before batch is the same as after it.
   EXPECT_EQ(RunAll(Ok(Ok(ds.Parse(Spec())).Batch(4))), RunAll(Ok(Ok(ds.Batch(4)).Parse(Spec()))));
 }

@@ -262,6 +262,8 @@ Status PipelineIterator::Apply(const Node* op, Element& e, const Unit& u) {
     example::ParseOptions po;
     po.max_parallelism = parallelism_ > 1 ? 1 : 0;
     po.first_record_index = 0;  // positions in the batch; mapped to files below
+    // Views need the records kept, and concatenating single-record columns copies anyway.
+    po.bytes_as_views = op->bytes_as_views && (e.batched || plan_.batch_size == 0);
     Status s = op->parser->Parse(spans, &e.columns, po);
     if (!s.ok()) {
       // The parser names the record by its place in the batch; add where that record came from.
@@ -283,7 +285,7 @@ Status PipelineIterator::Apply(const Node* op, Element& e, const Unit& u) {
       return Status(s.code(), "parse: " + s.message() + where);
     }
     e.parsed = true;
-    if (!keep_payloads_) e.records.clear();
+    if (!keep_payloads_ && !po.bytes_as_views) e.records.clear();
     return Status();
   }
   if (op->kind == Node::Kind::kMap) {

@@ -97,6 +97,7 @@ struct Node {
   std::string cache_path;
   // kParse
   std::shared_ptr<const example::ExampleParser> parser;
+  bool bytes_as_views = false;
   // kMap
   MapFn map_fn;
   std::string map_name;
