@@ -10,4 +10,5 @@ NB_MODULE(_core, m) {
   m.attr("__version__") = recordflow::kVersion;
   recordflow::python::RegisterFormat(m);
   recordflow::python::RegisterExample(m);
+  recordflow::python::RegisterConvert(m);
 }

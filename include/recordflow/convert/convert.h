@@ -149,6 +149,7 @@ struct ConvertSummary {
   uint64_t output_bytes = 0;             // bytes of the shard files
   uint64_t transcoded = 0;               // records whose image was re-encoded
   uint64_t resumed_shards = 0;
+  uint64_t records_this_run = 0;         // records not in resumed shards
   std::vector<SkippedInput> skipped;     // in plan order, empty class folders first
   double seconds = 0;
 

@@ -532,6 +532,7 @@ Result<ConvertSummary> Convert(const std::string& src, const std::string& dst,
     summary.input_bytes += r.input_bytes;
     summary.transcoded += r.transcoded;
     summary.resumed_shards += r.resumed;
+    if (!r.resumed) summary.records_this_run += r.records;
     summary.skipped.insert(summary.skipped.end(), r.skipped.begin(), r.skipped.end());
   }
   summary.seconds = elapsed();
@@ -586,7 +587,8 @@ std::string ConvertSummary::ToJson() const {
       .Uint("output_bytes", output_bytes)
       .Uint("resumed_shards", resumed_shards)
       .Double("seconds", seconds)
-      .Double("images_per_second", seconds > 0 ? static_cast<double>(records) / seconds : 0.0)
+      .Double("images_per_second",
+              seconds > 0 ? static_cast<double>(records_this_run) / seconds : 0.0)
       .Raw("splits", splits_obj.str())
       .Raw("skipped", internal::JsonArray(skipped_json))
       .str();
