@@ -119,7 +119,7 @@ Cell CellFromJson(const JsonValue& v) {
       break;
     case JsonValue::Type::kBool:
       cell.kind = Cell::Kind::kInt;
-      cell.text = v.boolean ? "1" : "0";
+      cell.text.assign(1, v.boolean ? '1' : '0');
       break;
     case JsonValue::Type::kArray:
       cell.kind = Cell::Kind::kList;

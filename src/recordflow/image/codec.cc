@@ -132,6 +132,8 @@ struct JpegEncodeState {
   unsigned char* buffer = nullptr;
   unsigned long size = 0;
   bool created = false;
+  const Image* image = nullptr;
+  JpegEncodeOptions options;
   ~JpegEncodeState() {
     if (created) jpeg_destroy_compress(&cinfo);
     std::free(buffer);
@@ -377,6 +379,46 @@ Status DecodeWebpInto(std::span<const std::byte> data, const ImageInfo& info, Im
 }
 #endif
 
+// Everything between setjmp and a possible longjmp reads only through `s` (heap state set
+// before setjmp), so no local can be clobbered.
+Status CompressJpeg(JpegEncodeState* s) {
+  s->cinfo.err = jpeg_std_error(&s->err.pub);
+  s->err.pub.error_exit = JpegErrorExit;
+  if (setjmp(s->err.jump) != 0) {
+    return InternalError(std::string("JPEG encoder: ") + s->err.message);
+  }
+  jpeg_create_compress(&s->cinfo);
+  s->created = true;
+  jpeg_mem_dest(&s->cinfo, &s->buffer, &s->size);
+  s->cinfo.image_width = static_cast<JDIMENSION>(s->image->width);
+  s->cinfo.image_height = static_cast<JDIMENSION>(s->image->height);
+  s->cinfo.input_components = s->image->channels;
+  s->cinfo.in_color_space = s->image->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&s->cinfo);
+  jpeg_set_quality(&s->cinfo, s->options.quality, TRUE);
+  s->cinfo.optimize_coding = s->options.optimize_coding ? TRUE : FALSE;
+  s->cinfo.dct_method = JDCT_ISLOW;
+  if (s->image->channels == 3) {
+    int h = 2, v = 2;
+    if (s->options.subsampling == ChromaSubsampling::k422) v = 1;
+    if (s->options.subsampling == ChromaSubsampling::k444) h = 1, v = 1;
+    s->cinfo.comp_info[0].h_samp_factor = h;
+    s->cinfo.comp_info[0].v_samp_factor = v;
+    for (int c = 1; c < 3; ++c) {
+      s->cinfo.comp_info[c].h_samp_factor = 1;
+      s->cinfo.comp_info[c].v_samp_factor = 1;
+    }
+  }
+  if (s->options.progressive) jpeg_simple_progression(&s->cinfo);
+  jpeg_start_compress(&s->cinfo, TRUE);
+  while (s->cinfo.next_scanline < s->cinfo.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(s->image->row(static_cast<int>(s->cinfo.next_scanline)));
+    jpeg_write_scanlines(&s->cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&s->cinfo);
+  return Status::OK();
+}
+
 }  // namespace
 
 bool CanDecode(ImageFormat format) {
@@ -455,42 +497,10 @@ Result<std::string> EncodeJpeg(const Image& input, JpegEncodeOptions options) {
     image = &stripped;
   }
   auto state = std::make_unique<JpegEncodeState>();
-  JpegEncodeState* s = state.get();
-  s->cinfo.err = jpeg_std_error(&s->err.pub);
-  s->err.pub.error_exit = JpegErrorExit;
-  if (setjmp(s->err.jump) != 0) {
-    return InternalError(std::string("JPEG encoder: ") + s->err.message);
-  }
-  jpeg_create_compress(&s->cinfo);
-  s->created = true;
-  jpeg_mem_dest(&s->cinfo, &s->buffer, &s->size);
-  s->cinfo.image_width = static_cast<JDIMENSION>(image->width);
-  s->cinfo.image_height = static_cast<JDIMENSION>(image->height);
-  s->cinfo.input_components = image->channels;
-  s->cinfo.in_color_space = image->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_set_defaults(&s->cinfo);
-  jpeg_set_quality(&s->cinfo, options.quality, TRUE);
-  s->cinfo.optimize_coding = options.optimize_coding ? TRUE : FALSE;
-  s->cinfo.dct_method = JDCT_ISLOW;
-  if (image->channels == 3) {
-    int h = 2, v = 2;
-    if (options.subsampling == ChromaSubsampling::k422) v = 1;
-    if (options.subsampling == ChromaSubsampling::k444) h = 1, v = 1;
-    s->cinfo.comp_info[0].h_samp_factor = h;
-    s->cinfo.comp_info[0].v_samp_factor = v;
-    for (int c = 1; c < 3; ++c) {
-      s->cinfo.comp_info[c].h_samp_factor = 1;
-      s->cinfo.comp_info[c].v_samp_factor = 1;
-    }
-  }
-  if (options.progressive) jpeg_simple_progression(&s->cinfo);
-  jpeg_start_compress(&s->cinfo, TRUE);
-  while (s->cinfo.next_scanline < s->cinfo.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(image->row(static_cast<int>(s->cinfo.next_scanline)));
-    jpeg_write_scanlines(&s->cinfo, &row, 1);
-  }
-  jpeg_finish_compress(&s->cinfo);
-  return std::string(reinterpret_cast<const char*>(s->buffer), s->size);
+  state->image = image;
+  state->options = options;
+  RF_RETURN_IF_ERROR(CompressJpeg(state.get()));
+  return std::string(reinterpret_cast<const char*>(state->buffer), state->size);
 }
 
 }  // namespace recordflow::image
