@@ -6,8 +6,10 @@ Sources, all found locally (nothing is downloaded): scikit-image's bundled sampl
 (``skimage/data``), scikit-learn's ``load_sample_images`` (china.jpg, flower.jpg) and the photos
 in Debian's opencv-doc examples (``/usr/share/doc/opencv-doc/examples``; gzip'd files are read
 too). Each class starts from one photo; each image is a random crop of it, rescaled so that its
-shorter side is 300-500 px (ImageNet's spread), saved as JPEG at quality 75-95 with 4:2:0 or
-4:4:4 chroma. Same arguments and seed -> the same files.
+shorter side is 300-500 px (ImageNet's spread), with sensor-like grain (the bundled photos are
+small, so crops are upscaled and would otherwise be smoother than camera photos), saved as JPEG
+at quality 75-95 with 4:2:0 (80%) or 4:4:4 (20%) chroma: about 85 KB per image (ImageNet's
+average is about 110 KB). Same arguments and seed -> the same files.
 """
 
 from __future__ import annotations
@@ -108,6 +110,13 @@ def _make_one(src, rng: random.Random, path: str) -> int:
     img = crop.resize(size, Image.BICUBIC)
     if rng.random() < 0.5:
         img = img.transpose(Image.FLIP_LEFT_RIGHT)
+    # The bundled photos are small (~512 px), so crops are upscaled and smoother than camera
+    # photos; sensor-like grain restores the detail that makes real JPEGs ~110 KB at this size.
+    import numpy as np
+    noise = np.random.default_rng(rng.getrandbits(63)).normal(0, rng.uniform(10, 22),
+                                                              (size[1], size[0], 1))
+    pixels = np.asarray(img, dtype=np.float32) + noise
+    img = Image.fromarray(np.clip(pixels + 0.5, 0, 255).astype(np.uint8))
     quality = rng.randint(75, 95)
     subsampling = 0 if rng.random() < 0.2 else 2  # PIL: 0 = 4:4:4, 2 = 4:2:0
     img.save(path, "JPEG", quality=quality, subsampling=subsampling)
