@@ -119,7 +119,8 @@ class Parser {
         if (!Consume(":")) return Error("expected ':'");
         JsonValue member;
         RF_RETURN_IF_ERROR(ParseValue(&member, depth + 1));
-        v->members.emplace_back(std::move(key), std::move(member));
+        v->member_names.push_back(std::move(key));
+        v->member_values.push_back(std::move(member));
         SkipSpace();
         if (Consume("}")) return Status::OK();
         if (!Consume(",")) return Error("expected ',' or '}'");
@@ -168,8 +169,8 @@ class Parser {
 }  // namespace
 
 const JsonValue* JsonValue::Find(std::string_view key) const {
-  for (const auto& [k, v] : members) {
-    if (k == key) return &v;
+  for (size_t i = 0; i < member_names.size(); ++i) {
+    if (member_names[i] == key) return &member_values[i];
   }
   return nullptr;
 }

@@ -21,7 +21,10 @@ struct JsonValue {
   bool boolean = false;
   std::string text;  // the string's value, or the number's literal text
   std::vector<JsonValue> items;
-  std::vector<std::pair<std::string, JsonValue>> members;
+  // An object's members, in order: names and values side by side (a vector of pairs would need
+  // JsonValue complete here).
+  std::vector<std::string> member_names;
+  std::vector<JsonValue> member_values;
 
   // The member named `key`, or nullptr.
   const JsonValue* Find(std::string_view key) const;

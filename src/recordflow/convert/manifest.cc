@@ -184,8 +184,9 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
       }
       Row row;
       row.line = line;
-      for (const auto& [key, v] : value->members) {
-        row.cells[key] = CellFromJson(v);
+      for (size_t m = 0; m < value->member_names.size(); ++m) {
+        const std::string& key = value->member_names[m];
+        row.cells[key] = CellFromJson(value->member_values[m]);
         if (seen_columns.insert(key).second) columns.push_back(key);
       }
       rows.push_back(std::move(row));
