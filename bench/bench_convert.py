@@ -7,8 +7,10 @@ scikit-image / scikit-learn / opencv-doc, cropped and rescaled to ImageNet's siz
 generated once under bench/data/ (gitignored) and reused.
 
 Contenders, each writing train/validation shards with a 10% stratified validation split:
-  recordflow (CLI)        `recordflow convert SRC DST --val-fraction 0.1 --shards N` (all cores)
-  recordflow (1 thread)   the same with --threads 1
+  recordflow (CLI)        `recordflow convert SRC DST --val-fraction 0.1 --shards N` (all cores;
+                          fsyncs every shard before publishing it, as by default)
+  recordflow --no-sync    the same without fsync (the TF script does not fsync either)
+  recordflow (1 thread)   the default with --threads 1
   TF + decode_jpeg        the usual script (as TF models' build_imagenet_data.py): sorted class
                           folders, open().read(), tf.io.decode_jpeg for the dimensions,
                           tf.train.Example per image, tf.io.TFRecordWriter per shard
@@ -146,13 +148,15 @@ def main() -> int:
     print(f"{images} images, {nbytes / 1e6:.1f} MB ({nbytes / images / 1e3:.0f} KB each), "
           f"{cpus} cores, load average {os.getloadavg()[0]:.2f}")
 
-    def rf_run(threads):
+    def rf_run(threads, sync=True):
         def run(dst):
             cmd = [cli, "convert", src, dst, "--val-fraction", "0.1", "--shards",
                    str(args.shards), "--val-shards", str(val_shards), "--no-progress",
                    "--overwrite"]
             if threads:
                 cmd += ["--threads", str(threads)]
+            if not sync:
+                cmd += ["--no-sync"]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise RuntimeError(proc.stderr)
@@ -161,6 +165,7 @@ def main() -> int:
 
     contenders = [
         ("recordflow convert (CLI, all cores)", rf_run(0)),
+        ("recordflow convert (CLI, all cores, --no-sync)", rf_run(0, sync=False)),
         ("recordflow convert (CLI, --threads 1)", rf_run(1)),
         ("TF script + tf.io.decode_jpeg", lambda dst: tf_script(src, dst, args.shards, val_shards, "decode")),
         ("TF script + PIL header", lambda dst: tf_script(src, dst, args.shards, val_shards, "pil")),

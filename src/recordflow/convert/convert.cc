@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <future>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -427,6 +429,14 @@ Result<ConvertSummary> Convert(const std::string& src, const std::string& dst,
       });
     }
 
+    // Shards being published in the background, oldest first.
+    constexpr size_t kMaxClosing = 2;
+    std::deque<std::future<Status>> closing;
+    auto drain_one = [&] {
+      Status closed = closing.front().get();
+      closing.pop_front();
+      if (failure.ok()) failure = std::move(closed);
+    };
     auto last_report = std::chrono::steady_clock::now();
     size_t seq = 0;
     for (size_t s = 0; s < plan.shards.size() && failure.ok(); ++s) {
@@ -494,12 +504,21 @@ Result<ConvertSummary> Convert(const std::string& src, const std::string& dst,
         (*writer)->Abort();
         break;
       }
-      failure = (*writer)->Close();
-      if (!failure.ok()) break;
-      shard_result.bytes = FileSize(path).value_or(0);
-      failure = io::WriteStringToFileAtomic(state_dir + "/" + shard.file + ".json",
-                                            shard_result.ToJson(shard.file), file_options);
+      // Publishing (flush, fsync, rename, index, state file) runs beside the next shard's
+      // writing: with sync on, the fsync would otherwise idle every worker.
+      std::shared_ptr<format::RecordWriter> finished = std::move(writer).value();
+      closing.push_back(std::async(
+          std::launch::async,
+          [finished, &shard_result, path, state_path = state_dir + "/" + shard.file + ".json",
+           file = shard.file, &file_options]() -> Status {
+            RF_RETURN_IF_ERROR(finished->Close());
+            shard_result.bytes = FileSize(path).value_or(0);
+            return io::WriteStringToFileAtomic(state_path, shard_result.ToJson(file),
+                                               file_options);
+          }));
+      while (closing.size() > kMaxClosing) drain_one();
     }
+    while (!closing.empty()) drain_one();
   }
   if (!failure.ok()) return failure;
 
