@@ -15,6 +15,11 @@
 //
 // Crash safety: a shard (and its .idx) appears under its final name only when complete; a
 // small state file per finished shard in DST/.recordflow-convert/ lets `resume` skip it.
+//
+// Thread safety: Convert and Extract may run concurrently on different destinations (two runs
+// on one DST race like two programs would). Convert uses its own worker threads (options.
+// num_threads) and joins them all before it returns, on success and on error; the progress
+// callback runs on the calling thread.
 #pragma once
 
 #include <cstdint>
