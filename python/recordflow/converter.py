@@ -190,7 +190,7 @@ def _convert_python(src, dst, *, val_fraction, seed, shards, val_shards, shuffle
     shards = shards or 1
     if val_shards is None:
         val_shards = max(1, round(shards * val_fraction / (1 - val_fraction)))
-    ext = {None: "", "": "", "GZIP": ".gz", "ZLIB": ".zz"}[compression.upper() if compression else compression]
+    ext = {None: "", "": "", "NONE": "", "GZIP": ".gz", "ZLIB": ".zz"}[compression.upper() if compression else compression]
     summary: dict[str, Any] = {"destination": dst, "inputs": len(records), "records": 0,
                                "splits": {}, "skipped": [], "skipped_count": 0}
     for split, items, count in (("train", train, shards), ("validation", validation, val_shards)):

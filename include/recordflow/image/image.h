@@ -101,6 +101,10 @@ struct DecodeOptions {
   uint64_t max_pixels = uint64_t{1} << 28;
   // Rotate/flip as the EXIF orientation tag says, so that the result is upright.
   bool apply_orientation = false;
+  // JPEG only: when > 0, decode at the smallest DCT scale (1/8, 1/4, 1/2) that keeps the
+  // shorter side >= this many pixels (much faster when the caller shrinks the image anyway);
+  // other formats decode at full size. 0: full size.
+  int min_shorter_side = 0;
 };
 
 // Decodes a JPEG, PNG, GIF (first frame), BMP or WebP image. Errors: those of Probe;

@@ -105,6 +105,11 @@ ItemResult ProcessItem(const InputItem& item, const InputListing& listing,
     decode_options.apply_orientation = options.apply_exif_orientation;
     decode_options.desired_channels =
         (info.decoded_channels() <= 2 && !options.force_rgb) ? 1 : 3;
+    // Shrinking anyway: let libjpeg's DCT scaling do the first halvings (keeps at least the
+    // target size, so the antialiased resize still makes the final step).
+    if (transcode && options.resize_shorter > 0) {
+      decode_options.min_shorter_side = options.resize_shorter;
+    }
     Result<image::Image> decoded = image::Decode(data, decode_options);
     if (!decoded.ok()) {
       result.error = decoded.status();

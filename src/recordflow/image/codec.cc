@@ -3,6 +3,7 @@
 // libjpeg reports errors by longjmp. Everything a longjmp may cross is plain C state, and every
 // C++ object that changes after setjmp lives on the heap behind a pointer set before it, so
 // the jump never skips a destructor and never reads an indeterminate local.
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
@@ -63,7 +64,8 @@ struct JpegDecodeState {
   }
 };
 
-Status DecodeJpegInto(std::span<const std::byte> data, const ImageInfo& info, Image* out) {
+Status DecodeJpegInto(std::span<const std::byte> data, const ImageInfo& info,
+                      int min_shorter_side, Image* out) {
   auto state = std::make_unique<JpegDecodeState>();
   JpegDecodeState* s = state.get();
   s->cinfo.err = jpeg_std_error(&s->err.pub);
@@ -86,10 +88,22 @@ Status DecodeJpegInto(std::span<const std::byte> data, const ImageInfo& info, Im
     s->cinfo.out_color_space = JCS_RGB;
   }
   s->cinfo.dct_method = JDCT_ISLOW;
+  int denom = 1;
+  if (min_shorter_side > 0) {
+    const int shorter = std::min(info.width, info.height);
+    for (int d : {8, 4, 2}) {
+      if ((shorter + d - 1) / d >= min_shorter_side) {
+        denom = d;
+        break;
+      }
+    }
+  }
+  s->cinfo.scale_num = 1;
+  s->cinfo.scale_denom = static_cast<unsigned int>(denom);
   jpeg_start_decompress(&s->cinfo);
   const int w = static_cast<int>(s->cinfo.output_width);
   const int h = static_cast<int>(s->cinfo.output_height);
-  if (w != info.width || h != info.height) {
+  if (w != (info.width + denom - 1) / denom || h != (info.height + denom - 1) / denom) {
     jpeg_abort_decompress(&s->cinfo);
     return DataLossError("corrupt JPEG: frame size differs from the header");
   }
@@ -458,7 +472,9 @@ Result<Image> Decode(std::span<const std::byte> data, DecodeOptions options) {
   }
   Image image;
   switch (info.format) {
-    case ImageFormat::kJpeg: RF_RETURN_IF_ERROR(DecodeJpegInto(data, info, &image)); break;
+    case ImageFormat::kJpeg:
+      RF_RETURN_IF_ERROR(DecodeJpegInto(data, info, options.min_shorter_side, &image));
+      break;
     case ImageFormat::kPng: RF_RETURN_IF_ERROR(DecodePngInto(data, &image)); break;
     case ImageFormat::kBmp: RF_RETURN_IF_ERROR(DecodeBmpInto(data, &image)); break;
 #ifdef RF_HAVE_GIF

@@ -165,6 +165,19 @@ TEST(Decode, JpegRoundTripIsClose) {
   EXPECT_EQ(rgb_from_gray->channels, 3);
 }
 
+TEST(Decode, DctScalingKeepsTheRequestedShorterSide) {
+  const std::string jpeg = Jpeg(400, 300, 3);
+  for (auto [min_side, w, h] : {std::tuple{0, 400, 300}, std::tuple{300, 400, 300},
+                                std::tuple{150, 200, 150}, std::tuple{100, 200, 150},
+                                std::tuple{75, 100, 75}, std::tuple{30, 50, 38},
+                                std::tuple{1, 50, 38}}) {
+    auto img = Decode(Bytes(jpeg), {.min_shorter_side = min_side});
+    ASSERT_TRUE(img.ok()) << img.status().ToString();
+    EXPECT_EQ(img->width, w) << min_side;
+    EXPECT_EQ(img->height, h) << min_side;
+  }
+}
+
 TEST(Decode, PixelLimitRefusesBeforeAllocating) {
   auto r = Decode(Bytes(Jpeg(100, 100, 3)), {.max_pixels = 9999});
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
