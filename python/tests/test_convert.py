@@ -202,6 +202,7 @@ def test_bad_inputs_are_skipped_and_listed(tmp_path):
     with open(unreadable, "wb") as f:
         f.write(good)
     os.chmod(unreadable, 0)
+    os.symlink(os.path.join(src, "no-such-file.jpg"), os.path.join(src, "b", "dangling.jpg"))
     dst = str(tmp_path / "out")
     proc = run_cli("convert", src, dst, "--max-pixels", "100000", "--json")
     assert proc.returncode == 4, proc.stderr  # finished, but skipped inputs
@@ -212,6 +213,7 @@ def test_bad_inputs_are_skipped_and_listed(tmp_path):
     assert reasons[os.path.join("b", "garbage.jpg")].startswith("DataLoss")
     assert "over the limit" in reasons[os.path.join("b", "huge.jpg")]
     assert "empty class folder" in reasons["c_empty"]
+    assert reasons[os.path.join("b", "dangling.jpg")].startswith("NotFound")  # unreadable
     if os.geteuid() != 0:  # root reads anything
         assert "PermissionDenied" in reasons[os.path.join("a", "unreadable.jpg")]
     recs = read_tf(shards(dst, "train"))
