@@ -411,6 +411,29 @@ def test_formats_colorspaces_and_resize(tmp_path):
     assert tuple(tf.io.decode_jpeg(recs["big.jpg"]["image/encoded"]).shape) == (150, 100, 3)
 
 
+def test_gif_webp_cmyk_pixels_match_reference_decoders(tmp_path):
+    """Transcoded GIF / WebP / CMYK come out as the reference decoders (PIL, TF) see them."""
+    src = tmp_path / "src" / "k"
+    os.makedirs(src)
+    y, x = np.mgrid[0:40, 0:48]
+    smooth = np.stack([x * 5, y * 6, (x + y) * 3], axis=-1).astype(np.uint8)
+    Image.fromarray(smooth).save(src / "g.gif")
+    Image.fromarray(smooth).save(src / "w.webp", lossless=True)
+    Image.new("RGB", (32, 32), (200, 100, 50)).convert("CMYK").save(src / "c.jpg", quality=95)
+    s = rf.convert(str(tmp_path / "src"), str(tmp_path / "out"), force_rgb=True, quality=100)
+    assert s["skipped"] == [] and s["transcoded"] == 3
+    spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+            "image/filename": tf.io.FixedLenFeature([], tf.string)}
+    recs = {r["image/filename"].decode(): tf.io.decode_jpeg(r["image/encoded"]).numpy().astype(int)
+            for r in read_tf(shards(str(tmp_path / "out"), "train"), spec)}
+    for name in ("g.gif", "w.webp"):
+        reference = np.asarray(Image.open(src / name).convert("RGB"), dtype=int)
+        assert recs[name].shape == reference.shape
+        assert np.abs(recs[name] - reference).mean() < 3, name
+    tf_cmyk = tf.io.decode_jpeg(open(src / "c.jpg", "rb").read(), channels=3).numpy().astype(int)
+    assert np.abs(recs["c.jpg"] - tf_cmyk).max() <= 2
+
+
 def test_python_inputs(tmp_path):
     rng = np.random.default_rng(0)
     images = rng.integers(0, 255, (20, 24, 32, 3), dtype=np.uint8)
