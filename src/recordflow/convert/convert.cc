@@ -314,6 +314,15 @@ Result<ConvertSummary> Convert(const std::string& src, const std::string& dst,
   // 1. Plan.
   Result<InputListing> listing = InvalidArgumentError("unreachable");
   std::error_code ec;
+  if (fs::is_directory(src, ec)) {
+    // Shards inside the image folder would become a class of the next run.
+    const fs::path s = fs::weakly_canonical(src, ec), d = fs::weakly_canonical(dst, ec);
+    auto [s_end, d_it] = std::mismatch(s.begin(), s.end(), d.begin(), d.end());
+    if (!ec && s_end == s.end()) {
+      return InvalidArgumentError("output folder '" + dst + "' is inside the image folder '" +
+                                  src + "'; choose one outside it");
+    }
+  }
   if (fs::is_regular_file(src, ec) &&
       (EndsWithCaseless(src, ".csv") || EndsWithCaseless(src, ".jsonl") ||
        EndsWithCaseless(src, ".ndjson") || EndsWithCaseless(src, ".json"))) {

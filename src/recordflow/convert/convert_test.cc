@@ -89,6 +89,15 @@ TEST_F(ConvertTest, FolderToShardsWithSkips) {
   EXPECT_FALSE(Convert((root_ / "src").string(), (root_ / "out").string(), o).ok());
 }
 
+TEST_F(ConvertTest, OutputInsideTheImageFolderIsRefused) {
+  Write(root_ / "src/a/1.jpg", Jpeg(8, 8));
+  auto s = Convert((root_ / "src").string(), (root_ / "src/out").string(), {});
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Convert((root_ / "src").string(), (root_ / "src").string(), {}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(root_ / "src/out"));
+}
+
 TEST_F(ConvertTest, ResumeKeepsFinishedShardsAndRedoesTheRest) {
   for (int i = 0; i < 12; ++i) Write(root_ / "src/k" / (std::to_string(i) + ".jpg"), Jpeg(10 + i, 10));
   ConvertOptions o;
