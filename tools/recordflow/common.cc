@@ -91,12 +91,14 @@ Status WriteOut(std::string_view text) {
 
 void ConfigureApp(CLI::App& app) {
   app.description(
-      "recordflow: count, print, verify, index and inspect TFRecord files (no TensorFlow needed).");
+      "recordflow: count, print, verify, index and inspect TFRecord files, convert image datasets "
+      "into them and extract images back (no TensorFlow needed).");
   app.require_subcommand(1);
   app.footer(
       "Exit status: 0 success, 1 error (I/O, file not found, bad argument), 2 usage error,\n"
-      "3 data loss (corrupt or truncated data found). Run 'recordflow COMMAND --help' for a\n"
-      "command's options; docs/cli.md has the full reference.");
+      "3 data loss (corrupt or truncated data found), 4 convert/extract skipped some inputs.\n"
+      "Run 'recordflow COMMAND --help' for a command's options; docs/cli.md has the full "
+      "reference.");
   app.failure_message([](const CLI::App*, const CLI::Error& error) {
     return std::string("recordflow: usage error: ") + error.what() +
            "\nRun 'recordflow --help' or 'recordflow COMMAND --help' for usage.\n";
