@@ -81,24 +81,21 @@ class ShardingPlan:
             return "records"
         if self.mode != "auto":
             return self.mode
-        return "files" if len(_files_of(dataset)) >= self.num_consumers else "records"
+        return "files" if len(_own_files(dataset)[0]) >= self.num_consumers else "records"
 
     def apply(self, dataset: Dataset) -> Dataset:
         """The part of ``dataset`` this consumer reads, with epoch-seeded shuffles."""
         dataset = _seeded(dataset, self.seed, self.epoch)
+        by = self.split_by(dataset)
         if self.num_consumers == 1:
             return dataset
-        if self.split_by(dataset) == "files":
+        if by == "files":
             return self._by_file(dataset)
         return self._by_record(dataset)
 
     # ---------------------------------------------------------------- by file
     def _by_file(self, dataset: Dataset) -> Dataset:
-        files = _files_of(dataset)
-        ops = dataset._ops
-        if ops and ops[0][0] == "shard":  # the user's own file shard, applied first
-            files = files[ops[0][2]::ops[0][1]]
-            ops = ops[1:]
+        files, ops = _own_files(dataset)
         if len(files) < self.num_consumers:
             raise InvalidArgumentError(
                 f"{len(files)} files for {self.num_consumers} consumers: sharding by file needs "
@@ -165,6 +162,15 @@ def _files_of(dataset: Dataset) -> list[str]:
         else:
             out.append(p)
     return out
+
+
+def _own_files(dataset: Dataset) -> tuple[list[str], tuple]:
+    """The files the dataset reads after the user's own file shard (if any), and the stages
+    after that shard."""
+    files, ops = _files_of(dataset), dataset._ops
+    if ops and ops[0][0] == "shard":
+        files, ops = files[ops[0][2]::ops[0][1]], ops[1:]
+    return files, ops
 
 
 def _seeded(dataset: Dataset, seed: int, epoch: int) -> Dataset:

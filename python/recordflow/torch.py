@@ -198,10 +198,12 @@ class Loader:
         self._stream = None
 
     def set_epoch(self, epoch: int) -> None:
+        """Sets the epoch of the next pass: shuffles reseeded with seed + epoch."""
         self._source.set_epoch(epoch)
 
     @property
     def dataset(self) -> IterableDataset:
+        """The rf.torch.IterableDataset (with the sharding plan) this loader iterates."""
         return self._source
 
     def __iter__(self) -> _Iterator:

@@ -16,7 +16,9 @@ from test_frameworks import COUNTS, SPEC, all_ids, write_files  # noqa: E402
 def epoch_ids(ds, rank, world_size, num_workers, epoch):
     ids_ds = rft.IterableDataset(ds, rank=rank, world_size=world_size, seed=11)
     ids_ds.set_epoch(epoch)
-    loader = torch.utils.data.DataLoader(ids_ds, batch_size=None, num_workers=num_workers)
+    # timeout: a worker that hangs fails the test instead of blocking it.
+    loader = torch.utils.data.DataLoader(ids_ds, batch_size=None, num_workers=num_workers,
+                                         timeout=60 if num_workers else 0)
     out = []
     for batch in loader:
         assert isinstance(batch["id"], torch.Tensor) and batch["id"].dtype == torch.int64
@@ -26,6 +28,7 @@ def epoch_ids(ds, rank, world_size, num_workers, epoch):
     return out
 
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
 @pytest.mark.parametrize("num_workers", [0, 2, 4])
 @pytest.mark.parametrize("files", ["many", "few"])
 def test_dataloader_workers_and_ranks_see_every_record_once(tmp_path, num_workers, files):
@@ -46,6 +49,9 @@ def test_dataloader_workers_and_ranks_see_every_record_once(tmp_path, num_worker
 def test_set_epoch_reshuffles_like_distributed_sampler(tmp_path):
     paths = write_files(tmp_path, [40, 40, 40])
     ds = rf.Dataset.from_files(paths).global_shuffle().batch(10).parse(SPEC)
+    # recordflow runs in this process before DataLoader forks its workers: each worker's
+    # engine must still run (a forked child starts its own thread pool).
+    assert len(list(ds)) == 12
     orders = []
     for epoch in (0, 1, 0):
         ranks = [epoch_ids(ds, rank, 2, 2, epoch) for rank in range(2)]
