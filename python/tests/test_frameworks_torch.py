@@ -10,6 +10,10 @@ import recordflow as rf
 
 torch = pytest.importorskip("torch")
 import recordflow.torch as rft  # noqa: E402
+
+# JAX (imported by other test files in this process) warns on every fork; the DataLoader
+# workers never touch JAX.
+pytestmark = pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
 from test_frameworks import COUNTS, SPEC, all_ids, write_files  # noqa: E402
 
 
