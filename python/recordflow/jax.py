@@ -86,7 +86,8 @@ def loader(dataset: Dataset, sharding: Any = None, epoch: int = 0, seed: int = 0
 
     Example::
 
-        mesh = jax.make_mesh((jax.device_count(),), ("data",))
+        mesh = jax.make_mesh((jax.device_count(),), ("data",),
+                             axis_types=(jax.sharding.AxisType.Auto,))
         sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
         for epoch in range(10):
             for batch in rf.jax.loader(ds, sharding, epoch=epoch, keys=["image", "label"]):
