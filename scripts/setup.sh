@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything recordflow needs to build, on Debian 12 with Python 3 and pip.
 #   scripts/setup.sh          build dependencies (apt) and Python build tools (pip)
-#   scripts/setup.sh --test   also the test and benchmark peers (TensorFlow, pytest, NumPy)
+#   scripts/setup.sh --test   also the test and benchmark peers (TensorFlow, PyTorch, JAX,
+#                             pytest, NumPy)
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 
@@ -32,6 +33,10 @@ PY=${PYTHON:-python3}
 pip_packages=("scikit-build-core>=0.10" "nanobind>=2.0" "cmake>=3.22" "ninja")
 if [[ $with_test == 1 ]]; then
   pip_packages+=("pytest>=7" "numpy" "tensorflow-cpu==2.21.0")
+  # Framework adapters' tests (python/tests/test_frameworks*.py). torch is pinned to the exact
+  # version so that pip takes the CPU wheel on local disk: an unpinned `torch` resolves to the
+  # multi-GB CUDA build. jax/jaxlib come from PyPI as CPU wheels.
+  pip_packages+=("torch==2.13.0" "jax" "jaxlib")
 fi
 # Demo data generator (recordflow.datasets): Pillow, and the sample photos that ship inside
 # scikit-image and scikit-learn.

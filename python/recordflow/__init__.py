@@ -91,3 +91,19 @@ __all__ = [
     "CancelledError",
     "__version__",
 ]
+
+# Framework adapters are imported on first use (rf.torch, rf.jax, rf.keras, rf.tf): importing
+# recordflow must not import torch, JAX or TensorFlow (nor does `from recordflow import *`).
+_SUBMODULES = ("sharding", "torch", "jax", "keras", "tf")
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"recordflow.{name}")
+    raise AttributeError(f"module 'recordflow' has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_SUBMODULES))

@@ -92,12 +92,15 @@ class Dataset:
         return self._with("global_shuffle", seed, bool(reshuffle_each_iteration))
 
     def repeat(self, count: int | None = None) -> "Dataset":
+        """Repeats the records ``count`` times (None: forever); each epoch reshuffles."""
         return self._with("repeat", -1 if count is None else int(count))
 
     def take(self, count: int) -> "Dataset":
+        """The first ``count`` records (after ``batch``: batches)."""
         return self._with("take", int(count))
 
     def skip(self, count: int) -> "Dataset":
+        """Drops the first ``count`` records (after ``batch``: batches)."""
         return self._with("skip", int(count))
 
     def cache(self, path: str | None = None) -> "Dataset":
@@ -124,6 +127,8 @@ class Dataset:
         return self._with("filter", predicate)
 
     def batch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
+        """Groups ``batch_size`` records (dense columns stack, VarLen stays ragged);
+        ``drop_remainder`` drops a last, smaller batch."""
         return self._with("batch", int(batch_size), bool(drop_remainder))
 
     def prefetch(self, n: int = AUTOTUNE) -> "Dataset":
@@ -264,6 +269,7 @@ class Iterator:
         return next(self._gen)
 
     def checkpoint(self) -> bytes:
+        """The iterator's position as bytes, for ``Dataset.restore``."""
         if not self._checkpointable:
             raise UnimplementedError(
                 "checkpoint() of a pipeline with Python-side batch/parse/take/skip after a "
@@ -271,9 +277,11 @@ class Iterator:
         return self._it.checkpoint()
 
     def stats(self) -> dict:
+        """Per-stage throughput and waiting of this iterator (see docs/pipeline.md)."""
         return self._it.stats()
 
     def close(self) -> None:
+        """Stops the pipeline and joins its threads. Idempotent."""
         self._it.close()
 
     def __enter__(self) -> "Iterator":

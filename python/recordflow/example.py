@@ -107,6 +107,7 @@ class Example:
         self.features = {str(k): _feature(str(k), v, dtypes.get(str(k))) for k, v in (features or {}).items()}
 
     def serialize(self) -> bytes:
+        """The wire bytes (``SerializeToString`` is the same method)."""
         return _core.serialize_example(self.features)
 
     SerializeToString = serialize
@@ -145,6 +146,7 @@ class SequenceExample:
             self.feature_lists[key] = [_feature(key, step, dtype) for step in steps]
 
     def serialize(self) -> bytes:
+        """The wire bytes (``SerializeToString`` is the same method)."""
         return _core.serialize_sequence_example(self.context, self.feature_lists)
 
     SerializeToString = serialize
@@ -222,9 +224,11 @@ class Ragged:
         return self.values[self.row_splits[i]:self.row_splits[i + 1]]
 
     def row_lengths(self) -> np.ndarray:
+        """The number of values in each row."""
         return np.diff(self.row_splits)
 
     def to_list(self) -> list:
+        """The rows as nested Python lists."""
         out = []
         for i in range(len(self)):
             row = self[i]
@@ -232,6 +236,7 @@ class Ragged:
         return out
 
     def flat_values(self) -> np.ndarray:
+        """The innermost values array (through every level of raggedness)."""
         return self.values.flat_values() if isinstance(self.values, Ragged) else self.values
 
     def to_sparse(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

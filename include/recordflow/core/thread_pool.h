@@ -27,7 +27,8 @@ class ThreadPool {
   void Schedule(std::function<void()> fn);
   int num_threads() const { return static_cast<int>(threads_.size()); }
 
-  // The process-wide pool, one thread per core, created on first use.
+  // The process-wide pool, one thread per core, created on first use (and again on first use
+  // in a forked child, whose copy of the parent's pool has no threads).
   static ThreadPool& Default();
 
  private:

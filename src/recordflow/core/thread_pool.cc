@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
+
+#include <pthread.h>
 
 namespace recordflow {
 
@@ -40,10 +43,30 @@ void ThreadPool::WorkerLoop() {
   }
 }
 
+namespace {
+
+// The default pool; never destroyed: workers may outlive static destruction order.
+std::atomic<ThreadPool*> default_pool{nullptr};
+
+// A forked child has only the thread that called fork(): the parent's pool has no workers
+// there (and its mutex may have been held by one), so the child starts a pool of its own on
+// first use. This is what lets PyTorch DataLoader workers, forked from a process that already
+// ran recordflow, run it too. The parent's pool object is left alone (not joined).
+void ForgetPoolInChild() { default_pool.store(nullptr, std::memory_order_relaxed); }
+
+}  // namespace
+
 ThreadPool& ThreadPool::Default() {
-  static ThreadPool* pool =
-      new ThreadPool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  return *pool;  // never destroyed: workers may outlive static destruction order
+  static const int registered = pthread_atfork(nullptr, nullptr, &ForgetPoolInChild);
+  (void)registered;
+  ThreadPool* pool = default_pool.load(std::memory_order_acquire);
+  if (pool != nullptr) return *pool;
+  auto fresh = std::make_unique<ThreadPool>(
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  if (default_pool.compare_exchange_strong(pool, fresh.get(), std::memory_order_acq_rel)) {
+    return *fresh.release();
+  }
+  return *pool;  // another thread made it first; `fresh` is joined and freed
 }
 
 void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,

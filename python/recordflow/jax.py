@@ -1,0 +1,110 @@
+"""JAX integration: per-process sharding and batches ready for the devices.
+
+In a multi-process JAX job every process reads its own part of the data:
+:func:`process_shard` splits an rf.Dataset by ``jax.process_index()`` /
+``jax.process_count()`` (the same plan as the PyTorch adapter: by file when there are at least
+as many files as processes, else by record; shuffles seeded with ``seed + epoch`` so all
+processes agree). :func:`loader` iterates it and hands each batch over
+
+- as NumPy arrays (``sharding=None``), ready for ``jax.device_put`` (numeric arrays are views of
+  recordflow's buffers: nothing is copied before the device transfer);
+- or, with a ``jax.sharding.Sharding``, as global ``jax.Array``s built by
+  ``jax.make_array_from_process_local_data(sharding, local_batch)``: each process contributes
+  its local batch and the result spans every process's devices.
+
+Bytes features cannot become jax arrays: they are dropped unless listed in ``keys`` (then kept
+as NumPy object arrays). VarLen features (:class:`recordflow.Ragged`) are padded with
+``Ragged.to_dense`` (``ragged="dense"``, default) or kept as rf.Ragged (``ragged="keep"``).
+:func:`to_jax` converts a batch on the CPU without a copy (DLPack) where JAX allows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from recordflow.dataset import Dataset
+from recordflow.example import Ragged
+from recordflow.sharding import Mode, ShardingPlan
+
+__all__ = ["process_shard", "loader", "to_jax"]
+
+
+def process_shard(dataset: Dataset, epoch: int = 0, seed: int = 0, mode: Mode = "auto",
+                  process_index: int | None = None, process_count: int | None = None) -> Dataset:
+    """The part of ``dataset`` this JAX process reads in ``epoch`` (``process_index`` /
+    ``process_count`` default to ``jax.process_index()`` / ``jax.process_count()``)."""
+    index = jax.process_index() if process_index is None else int(process_index)
+    count = jax.process_count() if process_count is None else int(process_count)
+    plan = ShardingPlan(rank=index, world_size=count, seed=seed, epoch=epoch, mode=mode)
+    return plan.apply(dataset)
+
+
+def _prepare(batch: Any, keys: Sequence[str] | None, ragged: str, pad: Any) -> Any:
+    if not isinstance(batch, Mapping):
+        return batch
+    out = {}
+    for k in (batch.keys() if keys is None else keys):
+        v = batch[k]
+        if isinstance(v, Ragged):
+            if ragged == "keep":
+                out[k] = v
+                continue
+            v = v.to_dense(pad)
+        if isinstance(v, np.ndarray) and v.dtype == object and keys is None:
+            continue  # bytes: no jax dtype for them
+        out[k] = v
+    return out
+
+
+def to_jax(batch: Any) -> Any:
+    """NumPy arrays of a batch (a dict, list or tuple of them) as jax arrays on the CPU,
+    through DLPack: zero-copy when JAX accepts the buffer as it is (JAX copies when it needs
+    a different alignment). Object arrays and rf.Ragged are left as they are."""
+    if isinstance(batch, Mapping):
+        return {k: to_jax(v) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_jax(v) for v in batch)
+    if isinstance(batch, np.ndarray) and batch.dtype != object:
+        return jax.dlpack.from_dlpack(batch)
+    return batch
+
+
+def loader(dataset: Dataset, sharding: Any = None, epoch: int = 0, seed: int = 0,
+           keys: Sequence[str] | None = None, ragged: str = "dense", ragged_pad: Any = 0,
+           mode: Mode = "auto", process_index: int | None = None,
+           process_count: int | None = None) -> Iterator:
+    """One epoch of this process's shard of ``dataset`` (see :func:`process_shard`).
+
+    ``sharding=None`` yields dicts of NumPy arrays (call ``jax.device_put`` on them);
+    a ``jax.sharding.Sharding`` yields global ``jax.Array``s via
+    ``jax.make_array_from_process_local_data``: the dataset's batch size is then the
+    per-process batch. ``keys`` selects features (bytes features are dropped unless listed).
+
+    Example::
+
+        mesh = jax.make_mesh((jax.device_count(),), ("data",),
+                             axis_types=(jax.sharding.AxisType.Auto,))
+        sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+        for epoch in range(10):
+            for batch in rf.jax.loader(ds, sharding, epoch=epoch, keys=["image", "label"]):
+                state = train_step(state, batch)
+    """
+    if ragged not in ("dense", "keep"):
+        raise ValueError(f'ragged must be "dense" or "keep", not {ragged!r}')
+    shard = process_shard(dataset, epoch=epoch, seed=seed, mode=mode,
+                          process_index=process_index, process_count=process_count)
+    it = shard.iterator()
+    try:
+        for batch in it:
+            local = _prepare(batch, keys, ragged, ragged_pad)
+            if sharding is None:
+                yield local
+            else:
+                yield jax.tree_util.tree_map(
+                    lambda a: jax.make_array_from_process_local_data(sharding, a), local)
+    finally:
+        it.close()

@@ -1,0 +1,195 @@
+"""Sharding plans: one rf.Dataset split across DDP ranks / JAX processes and loader workers.
+
+A training job reads a dataset with ``world_size`` ranks (processes), each running
+``num_workers`` loader workers: ``world_size * num_workers`` consumers in all. A
+:class:`ShardingPlan` turns the user's :class:`recordflow.Dataset` into the part one consumer
+reads, so that together the consumers see every record exactly once per epoch:
+
+- **by file** when there are at least as many files as consumers: each consumer reads whole
+  files. Files are assigned greedily by size (largest first, to the least-loaded consumer), so
+  the consumers' byte counts are balanced even when the files are not;
+- **by record** otherwise: every consumer reads the same record stream and keeps every
+  ``consumers``-th record (``shard(consumers, consumer)`` after the file stage). Record shards
+  differ by at most one record, at the cost of each consumer reading every file.
+
+Shuffles are seeded per epoch: every seed in the pipeline (``from_files(shuffle_files=True)``,
+``shuffle``, ``global_shuffle``) becomes ``(seed or plan.seed) + epoch``, like
+``torch.utils.data.DistributedSampler.set_epoch``, so all ranks agree on the order they split
+and every epoch is a new order. Only descriptions are built here; no iterator is started (a
+DataLoader worker builds its own after the fork).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob as _glob
+import os
+from typing import Literal
+
+from recordflow.dataset import Dataset
+from recordflow.errors import InvalidArgumentError, NotFoundError
+
+Mode = Literal["auto", "files", "records"]
+
+# Stages that must sit directly on the file source (optionally after a file shard).
+_FILE_STAGES = ("interleave", "global_shuffle")
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardingPlan:
+    """Where one consumer stands in the job and how the data is split.
+
+    ``rank`` / ``world_size``: the process among the job's processes (DDP rank, JAX process).
+    ``worker_id`` / ``num_workers``: the loader worker within the process (0 / 1 without
+    workers). ``seed`` replaces unseeded shuffles (all ranks must agree); ``epoch`` is added to
+    every seed. ``mode``: "auto" (by file when there are at least as many files as consumers,
+    else by record), "files" or "records".
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    worker_id: int = 0
+    num_workers: int = 1
+    seed: int = 0
+    epoch: int = 0
+    mode: Mode = "auto"
+
+    def __post_init__(self):
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise InvalidArgumentError(f"rank {self.rank} of world_size {self.world_size}: need 0 <= rank < world_size")
+        if self.num_workers < 1 or not 0 <= self.worker_id < self.num_workers:
+            raise InvalidArgumentError(
+                f"worker {self.worker_id} of {self.num_workers}: need 0 <= worker_id < num_workers")
+        if self.mode not in ("auto", "files", "records"):
+            raise InvalidArgumentError(f'mode must be "auto", "files" or "records", not {self.mode!r}')
+
+    @property
+    def num_consumers(self) -> int:
+        """world_size * num_workers."""
+        return self.world_size * self.num_workers
+
+    @property
+    def consumer(self) -> int:
+        """This consumer's index in [0, num_consumers): rank-major, then worker."""
+        return self.rank * self.num_workers + self.worker_id
+
+    def split_by(self, dataset: Dataset) -> str:
+        """"files" or "records": how :meth:`apply` splits ``dataset``."""
+        if dataset._source[0] != "files":
+            if self.mode == "files":
+                raise InvalidArgumentError('mode="files" needs a Dataset.from_files source')
+            return "records"
+        if self.mode != "auto":
+            return self.mode
+        return "files" if len(_own_files(dataset)[0]) >= self.num_consumers else "records"
+
+    def apply(self, dataset: Dataset) -> Dataset:
+        """The part of ``dataset`` this consumer reads, with epoch-seeded shuffles."""
+        dataset = _seeded(dataset, self.seed, self.epoch)
+        by = self.split_by(dataset)
+        if self.num_consumers == 1:
+            return dataset
+        if by == "files":
+            return self._by_file(dataset)
+        return self._by_record(dataset)
+
+    # ---------------------------------------------------------------- by file
+    def _by_file(self, dataset: Dataset) -> Dataset:
+        files, ops = _own_files(dataset)
+        if len(files) < self.num_consumers:
+            raise InvalidArgumentError(
+                f"{len(files)} files for {self.num_consumers} consumers: sharding by file needs "
+                'at least one file per consumer (use mode="records")')
+        mine = assign_files(files, self.num_consumers)[self.consumer]
+        source = ("files", mine) + tuple(dataset._source[2:])
+        return Dataset(source, ops)
+
+    # ---------------------------------------------------------------- by record
+    def _by_record(self, dataset: Dataset) -> Dataset:
+        ops = list(dataset._ops)
+        shard = ("shard", self.num_consumers, self.consumer)
+        if dataset._source[0] != "files":
+            return Dataset(dataset._source, tuple([shard] + ops))
+        # After the stages that read files (a user's file shard, interleave, global_shuffle):
+        # everything before the record shard must give every consumer the same stream.
+        at = 0
+        if at < len(ops) and ops[at][0] == "shard":
+            at += 1
+        if at < len(ops) and ops[at][0] in _FILE_STAGES:
+            if ops[at][0] == "interleave" and not ops[at][4]:
+                raise InvalidArgumentError(
+                    "interleave(deterministic=False) gives each consumer a different order, so a "
+                    'record shard of it is not a partition: use deterministic=True or mode="files"')
+            at += 1
+        if at == 0:
+            # shard(1, 0) is a file shard that keeps every file; the shard after it is by record.
+            ops[0:0] = [("shard", 1, 0), shard]
+        else:
+            ops.insert(at, shard)
+        return Dataset(dataset._source, tuple(ops))
+
+
+def assign_files(files: list[str], num_consumers: int) -> list[list[str]]:
+    """Files dealt to ``num_consumers`` consumers, balancing bytes: largest first, each to the
+    consumer with the fewest bytes so far (ties: the lowest consumer). Each consumer's files
+    keep their order in ``files``. Deterministic for the same list and sizes."""
+    sizes = []
+    for i, f in enumerate(files):
+        try:
+            sizes.append((os.path.getsize(f), i))
+        except OSError:
+            sizes.append((0, i))
+    load = [0] * num_consumers
+    count = [0] * num_consumers
+    picked: list[list[int]] = [[] for _ in range(num_consumers)]
+    for size, i in sorted(sizes, key=lambda s: (-s[0], s[1])):
+        c = min(range(num_consumers), key=lambda k: (load[k], count[k], k))
+        load[c] += size
+        count[c] += 1
+        picked[c].append(i)
+    return [[files[i] for i in sorted(p)] for p in picked]
+
+
+def _files_of(dataset: Dataset) -> list[str]:
+    """The source's files with globs expanded and sorted, as Dataset does."""
+    out = []
+    for p in dataset._source[1]:
+        if any(ch in p for ch in "*?["):
+            matched = sorted(_glob.glob(p))
+            if not matched:
+                raise NotFoundError(f"no files match '{p}'")
+            out += matched
+        else:
+            out.append(p)
+    return out
+
+
+def _own_files(dataset: Dataset) -> tuple[list[str], tuple]:
+    """The files the dataset reads after the user's own file shard (if any), and the stages
+    after that shard."""
+    files, ops = _files_of(dataset), dataset._ops
+    if ops and ops[0][0] == "shard":
+        files, ops = files[ops[0][2]::ops[0][1]], ops[1:]
+    return files, ops
+
+
+def _seeded(dataset: Dataset, seed: int, epoch: int) -> Dataset:
+    """Every shuffle seed -> (seed or the plan's seed) + epoch."""
+    def s(value):
+        return ((seed if value is None else int(value)) + epoch) % (1 << 64)
+
+    source = dataset._source
+    if source[0] == "files":
+        kind, paths, compression, shuffle_files, file_seed = source[:5]
+        source = (kind, paths, compression, shuffle_files, s(file_seed)) + tuple(source[5:])
+    ops = []
+    for op in dataset._ops:
+        if op[0] == "shuffle":
+            op = (op[0], op[1], s(op[2])) + tuple(op[3:])
+        elif op[0] == "global_shuffle":
+            op = (op[0], s(op[1])) + tuple(op[2:])
+        ops.append(op)
+    return Dataset(source, tuple(ops))
+
+
+__all__ = ["ShardingPlan", "assign_files"]

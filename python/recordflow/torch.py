@@ -1,0 +1,292 @@
+"""PyTorch integration: recordflow batches as torch tensors, without copies.
+
+Two ways in:
+
+- :func:`loader` (recommended): iterates an rf.Dataset in the training process itself and
+  hands each batch over as tensors. recordflow already reads, shuffles and parses on all cores
+  in C++ with the GIL released, so no worker processes are needed, and on the CPU the tensors
+  share memory with recordflow's buffers (``torch.from_numpy``). With ``device="cuda"`` and
+  ``pin_memory=True`` each batch is staged in pinned host memory and copied on a side CUDA
+  stream, one batch ahead of the consumer.
+- :class:`IterableDataset` for code built around ``torch.utils.data.DataLoader``: it splits the
+  data across DataLoader workers and DDP ranks so that every record is read exactly once per
+  epoch, and ``set_epoch(e)`` reshuffles as ``DistributedSampler.set_epoch`` does. Use
+  ``DataLoader(ids, batch_size=None)``: the batches come from recordflow. Worker processes add
+  a copy per batch (tensors travel through shared memory); ``loader`` does not.
+
+What becomes of each feature (``keys=`` selects features; the others are dropped):
+
+- numeric FixedLen columns -> ``torch.Tensor`` sharing memory with recordflow's buffer (kept
+  alive by the tensor);
+- bytes columns -> left as NumPy object arrays of ``bytes`` (torch has no bytes tensor); drop
+  them with ``keys=`` when the model does not need them;
+- VarLen columns (:class:`recordflow.Ragged`) -> ``ragged="split"`` (default): a
+  ``(values, row_splits)`` pair of tensors; ``"dense"``: padded with ``ragged_pad``
+  (``Ragged.to_dense``, a copy); ``"keep"``: the rf.Ragged itself.
+
+Importing this module imports torch; it works without CUDA.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator as _Iterator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.utils.data
+
+from recordflow.dataset import Dataset
+from recordflow.example import Ragged
+from recordflow.sharding import Mode, ShardingPlan
+
+__all__ = ["IterableDataset", "Loader", "loader", "to_torch", "distributed_rank"]
+
+_RAGGED = ("split", "dense", "keep")
+
+
+def to_torch(batch: Any, keys: Sequence[str] | None = None, ragged: str = "split",
+             ragged_pad: Any = 0) -> Any:
+    """One element of an rf.Dataset as torch objects, sharing memory where it can.
+
+    A dict is converted per key (only ``keys`` when given); a numeric NumPy array becomes a
+    tensor over the same memory (``torch.from_numpy``; read-only arrays too: do not write to
+    such a tensor); object arrays (bytes) stay as they are; rf.Ragged per ``ragged`` (see the
+    module docs). Lists and tuples are converted item by item."""
+    if ragged not in _RAGGED:
+        raise ValueError(f"ragged must be one of {_RAGGED}, not {ragged!r}")
+    return _convert(batch, keys, ragged, ragged_pad)
+
+
+def _convert(x: Any, keys, ragged: str, pad: Any) -> Any:
+    if isinstance(x, Mapping):
+        names = x.keys() if keys is None else keys
+        return {k: _convert(x[k], None, ragged, pad) for k in names}
+    if isinstance(x, np.ndarray):
+        return _tensor(x)
+    if isinstance(x, Ragged):
+        if ragged == "keep":
+            return x
+        if ragged == "dense":
+            return _tensor(x.to_dense(pad))
+        return (_convert(x.values, None, ragged, pad), _tensor(x.row_splits))
+    if isinstance(x, (list, tuple)):
+        return type(x)(_convert(v, None, ragged, pad) for v in x)
+    if isinstance(x, np.generic) and x.dtype != object:
+        return torch.from_numpy(np.asarray(x))
+    return x
+
+
+def _tensor(a: np.ndarray):
+    if a.dtype == object or a.dtype.kind in "SUV":
+        return a  # bytes / strings: torch has no tensor for them
+    if not a.flags.writeable:
+        # torch.from_numpy shares memory with read-only arrays too, but warns on each call.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.from_numpy(a)
+    return torch.from_numpy(a)
+
+
+def distributed_rank(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
+    """(rank, world_size): the arguments when given, else ``torch.distributed``'s when it is
+    initialized, else (0, 1)."""
+    if rank is None or world_size is None:
+        dist = torch.distributed
+        initialized = dist.is_available() and dist.is_initialized()
+        if rank is None:
+            rank = dist.get_rank() if initialized else 0
+        if world_size is None:
+            world_size = dist.get_world_size() if initialized else 1
+    return int(rank), int(world_size)
+
+
+class IterableDataset(torch.utils.data.IterableDataset):
+    """An rf.Dataset as a ``torch.utils.data.IterableDataset`` that splits its records across
+    DataLoader workers and DDP ranks: per epoch, the union of what every worker of every rank
+    yields is each record exactly once (see :mod:`recordflow.sharding` for the plan: by file
+    when there are at least as many files as workers in all, else by record).
+
+    ``dataset``: an rf.Dataset *without* a final ``repeat()`` (one pass is one epoch), usually
+    ending in ``batch(...).parse(spec)``. ``rank`` / ``world_size``: from ``torch.distributed``
+    when not given (pass them to simulate ranks). ``seed``: used by shuffles that have none (all
+    ranks must agree). ``mode``: "auto", "files" or "records". ``keys``, ``ragged``,
+    ``ragged_pad``: as :func:`to_torch`.
+
+    Use ``DataLoader(ds, batch_size=None, num_workers=k)``, and call ``ds.set_epoch(e)`` before
+    each epoch's ``iter(loader)``, as with ``DistributedSampler``. With
+    ``persistent_workers=True`` the workers keep the epoch they started with: leave it off.
+
+    Every worker builds its recordflow iterator when iteration starts (after the fork); this
+    object holds only the description, so it pickles for the spawn start method too.
+    """
+
+    def __init__(self, dataset: Dataset, *, rank: int | None = None, world_size: int | None = None,
+                 seed: int = 0, mode: Mode = "auto", keys: Sequence[str] | None = None,
+                 ragged: str = "split", ragged_pad: Any = 0):
+        super().__init__()
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"IterableDataset takes an rf.Dataset, not {type(dataset).__name__}")
+        if ragged not in _RAGGED:
+            raise ValueError(f"ragged must be one of {_RAGGED}, not {ragged!r}")
+        self.dataset = Dataset(dataset._source, dataset._ops)  # a description only
+        self.rank, self.world_size = distributed_rank(rank, world_size)
+        self.seed = int(seed)
+        self.mode = mode
+        self.keys = list(keys) if keys is not None else None
+        self.ragged = ragged
+        self.ragged_pad = ragged_pad
+        self.epoch = 0
+        self.plan(0, 1)  # checks the arguments now rather than in a worker
+
+    def set_epoch(self, epoch: int) -> None:
+        """Sets the epoch for the next iteration: every shuffle seed becomes seed + epoch."""
+        self.epoch = int(epoch)
+
+    def plan(self, worker_id: int | None = None, num_workers: int | None = None) -> ShardingPlan:
+        """The sharding plan of one worker of this rank (by default: the calling worker, from
+        ``torch.utils.data.get_worker_info()``)."""
+        if worker_id is None or num_workers is None:
+            info = torch.utils.data.get_worker_info()
+            worker_id, num_workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        return ShardingPlan(rank=self.rank, world_size=self.world_size, worker_id=worker_id,
+                            num_workers=num_workers, seed=self.seed, epoch=self.epoch,
+                            mode=self.mode)
+
+    def shard(self, worker_id: int | None = None, num_workers: int | None = None) -> Dataset:
+        """The rf.Dataset one worker of this rank reads in the current epoch."""
+        return self.plan(worker_id, num_workers).apply(self.dataset)
+
+    def __iter__(self) -> _Iterator:
+        it = self.shard().iterator()
+        try:
+            for batch in it:
+                yield _convert(batch, self.keys, self.ragged, self.ragged_pad)
+        finally:
+            it.close()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["dataset"] = Dataset(self.dataset._source, self.dataset._ops)
+        return state
+
+
+class Loader:
+    """Iterates an rf.Dataset in this process and yields its batches as torch tensors (see
+    :func:`loader`). Iterable many times: each ``iter()`` is one pass (epoch); ``set_epoch``
+    reshuffles as in :class:`IterableDataset`."""
+
+    def __init__(self, dataset: Dataset | IterableDataset, device: Any = None, pin_memory: bool = False,
+                 non_blocking: bool = True, keys: Sequence[str] | None = None, ragged: str = "split",
+                 ragged_pad: Any = 0, rank: int | None = None, world_size: int | None = None,
+                 seed: int = 0, mode: Mode = "auto"):
+        if isinstance(dataset, IterableDataset):
+            self._source = dataset
+        else:
+            self._source = IterableDataset(dataset, rank=rank, world_size=world_size, seed=seed,
+                                           mode=mode, keys=keys, ragged=ragged, ragged_pad=ragged_pad)
+        self.device = torch.device(device) if device is not None else None
+        self.non_blocking = bool(non_blocking)
+        cuda = self.device is not None and self.device.type == "cuda"
+        self.pin_memory = bool(pin_memory)
+        if self.pin_memory and not torch.cuda.is_available():
+            warnings.warn("pin_memory=True but CUDA is not available: not pinning", stacklevel=2)
+            self.pin_memory = False
+        self._cuda = cuda
+        self._stream = None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Sets the epoch of the next pass: shuffles reseeded with seed + epoch."""
+        self._source.set_epoch(epoch)
+
+    @property
+    def dataset(self) -> IterableDataset:
+        """The rf.torch.IterableDataset (with the sharding plan) this loader iterates."""
+        return self._source
+
+    def __iter__(self) -> _Iterator:
+        batches = iter(self._source)
+        if self.device is None or self.device.type == "cpu":
+            if self.pin_memory:
+                return (_map_tensors(b, _pin) for b in batches)
+            return batches
+        if not self._cuda:
+            return (_map_tensors(b, lambda t: t.to(self.device, non_blocking=self.non_blocking))
+                    for b in batches)
+        return self._cuda_batches(batches)
+
+    def _cuda_batches(self, batches):
+        # Copies batch k + 1 on a side stream while the consumer works on batch k.
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device=self.device)
+        stream = self._stream
+        pin = self.pin_memory
+
+        def upload(b):
+            with torch.cuda.stream(stream):
+                return _map_tensors(b, lambda t: (_pin(t) if pin else t).to(
+                    self.device, non_blocking=self.non_blocking))
+
+        ahead = None
+        for b in batches:
+            nxt = upload(b)
+            if ahead is not None:
+                yield _hand_over(ahead, stream)
+            ahead = nxt
+        if ahead is not None:
+            yield _hand_over(ahead, stream)
+
+
+def _pin(t):
+    return t.pin_memory() if isinstance(t, torch.Tensor) and t.device.type == "cpu" else t
+
+
+def _hand_over(batch, stream):
+    current = torch.cuda.current_stream(stream.device)
+    current.wait_stream(stream)
+
+    def record(t):
+        t.record_stream(current)  # the caching allocator must not reuse it before `current` is done
+        return t
+    return _map_tensors(batch, record)
+
+
+def _map_tensors(x, fn):
+    if isinstance(x, torch.Tensor):
+        return fn(x)
+    if isinstance(x, Mapping):
+        return {k: _map_tensors(v, fn) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_map_tensors(v, fn) for v in x)
+    return x
+
+
+def loader(dataset: Dataset | IterableDataset, device: Any = None, pin_memory: bool = False,
+           non_blocking: bool = True, keys: Sequence[str] | None = None, ragged: str = "split",
+           ragged_pad: Any = 0, rank: int | None = None, world_size: int | None = None,
+           seed: int = 0, mode: Mode = "auto") -> Loader:
+    """Batches of an rf.Dataset as torch tensors, with no worker processes.
+
+    ``device``: None or "cpu" gives tensors that share memory with recordflow's buffers;
+    a CUDA device copies each batch there (``pin_memory=True``: through pinned host memory, on
+    a side stream, one batch ahead; ``non_blocking`` as ``Tensor.to``). Without CUDA,
+    ``pin_memory`` is ignored with a warning. Under DDP the data is split across ranks
+    (``rank``/``world_size`` from ``torch.distributed`` unless given) exactly as
+    :class:`IterableDataset` does; ``set_epoch`` on the result reshuffles. ``keys``,
+    ``ragged``, ``ragged_pad``: as :func:`to_torch`.
+
+    Example::
+
+        ds = rf.Dataset.from_files("train-*.tfrecord").shuffle(10_000, seed=0) \\
+                 .batch(256, drop_remainder=True).parse(spec)
+        train = rf.torch.loader(ds, keys=["image", "label"])
+        for epoch in range(10):
+            train.set_epoch(epoch)
+            for batch in train:
+                loss = step(batch["image"], batch["label"])
+    """
+    return Loader(dataset, device=device, pin_memory=pin_memory, non_blocking=non_blocking,
+                  keys=keys, ragged=ragged, ragged_pad=ragged_pad, rank=rank,
+                  world_size=world_size, seed=seed, mode=mode)
