@@ -55,6 +55,7 @@ class PyIterator {
   }
 
   nb::bytes Checkpoint() {
+    CheckOpen();
     Result<std::string> s = CancelledError("not run");
     {
       nb::gil_scoped_release release;
@@ -65,6 +66,7 @@ class PyIterator {
   }
 
   nb::dict Stats() const {
+    CheckOpen();
     pipeline::PipelineStats s = it_->stats();
     nb::list stages;
     for (const auto& st : s.stages) {
@@ -94,6 +96,9 @@ class PyIterator {
   }
 
  private:
+  void CheckOpen() const {
+    if (!it_) ThrowStatus(FailedPreconditionError("the iterator is closed"));
+  }
   std::unique_ptr<Iterator> it_;
 };
 

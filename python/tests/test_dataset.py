@@ -176,6 +176,17 @@ def test_early_exit_stops_threads_promptly(files):
     assert threading.active_count() <= before + 1
 
 
+def test_closed_iterator_raises_instead_of_crashing(files):
+    ds = rf.Dataset.from_files(files).batch(10)
+    it = ds.iterator()
+    next(it)
+    it.close()
+    for call in (it.stats, it.checkpoint, ds.stats):
+        with pytest.raises(rf.FailedPreconditionError, match="closed"):
+            call()
+    assert list(it) == []  # a closed iterator is exhausted
+
+
 def test_stats_report(files):
     ds = rf.Dataset.from_files(files).batch(10).parse(SPEC)
     n = sum(1 for _ in ds)
@@ -183,6 +194,9 @@ def test_stats_report(files):
     assert s["elements_delivered"] == n
     assert s["stages"][0]["elements"] == sum(COUNTS)
     assert "consumer waited" in s["report"]
+    # Wall time stops at the end of the stream: reading stats later gives the same rates.
+    time.sleep(0.2)
+    assert ds.stats()["wall_seconds"] == s["wall_seconds"] < 0.2 + s["wall_seconds"]
 
 
 def test_same_elements_as_tf_data(files):

@@ -109,7 +109,7 @@ struct PipelineStats {
   std::vector<StageStats> stages;
   uint64_t elements_delivered = 0;
   double consumer_wait_seconds = 0;  // time GetNext spent waiting for an element
-  double wall_seconds = 0;           // since the iterator was made
+  double wall_seconds = 0;           // from the iterator's creation to its end (or to now)
   // Human-readable table.
   std::string Report() const;
 };

@@ -1,5 +1,9 @@
 #include "recordflow/core/thread_pool.h"
 
+#include <sched.h>
+
+#include <cstdlib>
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -54,6 +58,19 @@ std::atomic<ThreadPool*> default_pool{nullptr};
 // ran recordflow, run it too. The parent's pool object is left alone (not joined).
 void ForgetPoolInChild() { default_pool.store(nullptr, std::memory_order_relaxed); }
 
+// RECORDFLOW_NUM_THREADS when set, else the CPUs this process may run on (taskset, cgroup
+// cpusets), else the machine's.
+int DefaultThreadCount() {
+  if (const char* env = std::getenv("RECORDFLOW_NUM_THREADS")) {
+    const long n = std::strtol(env, nullptr, 10);
+    if (n > 0 && n <= 4096) return static_cast<int>(n);
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 }  // namespace
 
 ThreadPool& ThreadPool::Default() {
@@ -61,8 +78,7 @@ ThreadPool& ThreadPool::Default() {
   (void)registered;
   ThreadPool* pool = default_pool.load(std::memory_order_acquire);
   if (pool != nullptr) return *pool;
-  auto fresh = std::make_unique<ThreadPool>(
-      static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  auto fresh = std::make_unique<ThreadPool>(DefaultThreadCount());
   if (default_pool.compare_exchange_strong(pool, fresh.get(), std::memory_order_acq_rel)) {
     return *fresh.release();
   }

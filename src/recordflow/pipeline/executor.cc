@@ -320,6 +320,10 @@ Result<bool> PipelineIterator::GetNext(Element* out) {
           if (unit) break;
         }
       } else if (stream_done_) {
+        if (!ended_) {
+          ended_ = true;
+          end_ = Clock::now();
+        }
         return false;
       }
       waited = true;
@@ -488,7 +492,7 @@ PipelineStats PipelineIterator::stats() const {
   p.stages.push_back(pf);
   p.elements_delivered = delivered_;
   p.consumer_wait_seconds = consumer_wait_;
-  p.wall_seconds = Seconds(start_);
+  p.wall_seconds = ended_ ? std::chrono::duration<double>(end_ - start_).count() : Seconds(start_);
   return p;
 }
 
@@ -499,15 +503,15 @@ namespace recordflow::pipeline {
 std::string PipelineStats::Report() const {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof(line), "%-44s %12s %10s %10s %10s %8s\n", "stage", "elements", "elem/s",
-                "MB/s", "busy s", "threads");
+  std::snprintf(line, sizeof(line), "%12s %10s %10s %10s %8s  %s\n", "elements", "elem/s", "MB/s",
+                "busy s", "threads", "stage");
   out += line;
   for (const StageStats& s : stages) {
     const double t = std::max(wall_seconds, 1e-9);
-    std::snprintf(line, sizeof(line), "%-44.44s %12llu %10.0f %10.1f %10.3f %8d\n", s.name.c_str(),
+    std::snprintf(line, sizeof(line), "%12llu %10.0f %10.1f %10.3f %8d  ",
                   static_cast<unsigned long long>(s.elements), s.elements / t, s.bytes / t / 1e6,
                   s.busy_seconds, s.parallelism);
-    out += line;
+    out += line + s.name + "\n";  // the whole stage description, never cut
   }
   std::snprintf(line, sizeof(line),
                 "delivered %llu elements in %.3f s; consumer waited %.3f s (%.0f%% of the time)\n",

@@ -79,6 +79,8 @@ class PipelineIterator final : public Iterator {
   Plan plan_;
   IteratorOptions options_;
   std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point end_;  // when GetNext first reported the end
+  bool ended_ = false;
   StreamContext ctx_;
   SeedTable seeds_;
   int parallelism_ = 1;
