@@ -60,6 +60,7 @@ std::vector<const Node*> Chain(const Node* last) {
 }
 
 std::string Seed(const std::optional<uint64_t>& s) { return s ? std::to_string(*s) : "random"; }
+std::string Count(int n) { return n == kAutotune ? "autotune" : std::to_string(n); }
 
 // Splits the chain into the record stream and the executor's work.
 Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last) {
@@ -160,9 +161,9 @@ std::string Node::Describe() const {
     case K::kShard:
       return "shard(" + std::to_string(num_shards) + ", " + std::to_string(shard_index) + ")";
     case K::kInterleave:
-      return "interleave(cycle=" + std::to_string(interleave.cycle_length) + ", block=" +
+      return "interleave(cycle=" + Count(interleave.cycle_length) + ", block=" +
              std::to_string(interleave.block_length) + ", parallel=" +
-             std::to_string(interleave.num_parallel) +
+             Count(interleave.num_parallel) +
              (interleave.deterministic ? "" : ", nondeterministic") + ")";
     case K::kShuffle:
       return "shuffle(" + std::to_string(shuffle.buffer_size) + ", seed=" + Seed(shuffle.seed) +
