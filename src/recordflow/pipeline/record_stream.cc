@@ -37,12 +37,18 @@ struct FileSource {
 };
 
 // The files of `src` read in `epoch`, as indexes into the source's file list.
-std::vector<uint32_t> FileOrder(const FileSource& src, uint64_t epoch, SeedTable* seeds) {
-  std::vector<uint32_t> order;
+// The files of `src`'s shard, in the source's (sorted) order.
+std::vector<uint32_t> ShardFiles(const FileSource& src) {
+  std::vector<uint32_t> files;
   for (size_t i = static_cast<size_t>(src.shard_index); i < src.files->files.size();
        i += static_cast<size_t>(src.num_shards)) {
-    order.push_back(static_cast<uint32_t>(i));
+    files.push_back(static_cast<uint32_t>(i));
   }
+  return files;
+}
+
+std::vector<uint32_t> FileOrder(const FileSource& src, uint64_t epoch, SeedTable* seeds) {
+  std::vector<uint32_t> order = ShardFiles(src);
   if (src.files->files_options.shuffle_files) {
     Rng rng(MixSeed(seeds->For(src.files, src.files->files_options.seed), epoch));
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
@@ -533,11 +539,7 @@ class GlobalShuffleIterator final : public RecordIterator {
   static Result<std::unique_ptr<GlobalShuffleIterator>> Make(const FileSource& src, uint64_t seed,
                                                              StreamContext* ctx, int stat) {
     auto it = std::unique_ptr<GlobalShuffleIterator>(new GlobalShuffleIterator(ctx, stat));
-    std::vector<uint32_t> files;
-    for (size_t i = static_cast<size_t>(src.shard_index); i < src.files->files.size();
-         i += static_cast<size_t>(src.num_shards)) {
-      files.push_back(static_cast<uint32_t>(i));
-    }
+    const std::vector<uint32_t> files = ShardFiles(src);
     uint64_t total = 0;
     for (uint32_t f : files) {
       const std::string& path = src.files->files[f];
