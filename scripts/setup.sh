@@ -9,9 +9,11 @@ with_test=0
 [[ "${1:-}" == "--test" ]] && with_test=1
 
 apt_packages=(g++ make zlib1g-dev libisal-dev libcli11-dev libgtest-dev libgmock-dev
-              libbenchmark-dev)
+              libbenchmark-dev
+              libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev)  # image codecs (convert)
 if [[ $with_test == 1 ]]; then
   apt_packages+=(clang libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes
+  apt_packages+=(opencv-doc)  # sample photos for the ImageNet-like demo/benchmark data
 fi
 
 missing=()
@@ -31,6 +33,9 @@ pip_packages=("scikit-build-core>=0.10" "nanobind>=2.0" "cmake>=3.22" "ninja")
 if [[ $with_test == 1 ]]; then
   pip_packages+=("pytest>=7" "numpy" "tensorflow-cpu==2.21.0")
 fi
+# Demo data generator (recordflow.datasets): Pillow, and the sample photos that ship inside
+# scikit-image and scikit-learn.
+pip_packages+=("pillow" "scikit-image" "scikit-learn")
 need_pip=0
 for spec in "${pip_packages[@]}"; do
   name=${spec%%[<>=]*}

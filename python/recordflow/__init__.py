@@ -32,6 +32,7 @@ from recordflow.example import (
     parse_example,
     parse_sequence_example,
 )
+from recordflow.converter import convert, encode_jpeg, extract, probe_image
 from recordflow.errors import (
     AlreadyExistsError,
     CancelledError,
@@ -70,6 +71,10 @@ __all__ = [
     "crc32c",
     "crc32c_backend",
     "write_index",
+    "convert",
+    "extract",
+    "probe_image",
+    "encode_jpeg",
     "Error",
     "DataLossError",
     "SchemaError",

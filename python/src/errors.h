@@ -28,5 +28,6 @@ T ValueOrThrow(Result<T> result) {
 void RegisterFormat(nanobind::module_& m);
 void RegisterExample(nanobind::module_& m);
 void RegisterPipeline(nanobind::module_& m);
+void RegisterConvert(nanobind::module_& m);
 
 }  // namespace recordflow::python

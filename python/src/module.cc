@@ -11,4 +11,5 @@ NB_MODULE(_core, m) {
   recordflow::python::RegisterFormat(m);
   recordflow::python::RegisterExample(m);
   recordflow::python::RegisterPipeline(m);
+  recordflow::python::RegisterConvert(m);
 }

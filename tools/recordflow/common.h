@@ -25,6 +25,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;     // I/O, not found, bad arguments to the library, ...
 inline constexpr int kExitUsage = 2;     // the command line itself is wrong
 inline constexpr int kExitDataLoss = 3;  // corrupt or truncated data was found
+inline constexpr int kExitSkipped = 4;   // convert/extract finished, but skipped some inputs
 
 // The one mapping from a library Status to an exit code: kDataLoss is kExitDataLoss, every
 // other error kExitError, OK kExitOk.
@@ -58,6 +59,8 @@ Command AddCatCommand(CLI::App& app);
 Command AddVerifyCommand(CLI::App& app);
 Command AddIndexCommand(CLI::App& app);
 Command AddInspectCommand(CLI::App& app);
+Command AddConvertCommand(CLI::App& app);
+Command AddExtractCommand(CLI::App& app);
 
 // Sets up the top-level app: description, exit codes in the help, and usage errors printed
 // as "recordflow: usage error: ...".

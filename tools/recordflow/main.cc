@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
       cli::AddVerifyCommand(app),
       cli::AddIndexCommand(app),
       cli::AddInspectCommand(app),
+      cli::AddConvertCommand(app),
+      cli::AddExtractCommand(app),
   };
   // CLI11 reports parse failures by exception; they stop here and never reach the library.
   try {

@@ -1,0 +1,616 @@
+// The parallel writer: workers read, check and transcode inputs; the calling thread writes
+// each shard's records in plan order, so the bytes never depend on thread timing.
+#include "recordflow/convert/convert.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <thread>
+
+#include "json_internal.h"
+#include "recordflow/convert/plan.h"
+#include "recordflow/core/thread_pool.h"
+#include "recordflow/example/example.h"
+#include "recordflow/format/record_writer.h"
+#include "recordflow/image/image.h"
+#include "recordflow/io/file.h"
+
+namespace recordflow::convert {
+namespace fs = std::filesystem;
+using internal::JsonValue;
+using internal::JsonWriter;
+
+namespace {
+
+constexpr const char* kStateDir = ".recordflow-convert";
+
+// What a worker made of one input.
+struct ItemResult {
+  bool ok = false;
+  std::string record;       // serialized Example
+  Status error;             // why it was skipped
+  uint64_t input_bytes = 0;
+  bool transcoded = false;
+};
+
+bool EndsWithCaseless(std::string_view s, std::string_view suffix) {
+  if (s.size() < suffix.size()) return false;
+  for (size_t i = 0; i < suffix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[s.size() - suffix.size() + i])) != suffix[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string StoredColorspace(image::ColorSpace cs) {
+  switch (cs) {
+    case image::ColorSpace::kYCbCr:
+    case image::ColorSpace::kRGB: return "RGB";
+    default: return std::string(image::ColorSpaceName(cs));
+  }
+}
+
+ItemResult ProcessItem(const InputItem& item, const InputListing& listing,
+                       const ConvertOptions& options) {
+  ItemResult result;
+  Result<std::string> bytes = io::ReadFileToString(item.path, options.max_file_size);
+  if (!bytes.ok()) {
+    result.error = bytes.status();
+    return result;
+  }
+  result.input_bytes = bytes->size();
+  const auto data = std::as_bytes(std::span(bytes->data(), bytes->size()));
+  image::ProbeOptions probe_options;
+  probe_options.check_structure = options.verify != VerifyLevel::kHeader;
+  Result<image::ImageInfo> probed = image::Probe(data, probe_options);
+  if (!probed.ok()) {
+    result.error = probed.status();
+    return result;
+  }
+  const image::ImageInfo& info = *probed;
+  if (info.pixels() > options.max_pixels) {
+    result.error = ResourceExhaustedError(
+        "image of " + std::to_string(info.width) + "x" + std::to_string(info.height) +
+        " pixels is over the limit of " + std::to_string(options.max_pixels) + " pixels");
+    return result;
+  }
+  const bool is_jpeg = info.format == image::ImageFormat::kJpeg;
+  bool transcode = false;
+  if (!is_jpeg && options.non_jpeg == NonJpegPolicy::kTranscode) transcode = true;
+  if (options.resize_shorter > 0 && std::min(info.width, info.height) > options.resize_shorter) {
+    transcode = true;
+  }
+  if (options.apply_exif_orientation && info.orientation != 1) transcode = true;
+  if (options.force_rgb && (info.channels != 3 || (info.colorspace != image::ColorSpace::kYCbCr &&
+                                                   info.colorspace != image::ColorSpace::kRGB))) {
+    transcode = true;
+  }
+  std::string encoded;
+  std::string format_name(image::ImageFormatName(info.format));
+  int width = info.width, height = info.height, channels = info.channels;
+  std::string colorspace = StoredColorspace(info.colorspace);
+  if (transcode || options.verify == VerifyLevel::kDecode) {
+    image::DecodeOptions decode_options;
+    decode_options.max_pixels = options.max_pixels;
+    decode_options.apply_orientation = options.apply_exif_orientation;
+    decode_options.desired_channels =
+        (info.decoded_channels() <= 2 && !options.force_rgb) ? 1 : 3;
+    Result<image::Image> decoded = image::Decode(data, decode_options);
+    if (!decoded.ok()) {
+      result.error = decoded.status();
+      return result;
+    }
+    if (transcode) {
+      image::Image pixels = std::move(decoded).value();
+      if (options.resize_shorter > 0 &&
+          std::min(pixels.width, pixels.height) > options.resize_shorter) {
+        int w, h;
+        image::SizeForShorterSide(pixels.width, pixels.height, options.resize_shorter, &w, &h);
+        Result<image::Image> resized = image::Resize(pixels, w, h);
+        if (!resized.ok()) {
+          result.error = resized.status();
+          return result;
+        }
+        pixels = std::move(resized).value();
+      }
+      image::JpegEncodeOptions encode_options;
+      encode_options.quality = options.quality;
+      Result<std::string> jpeg = image::EncodeJpeg(pixels, encode_options);
+      if (!jpeg.ok()) {
+        result.error = jpeg.status();
+        return result;
+      }
+      encoded = std::move(jpeg).value();
+      format_name = "JPEG";
+      width = pixels.width;
+      height = pixels.height;
+      channels = pixels.channels;
+      colorspace = channels == 1 ? "Gray" : "RGB";
+      result.transcoded = true;
+    }
+  }
+  if (!result.transcoded) encoded = std::move(bytes).value();
+
+  example::Features features = item.extra;
+  using example::Feature;
+  features["image/encoded"] = Feature::Bytes({std::move(encoded)});
+  features["image/format"] = Feature::Bytes({format_name});
+  features["image/height"] = Feature::Int64s({height});
+  features["image/width"] = Feature::Int64s({width});
+  features["image/channels"] = Feature::Int64s({channels});
+  features["image/colorspace"] = Feature::Bytes({colorspace});
+  features["image/filename"] = Feature::Bytes({item.filename});
+  if (!item.labels.empty()) {
+    std::vector<int64_t> labels;
+    std::vector<std::string> texts;
+    for (int64_t l : item.labels) {
+      labels.push_back(l + options.label_offset);
+      if (listing.named_classes && l >= 0 && static_cast<size_t>(l) < listing.class_names.size()) {
+        texts.push_back(listing.class_names[l]);
+      }
+    }
+    features["image/class/label"] = Feature::Int64s(std::move(labels));
+    if (!texts.empty()) features["image/class/text"] = Feature::Bytes(std::move(texts));
+  }
+  result.record = example::SerializeExample(features);
+  result.ok = true;
+  return result;
+}
+
+std::string SkippedReason(const Status& s) {
+  return std::string(StatusCodeName(s.code())) + ": " + s.message();
+}
+
+// What a finished shard contributed; also its state file in DST/.recordflow-convert/.
+struct ShardResult {
+  uint64_t records = 0;
+  uint64_t bytes = 0;
+  uint64_t input_bytes = 0;
+  uint64_t transcoded = 0;
+  std::vector<uint64_t> per_class;
+  std::vector<SkippedInput> skipped;
+  bool resumed = false;
+
+  std::string ToJson(const std::string& file) const {
+    std::vector<std::string> counts, skips;
+    for (uint64_t c : per_class) counts.push_back(std::to_string(c));
+    for (const auto& s : skipped) {
+      skips.push_back(JsonWriter().String("path", s.path).String("reason", s.reason).str());
+    }
+    return JsonWriter()
+               .String("file", file)
+               .Uint("records", records)
+               .Uint("bytes", bytes)
+               .Uint("input_bytes", input_bytes)
+               .Uint("transcoded", transcoded)
+               .Raw("per_class", internal::JsonArray(counts))
+               .Raw("skipped", internal::JsonArray(skips))
+               .str() +
+           "\n";
+  }
+
+  static Result<ShardResult> FromJson(const JsonValue& v) {
+    ShardResult r;
+    const JsonValue* records = v.Find("records");
+    const JsonValue* bytes = v.Find("bytes");
+    if (records == nullptr || bytes == nullptr) return DataLossError("incomplete shard state");
+    r.records = static_cast<uint64_t>(records->AsInt());
+    r.bytes = static_cast<uint64_t>(bytes->AsInt());
+    if (const JsonValue* x = v.Find("input_bytes")) r.input_bytes = x->AsInt();
+    if (const JsonValue* x = v.Find("transcoded")) r.transcoded = x->AsInt();
+    if (const JsonValue* x = v.Find("per_class")) {
+      for (const auto& c : x->items) r.per_class.push_back(c.AsInt());
+    }
+    if (const JsonValue* x = v.Find("skipped")) {
+      for (const auto& s : x->items) {
+        const JsonValue* path = s.Find("path");
+        const JsonValue* reason = s.Find("reason");
+        r.skipped.push_back({path ? path->text : "", reason ? reason->text : ""});
+      }
+    }
+    return r;
+  }
+};
+
+std::optional<uint64_t> FileSize(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return static_cast<uint64_t>(st.st_size);
+}
+
+bool IsOutputName(const std::string& name) {
+  static const std::regex kShard(
+      R"((train|validation)-[0-9]{5}-of-[0-9]{5}\.tfrecord(\.gz|\.zz)?(\.idx)?)");
+  return std::regex_match(name, kShard);
+}
+
+// A temporary file of an interrupted AtomicFileWriter for one of our outputs.
+bool IsStaleTemp(const std::string& name) {
+  if (name.empty() || name[0] != '.') return false;
+  const size_t tmp = name.find(".tmp-");
+  return tmp != std::string::npos && IsOutputName(name.substr(1, tmp - 1));
+}
+
+// Prepares DST: refuses to mix with an earlier conversion unless resume/overwrite say how.
+// Returns the resumable plan hash found there (empty when none).
+Result<std::string> PrepareDestination(const std::string& dst, const ConvertOptions& options) {
+  std::error_code ec;
+  fs::create_directories(dst, ec);
+  if (ec) return ErrnoToStatus(ec.value(), "cannot create", dst);
+  const std::string state_dir = dst + "/" + kStateDir;
+  std::vector<std::string> outputs, temps;
+  for (fs::directory_iterator it(dst, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (IsOutputName(name)) outputs.push_back(name);
+    if (IsStaleTemp(name)) temps.push_back(name);
+  }
+  if (ec) return ErrnoToStatus(ec.value(), "cannot list", dst);
+  for (const auto& name : temps) fs::remove(dst + "/" + name, ec);
+  const bool has_state = fs::exists(state_dir, ec);
+  if (options.overwrite) {
+    for (const auto& name : outputs) fs::remove(dst + "/" + name, ec);
+    fs::remove_all(state_dir, ec);
+    fs::remove(dst + "/labels.txt", ec);
+    fs::remove(dst + "/summary.json", ec);
+    fs::create_directories(state_dir, ec);
+    if (ec) return ErrnoToStatus(ec.value(), "cannot create", state_dir);
+    return std::string();
+  }
+  if (!options.resume && (has_state || !outputs.empty())) {
+    return AlreadyExistsError("'" + dst + "' already holds converted shards; use resume to finish "
+                              "an interrupted run, or overwrite to replace them");
+  }
+  std::string hash;
+  if (has_state) {
+    Result<std::string> text = io::ReadFileToString(state_dir + "/plan.json", 1 << 20);
+    if (text.ok()) {
+      Result<JsonValue> plan = internal::ParseJson(*text);
+      if (plan.ok() && plan->Find("plan_hash") != nullptr) hash = plan->Find("plan_hash")->text;
+    }
+  } else if (!outputs.empty()) {
+    return FailedPreconditionError("cannot resume in '" + dst + "': it holds shards but no " +
+                                   kStateDir + " folder (not made by recordflow convert?); use "
+                                   "overwrite");
+  }
+  fs::create_directories(state_dir, ec);
+  if (ec) return ErrnoToStatus(ec.value(), "cannot create", state_dir);
+  return hash;
+}
+
+}  // namespace
+
+Result<ConvertSummary> Convert(const std::string& src, const std::string& dst,
+                               const ConvertOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  if (options.quality < 1 || options.quality > 100) {
+    return InvalidArgumentError("quality must be 1..100 (got " + std::to_string(options.quality) + ")");
+  }
+  if (options.resize_shorter < 0) return InvalidArgumentError("resize_shorter must be >= 0");
+  if (options.resume && options.overwrite) {
+    return InvalidArgumentError("resume and overwrite exclude each other");
+  }
+  if (options.write_index && options.compression != format::Compression::kNone) {
+    // Index files need random access; a compressed shard has none. Not an error: the
+    // default asks for indexes, and GZIP output simply has none.
+  }
+  // 1. Plan.
+  Result<InputListing> listing = InvalidArgumentError("unreachable");
+  std::error_code ec;
+  if (fs::is_regular_file(src, ec) &&
+      (EndsWithCaseless(src, ".csv") || EndsWithCaseless(src, ".jsonl") ||
+       EndsWithCaseless(src, ".ndjson") || EndsWithCaseless(src, ".json"))) {
+    listing = ReadManifest(src, options);
+  } else {
+    listing = ListImageFolder(src);
+  }
+  if (!listing.ok()) return listing.status();
+  if (options.strict && !listing->skipped.empty()) {
+    return InvalidArgumentError("strict: " + listing->skipped[0].path + ": " +
+                                listing->skipped[0].reason);
+  }
+  RF_ASSIGN_OR_RETURN(Plan plan, MakePlan(std::move(listing).value(), options));
+  const InputListing& inputs = plan.listing;
+
+  // 2. Destination, resume state.
+  RF_ASSIGN_OR_RETURN(std::string previous_hash, PrepareDestination(dst, options));
+  const std::string state_dir = dst + "/" + kStateDir;
+  if (!previous_hash.empty() && previous_hash != plan.HashHex()) {
+    return FailedPreconditionError(
+        "cannot resume in '" + dst + "': it was started with different input or options (plan " +
+        previous_hash + ", now " + plan.HashHex() + "); use the same ones, or overwrite");
+  }
+  io::AtomicFileOptions file_options;
+  file_options.sync = options.sync;
+  RF_RETURN_IF_ERROR(io::WriteStringToFileAtomic(
+      state_dir + "/plan.json",
+      JsonWriter().String("plan_hash", plan.HashHex()).Uint("inputs", inputs.items.size())
+              .Uint("shards", plan.shards.size()).str() + "\n",
+      file_options));
+  if (inputs.named_classes) {
+    std::string labels;
+    for (const auto& name : inputs.class_names) labels += name + "\n";
+    RF_RETURN_IF_ERROR(io::WriteStringToFileAtomic(dst + "/labels.txt", labels, file_options));
+  }
+
+  const bool indexed = options.write_index && options.compression == format::Compression::kNone;
+  std::vector<ShardResult> results(plan.shards.size());
+  std::vector<bool> done(plan.shards.size(), false);
+  ConvertProgress progress;
+  progress.total = inputs.items.size();
+  if (options.resume) {
+    for (size_t s = 0; s < plan.shards.size(); ++s) {
+      const std::string file = plan.shards[s].file;
+      Result<std::string> text = io::ReadFileToString(state_dir + "/" + file + ".json", 1 << 26);
+      if (!text.ok()) continue;
+      Result<JsonValue> json = internal::ParseJson(*text);
+      if (!json.ok()) continue;
+      Result<ShardResult> r = ShardResult::FromJson(*json);
+      if (!r.ok()) continue;
+      // Complete = published under its final name with the size its state file records.
+      if (FileSize(dst + "/" + file) != r->bytes) continue;
+      if (indexed && !FileSize(dst + "/" + file + ".idx")) continue;
+      r->resumed = true;
+      results[s] = std::move(r).value();
+      done[s] = true;
+      progress.done += plan.shards[s].items.size();
+      progress.skipped += results[s].skipped.size();
+      progress.bytes_out += results[s].bytes;
+    }
+  }
+
+  // 3. Work list: every item of every shard still to write, in write order.
+  struct Work {
+    uint32_t shard;
+    uint32_t item;
+  };
+  std::vector<Work> work;
+  for (size_t s = 0; s < plan.shards.size(); ++s) {
+    if (done[s]) continue;
+    for (uint32_t i : plan.shards[s].items) work.push_back({static_cast<uint32_t>(s), i});
+  }
+  const int threads = options.num_threads > 0
+                          ? options.num_threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Bounded: at most `window` results wait for the writer.
+  const size_t window = static_cast<size_t>(threads) * 8;
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable space_cv, ready_cv;
+    size_t next = 0;      // next work index to claim
+    size_t consumed = 0;  // work items the writer took
+    bool cancelled = false;
+    std::map<size_t, ItemResult> ready;
+  } shared;
+  Status failure;
+  {
+    ThreadPool pool(std::min<int>(threads, static_cast<int>(std::max<size_t>(work.size(), 1))));
+    // Stops the workers on every way out of this block (the pool's destructor joins them).
+    struct Canceller {
+      Shared* shared;
+      ~Canceller() {
+        std::lock_guard<std::mutex> lock(shared->mu);
+        shared->cancelled = true;
+        shared->space_cv.notify_all();
+      }
+    } canceller{&shared};
+    for (int t = 0; t < pool.num_threads(); ++t) {
+      pool.Schedule([&] {
+        while (true) {
+          size_t seq;
+          {
+            std::unique_lock<std::mutex> lock(shared.mu);
+            shared.space_cv.wait(lock, [&] {
+              return shared.cancelled || shared.next >= work.size() ||
+                     shared.next < shared.consumed + window;
+            });
+            if (shared.cancelled || shared.next >= work.size()) return;
+            seq = shared.next++;
+          }
+          ItemResult r = ProcessItem(inputs.items[work[seq].item], inputs, options);
+          {
+            std::lock_guard<std::mutex> lock(shared.mu);
+            shared.ready.emplace(seq, std::move(r));
+          }
+          shared.ready_cv.notify_all();
+        }
+      });
+    }
+
+    // Shards being published in the background, oldest first.
+    constexpr size_t kMaxClosing = 2;
+    std::deque<std::future<Status>> closing;
+    auto drain_one = [&] {
+      Status closed = closing.front().get();
+      closing.pop_front();
+      if (failure.ok()) failure = std::move(closed);
+    };
+    auto last_report = std::chrono::steady_clock::now();
+    size_t seq = 0;
+    for (size_t s = 0; s < plan.shards.size() && failure.ok(); ++s) {
+      if (done[s]) continue;
+      const ShardPlan& shard = plan.shards[s];
+      ShardResult& shard_result = results[s];
+      if (inputs.named_classes) shard_result.per_class.assign(inputs.class_names.size(), 0);
+      format::RecordWriterOptions writer_options;
+      writer_options.compression = options.compression;
+      writer_options.write_index = indexed;
+      writer_options.sync = options.sync;
+      const std::string path = dst + "/" + shard.file;
+      Result<std::unique_ptr<format::RecordWriter>> writer =
+          format::RecordWriter::Open(path, writer_options);
+      if (!writer.ok()) {
+        failure = writer.status();
+        break;
+      }
+      for (size_t k = 0; k < shard.items.size(); ++k, ++seq) {
+        ItemResult r;
+        {
+          std::unique_lock<std::mutex> lock(shared.mu);
+          shared.ready_cv.wait(lock, [&] { return shared.ready.count(seq) != 0; });
+          auto it = shared.ready.find(seq);
+          r = std::move(it->second);
+          shared.ready.erase(it);
+          shared.consumed = seq + 1;
+        }
+        shared.space_cv.notify_all();
+        const InputItem& item = inputs.items[work[seq].item];
+        shard_result.input_bytes += r.input_bytes;
+        ++progress.done;
+        if (!r.ok) {
+          if (options.strict) {
+            failure = r.error.WithContext("strict: '" + item.path + "'");
+            break;
+          }
+          shard_result.skipped.push_back({item.path, SkippedReason(r.error)});
+          ++progress.skipped;
+        } else {
+          Status written = (*writer)->WriteRecord(std::as_bytes(std::span(r.record.data(), r.record.size())));
+          if (!written.ok()) {
+            failure = written;
+            break;
+          }
+          ++shard_result.records;
+          shard_result.transcoded += r.transcoded;
+          progress.bytes_out += r.record.size() + 16;
+          if (inputs.named_classes) {
+            for (int64_t l : item.labels) {
+              if (l >= 0 && static_cast<size_t>(l) < shard_result.per_class.size()) ++shard_result.per_class[l];
+            }
+          }
+        }
+        if (options.progress) {
+          const auto now = std::chrono::steady_clock::now();
+          if (now - last_report >= std::chrono::milliseconds(100)) {
+            last_report = now;
+            progress.seconds = elapsed();
+            options.progress(progress);
+          }
+        }
+      }
+      if (!failure.ok()) {
+        (*writer)->Abort();
+        break;
+      }
+      // Publishing (flush, fsync, rename, index, state file) runs beside the next shard's
+      // writing: with sync on, the fsync would otherwise idle every worker.
+      std::shared_ptr<format::RecordWriter> finished = std::move(writer).value();
+      closing.push_back(std::async(
+          std::launch::async,
+          [finished, &shard_result, path, state_path = state_dir + "/" + shard.file + ".json",
+           file = shard.file, &file_options]() -> Status {
+            RF_RETURN_IF_ERROR(finished->Close());
+            shard_result.bytes = FileSize(path).value_or(0);
+            return io::WriteStringToFileAtomic(state_path, shard_result.ToJson(file),
+                                               file_options);
+          }));
+      while (closing.size() > kMaxClosing) drain_one();
+    }
+    while (!closing.empty()) drain_one();
+  }
+  if (!failure.ok()) return failure;
+
+  // 4. Summary.
+  ConvertSummary summary;
+  summary.source = src;
+  summary.destination = dst;
+  summary.class_names = inputs.named_classes ? inputs.class_names : std::vector<std::string>();
+  summary.label_offset = options.label_offset;
+  summary.inputs = inputs.items.size();
+  summary.skipped = inputs.skipped;
+  for (size_t s = 0; s < plan.shards.size(); ++s) {
+    const ShardPlan& shard = plan.shards[s];
+    const ShardResult& r = results[s];
+    if (summary.splits.empty() || summary.splits.back().name != shard.split) {
+      SplitSummary split;
+      split.name = shard.split;
+      split.per_class.assign(summary.class_names.size(), 0);
+      summary.splits.push_back(std::move(split));
+    }
+    SplitSummary& split = summary.splits.back();
+    split.records += r.records;
+    split.bytes += r.bytes;
+    for (size_t c = 0; c < r.per_class.size() && c < split.per_class.size(); ++c) {
+      split.per_class[c] += r.per_class[c];
+    }
+    split.shards.push_back({shard.file, r.records, r.bytes, r.resumed});
+    summary.records += r.records;
+    summary.output_bytes += r.bytes;
+    summary.input_bytes += r.input_bytes;
+    summary.transcoded += r.transcoded;
+    summary.resumed_shards += r.resumed;
+    if (!r.resumed) summary.records_this_run += r.records;
+    summary.skipped.insert(summary.skipped.end(), r.skipped.begin(), r.skipped.end());
+  }
+  summary.seconds = elapsed();
+  if (options.progress) {
+    progress.seconds = summary.seconds;
+    options.progress(progress);
+  }
+  RF_RETURN_IF_ERROR(io::WriteStringToFileAtomic(dst + "/summary.json", summary.ToJson() + "\n",
+                                                 file_options));
+  return summary;
+}
+
+std::string ConvertSummary::ToJson() const {
+  std::vector<std::string> classes, splits_json, skipped_json;
+  for (const auto& c : class_names) classes.push_back(internal::JsonQuote(c));
+  JsonWriter splits_obj;
+  for (const auto& split : splits) {
+    std::vector<std::string> shards;
+    for (const auto& shard : split.shards) {
+      shards.push_back(JsonWriter()
+                           .String("file", shard.file)
+                           .Uint("records", shard.records)
+                           .Uint("bytes", shard.bytes)
+                           .Bool("resumed", shard.resumed)
+                           .str());
+    }
+    JsonWriter per_class;
+    for (size_t c = 0; c < split.per_class.size() && c < class_names.size(); ++c) {
+      per_class.Uint(class_names[c], split.per_class[c]);
+    }
+    splits_obj.Raw(split.name, JsonWriter()
+                                   .Uint("records", split.records)
+                                   .Uint("bytes", split.bytes)
+                                   .Raw("per_class", per_class.str())
+                                   .Raw("shards", internal::JsonArray(shards))
+                                   .str());
+  }
+  for (const auto& s : skipped) {
+    skipped_json.push_back(JsonWriter().String("path", s.path).String("reason", s.reason).str());
+  }
+  return JsonWriter()
+      .String("source", source)
+      .String("destination", destination)
+      .Uint("num_classes", class_names.size())
+      .Raw("classes", internal::JsonArray(classes))
+      .Int("label_offset", label_offset)
+      .Uint("inputs", inputs)
+      .Uint("records", records)
+      .Uint("skipped_count", skipped.size())
+      .Uint("transcoded", transcoded)
+      .Uint("input_bytes", input_bytes)
+      .Uint("output_bytes", output_bytes)
+      .Uint("resumed_shards", resumed_shards)
+      .Double("seconds", seconds)
+      .Double("images_per_second",
+              seconds > 0 ? static_cast<double>(records_this_run) / seconds : 0.0)
+      .Raw("splits", splits_obj.str())
+      .Raw("skipped", internal::JsonArray(skipped_json))
+      .str();
+}
+
+}  // namespace recordflow::convert

@@ -1,0 +1,287 @@
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "json_internal.h"
+
+namespace recordflow::convert::internal {
+namespace {
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : s_(text) {}
+
+  Result<JsonValue> ParseDocument() {
+    JsonValue v;
+    RF_RETURN_IF_ERROR(ParseValue(&v, 0));
+    SkipSpace();
+    if (pos_ != s_.size()) return Error("trailing characters");
+    return v;
+  }
+
+ private:
+  Status Error(std::string_view what) const {
+    return InvalidArgumentError("invalid JSON at byte " + std::to_string(pos_) + ": " +
+                                std::string(what));
+  }
+  void SkipSpace() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' ||
+                                s_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+  bool Consume(std::string_view word) {
+    if (s_.substr(pos_, word.size()) != word) return false;
+    pos_ += word.size();
+    return true;
+  }
+  static void AppendUtf8(uint32_t cp, std::string* out) {
+    if (cp < 0x80) {
+      out->push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+  }
+  Result<uint32_t> Hex4() {
+    if (pos_ + 4 > s_.size()) return Error("truncated \\u escape");
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) {
+      char c = s_[pos_++];
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= c - '0';
+      else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+      else return Error("bad \\u escape");
+    }
+    return v;
+  }
+  Status ParseString(std::string* out) {
+    ++pos_;  // opening quote
+    while (true) {
+      if (pos_ >= s_.size()) return Error("unterminated string");
+      char c = s_[pos_++];
+      if (c == '"') return Status::OK();
+      if (static_cast<unsigned char>(c) < 0x20) return Error("control character in string");
+      if (c != '\\') {
+        out->push_back(c);
+        continue;
+      }
+      if (pos_ >= s_.size()) return Error("unterminated escape");
+      char e = s_[pos_++];
+      switch (e) {
+        case '"': out->push_back('"'); break;
+        case '\\': out->push_back('\\'); break;
+        case '/': out->push_back('/'); break;
+        case 'b': out->push_back('\b'); break;
+        case 'f': out->push_back('\f'); break;
+        case 'n': out->push_back('\n'); break;
+        case 'r': out->push_back('\r'); break;
+        case 't': out->push_back('\t'); break;
+        case 'u': {
+          RF_ASSIGN_OR_RETURN(uint32_t cp, Hex4());
+          if (cp >= 0xD800 && cp < 0xDC00 && Consume("\\u")) {
+            RF_ASSIGN_OR_RETURN(uint32_t lo, Hex4());
+            if (lo >= 0xDC00 && lo < 0xE000) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          }
+          AppendUtf8(cp, out);
+          break;
+        }
+        default: return Error("bad escape");
+      }
+    }
+  }
+  Status ParseValue(JsonValue* v, int depth) {
+    if (depth > 64) return Error("nested too deeply");
+    SkipSpace();
+    if (pos_ >= s_.size()) return Error("unexpected end");
+    char c = s_[pos_];
+    if (c == '{') {
+      v->type = JsonValue::Type::kObject;
+      ++pos_;
+      SkipSpace();
+      if (Consume("}")) return Status::OK();
+      while (true) {
+        SkipSpace();
+        if (pos_ >= s_.size() || s_[pos_] != '"') return Error("expected a member name");
+        std::string key;
+        RF_RETURN_IF_ERROR(ParseString(&key));
+        SkipSpace();
+        if (!Consume(":")) return Error("expected ':'");
+        JsonValue member;
+        RF_RETURN_IF_ERROR(ParseValue(&member, depth + 1));
+        v->member_names.push_back(std::move(key));
+        v->member_values.push_back(std::move(member));
+        SkipSpace();
+        if (Consume("}")) return Status::OK();
+        if (!Consume(",")) return Error("expected ',' or '}'");
+      }
+    }
+    if (c == '[') {
+      v->type = JsonValue::Type::kArray;
+      ++pos_;
+      SkipSpace();
+      if (Consume("]")) return Status::OK();
+      while (true) {
+        JsonValue item;
+        RF_RETURN_IF_ERROR(ParseValue(&item, depth + 1));
+        v->items.push_back(std::move(item));
+        SkipSpace();
+        if (Consume("]")) return Status::OK();
+        if (!Consume(",")) return Error("expected ',' or ']'");
+      }
+    }
+    if (c == '"') {
+      v->type = JsonValue::Type::kString;
+      return ParseString(&v->text);
+    }
+    if (Consume("true")) { v->type = JsonValue::Type::kBool; v->boolean = true; return Status::OK(); }
+    if (Consume("false")) { v->type = JsonValue::Type::kBool; return Status::OK(); }
+    if (Consume("null")) return Status::OK();
+    size_t start = pos_;
+    if (pos_ < s_.size() && s_[pos_] == '-') ++pos_;
+    bool digits = false;
+    while (pos_ < s_.size() && ((s_[pos_] >= '0' && s_[pos_] <= '9') || s_[pos_] == '.' ||
+                                s_[pos_] == 'e' || s_[pos_] == 'E' || s_[pos_] == '+' ||
+                                s_[pos_] == '-')) {
+      digits |= s_[pos_] >= '0' && s_[pos_] <= '9';
+      ++pos_;
+    }
+    if (!digits) return Error("unexpected character");
+    v->type = JsonValue::Type::kNumber;
+    v->text = std::string(s_.substr(start, pos_ - start));
+    return Status::OK();
+  }
+
+  std::string_view s_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+const JsonValue* JsonValue::Find(std::string_view key) const {
+  for (size_t i = 0; i < member_names.size(); ++i) {
+    if (member_names[i] == key) return &member_values[i];
+  }
+  return nullptr;
+}
+
+bool JsonValue::is_integer() const {
+  if (type != Type::kNumber || text.empty()) return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (!(text[i] >= '0' && text[i] <= '9') && !(i == 0 && text[i] == '-')) return false;
+  }
+  return text != "-";
+}
+
+int64_t JsonValue::AsInt() const {
+  return is_integer() ? std::strtoll(text.c_str(), nullptr, 10) : 0;
+}
+
+double JsonValue::AsDouble() const {
+  return type == Type::kNumber ? std::strtod(text.c_str(), nullptr) : 0.0;
+}
+
+Result<JsonValue> ParseJson(std::string_view text) { return Parser(text).ParseDocument(); }
+
+std::string JsonQuote(std::string_view s) {
+  std::string out = "\"";
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default:
+          if (c < 0x20 || c == 0x7F) {
+            char buf[8];
+            std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+            out += buf;
+          } else {
+            out.push_back(static_cast<char>(c));
+          }
+      }
+      ++i;
+      continue;
+    }
+    // Validate one UTF-8 sequence; copy it or emit U+FFFD.
+    int len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+    if (c >= 0xF5) len = 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (int k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out + "\"";
+}
+
+void JsonWriter::Key(std::string_view key) {
+  if (body_.size() > 1) body_ += ", ";
+  body_ += JsonQuote(key);
+  body_ += ": ";
+}
+JsonWriter& JsonWriter::String(std::string_view key, std::string_view value) {
+  Key(key);
+  body_ += JsonQuote(value);
+  return *this;
+}
+JsonWriter& JsonWriter::Int(std::string_view key, int64_t value) {
+  Key(key);
+  body_ += std::to_string(value);
+  return *this;
+}
+JsonWriter& JsonWriter::Uint(std::string_view key, uint64_t value) {
+  Key(key);
+  body_ += std::to_string(value);
+  return *this;
+}
+JsonWriter& JsonWriter::Double(std::string_view key, double value) {
+  Key(key);
+  if (!std::isfinite(value)) {
+    body_ += "null";
+  } else {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.6g", value);
+    body_ += buf;
+  }
+  return *this;
+}
+JsonWriter& JsonWriter::Bool(std::string_view key, bool value) {
+  Key(key);
+  body_ += value ? "true" : "false";
+  return *this;
+}
+JsonWriter& JsonWriter::Raw(std::string_view key, std::string_view json) {
+  Key(key);
+  body_ += json;
+  return *this;
+}
+
+std::string JsonArray(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ", ";
+    out += items[i];
+  }
+  return out + "]";
+}
+
+}  // namespace recordflow::convert::internal

@@ -1,0 +1,291 @@
+#include "recordflow/convert/plan.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "convert_internal.h"
+
+namespace recordflow::convert {
+namespace fs = std::filesystem;
+
+namespace internal {
+
+uint64_t Rng::Next() {
+  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t Rng::Below(uint64_t n) {
+  // Rejection sampling: no modulo bias, and the same sequence everywhere.
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+  uint64_t v;
+  do {
+    v = Next();
+  } while (v >= limit);
+  return v % n;
+}
+
+void Hasher::Add(std::string_view bytes) {
+  for (unsigned char c : bytes) {
+    h_ ^= c;
+    h_ *= 0x100000001B3ull;
+  }
+  // Length suffix: "ab"+"c" and "a"+"bc" hash differently.
+  const uint64_t n = bytes.size();
+  for (int i = 0; i < 8; ++i) {
+    h_ ^= (n >> (8 * i)) & 0xFF;
+    h_ *= 0x100000001B3ull;
+  }
+}
+
+void Hasher::AddInt(int64_t v) { Add(std::to_string(v)); }
+
+}  // namespace internal
+
+namespace {
+
+bool IsHidden(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return !name.empty() && name[0] == '.';
+}
+
+Status FsError(const std::error_code& ec, std::string_view what, const std::string& path) {
+  return ErrnoToStatus(ec.value(), what, path);
+}
+
+}  // namespace
+
+Result<InputListing> ListImageFolder(const std::string& root) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(root, ec);
+  if (ec || !fs::exists(st)) return NotFoundError("source folder '" + root + "' does not exist");
+  if (!fs::is_directory(st)) {
+    return InvalidArgumentError("'" + root + "' is neither a folder nor a .csv/.jsonl manifest");
+  }
+  InputListing listing;
+  std::vector<std::string> class_dirs;
+  std::vector<std::string> stray;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    if (IsHidden(it->path())) continue;
+    std::error_code type_ec;
+    if (it->is_directory(type_ec)) {
+      class_dirs.push_back(it->path().filename().string());
+    } else {
+      stray.push_back(it->path().filename().string());
+    }
+  }
+  if (ec) return FsError(ec, "cannot list", root);
+  std::sort(class_dirs.begin(), class_dirs.end());
+  std::sort(stray.begin(), stray.end());
+  if (class_dirs.empty()) {
+    return InvalidArgumentError("no class folders in '" + root +
+                                "' (expected one sub-folder per class, e.g. " + root +
+                                "/cat/001.jpg)");
+  }
+  const std::string prefix = root.empty() || root.back() == '/' ? root : root + "/";
+  for (const std::string& name : stray) {
+    listing.skipped.push_back({prefix + name, "not in a class folder"});
+  }
+  listing.class_names = class_dirs;
+  for (size_t c = 0; c < class_dirs.size(); ++c) {
+    const std::string dir = prefix + class_dirs[c];
+    std::vector<std::string> files;  // relative to the class folder
+    fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      if (IsHidden(it->path())) {
+        if (it->is_directory()) it.disable_recursion_pending();
+        continue;
+      }
+      std::error_code type_ec;
+      if (it->is_directory(type_ec)) continue;
+      files.push_back(fs::relative(it->path(), dir, type_ec).string());
+    }
+    if (ec) {
+      listing.skipped.push_back({dir, "cannot list class folder: " + ec.message()});
+      ec.clear();
+      continue;
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) {
+      listing.skipped.push_back({dir, "empty class folder (its label is kept)"});
+      continue;
+    }
+    for (std::string& rel : files) {
+      InputItem item;
+      item.path = dir + "/" + rel;
+      struct stat file_st;
+      if (::stat(item.path.c_str(), &file_st) == 0) item.size = static_cast<uint64_t>(file_st.st_size);
+      item.filename = std::move(rel);
+      item.labels = {static_cast<int64_t>(c)};
+      listing.items.push_back(std::move(item));
+    }
+  }
+  return listing;
+}
+
+std::string ShardFileName(const std::string& split, int index, int count,
+                          format::Compression compression) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "-%05d-of-%05d.tfrecord", index, count);
+  std::string name = split + buf;
+  if (compression == format::Compression::kGzip) name += ".gz";
+  if (compression == format::Compression::kZlib) name += ".zz";
+  return name;
+}
+
+std::string Plan::HashHex() const {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(hash));
+  return buf;
+}
+
+namespace {
+
+// Cuts `items` into `count` shards: by count (equal sizes, +-1) or, when `by_bytes`, so that
+// each shard holds about the same input bytes (each item goes where the middle of its byte
+// range falls).
+std::vector<std::vector<uint32_t>> CutShards(const std::vector<uint32_t>& items, int count,
+                                             bool by_bytes, const InputListing& listing) {
+  std::vector<std::vector<uint32_t>> shards(count);
+  const size_t n = items.size();
+  if (!by_bytes) {
+    for (int s = 0; s < count; ++s) {
+      const size_t begin = n * s / count, end = n * (s + 1) / count;
+      shards[s].assign(items.begin() + begin, items.begin() + end);
+    }
+    return shards;
+  }
+  long double total = 0;
+  for (uint32_t i : items) total += static_cast<long double>(listing.items[i].size) + 1;
+  long double before = 0;
+  for (uint32_t i : items) {
+    const long double size = static_cast<long double>(listing.items[i].size) + 1;
+    const long double middle = before + size / 2;
+    int s = static_cast<int>(middle * count / total);
+    s = std::clamp(s, 0, count - 1);
+    shards[s].push_back(i);
+    before += size;
+  }
+  return shards;
+}
+
+}  // namespace
+
+Result<Plan> MakePlan(InputListing listing, const ConvertOptions& options) {
+  if (!(options.val_fraction >= 0.0 && options.val_fraction < 1.0)) {
+    return InvalidArgumentError("val_fraction must be in [0, 1) (got " +
+                                std::to_string(options.val_fraction) + ")");
+  }
+  if (options.train_shards < 0 || options.validation_shards < 0) {
+    return InvalidArgumentError("shard counts must not be negative");
+  }
+  if (options.train_shards == 0 && options.shard_size == 0) {
+    return InvalidArgumentError("give a shard count or a shard size");
+  }
+  if (listing.items.size() > UINT32_MAX) return InvalidArgumentError("too many inputs");
+  Plan plan;
+  internal::Rng rng(options.seed);
+
+  // Stratified split: per first label, in label order.
+  std::map<int64_t, std::vector<uint32_t>> groups;
+  for (uint32_t i = 0; i < listing.items.size(); ++i) {
+    const auto& labels = listing.items[i].labels;
+    groups[labels.empty() ? -1 : labels[0]].push_back(i);
+  }
+  std::vector<uint32_t> train, validation;
+  for (auto& [label, members] : groups) {
+    const size_t n_val =
+        static_cast<size_t>(std::llround(options.val_fraction * static_cast<double>(members.size())));
+    internal::Shuffle(&members, &rng);
+    validation.insert(validation.end(), members.begin(), members.begin() + n_val);
+    train.insert(train.end(), members.begin() + n_val, members.end());
+  }
+  std::sort(train.begin(), train.end());
+  std::sort(validation.begin(), validation.end());
+  if (options.shuffle) {
+    internal::Shuffle(&train, &rng);
+    internal::Shuffle(&validation, &rng);
+  }
+
+  auto bytes_of = [&](const std::vector<uint32_t>& items) {
+    uint64_t total = 0;
+    for (uint32_t i : items) total += listing.items[i].size;
+    return total;
+  };
+  auto count_by_size = [&](const std::vector<uint32_t>& items) {
+    const uint64_t shards = (bytes_of(items) + options.shard_size - 1) / options.shard_size;
+    return static_cast<int>(std::clamp<uint64_t>(shards, 1, std::max<size_t>(items.size(), 1)));
+  };
+  const bool by_bytes = options.train_shards == 0;
+  int train_count = by_bytes ? count_by_size(train) : options.train_shards;
+  int val_count = 0;
+  const bool with_validation = options.val_fraction > 0;
+  if (with_validation) {
+    if (options.validation_shards > 0) {
+      val_count = options.validation_shards;
+    } else if (!by_bytes) {
+      val_count = std::max(1, static_cast<int>(std::lround(
+                                  options.train_shards * options.val_fraction /
+                                  (1.0 - options.val_fraction))));
+    } else {
+      val_count = count_by_size(validation);
+    }
+  }
+  auto add_split = [&](const std::string& split, const std::vector<uint32_t>& items, int count,
+                       bool split_by_bytes) {
+    auto cut = CutShards(items, count, split_by_bytes, listing);
+    for (int s = 0; s < count; ++s) {
+      ShardPlan shard;
+      shard.split = split;
+      shard.index = s;
+      shard.count = count;
+      shard.file = ShardFileName(split, s, count, options.compression);
+      shard.items = std::move(cut[s]);
+      plan.shards.push_back(std::move(shard));
+    }
+  };
+  add_split("train", train, train_count, by_bytes);
+  if (with_validation) add_split("validation", validation, val_count, options.validation_shards == 0 && by_bytes);
+
+  // Everything that decides the output bytes.
+  internal::Hasher h;
+  h.Add("recordflow-convert-v1");
+  h.Add(std::to_string(options.val_fraction));
+  h.AddInt(static_cast<int64_t>(options.seed));
+  h.AddInt(options.shuffle);
+  h.AddInt(static_cast<int64_t>(options.compression));
+  h.AddInt(options.write_index);
+  h.AddInt(options.label_offset);
+  h.AddInt(static_cast<int64_t>(options.non_jpeg));
+  h.AddInt(options.resize_shorter);
+  h.AddInt(options.quality);
+  h.AddInt(options.force_rgb);
+  h.AddInt(options.apply_exif_orientation);
+  h.AddInt(static_cast<int64_t>(options.verify));
+  h.AddInt(static_cast<int64_t>(options.max_pixels));
+  h.AddInt(static_cast<int64_t>(options.max_file_size));
+  for (const auto& name : listing.class_names) h.Add(name);
+  for (const auto& item : listing.items) {
+    h.Add(item.path);
+    h.Add(item.filename);
+    h.AddInt(static_cast<int64_t>(item.size));
+    for (int64_t l : item.labels) h.AddInt(l);
+    h.Add(example::SerializeExample(item.extra));
+  }
+  for (const auto& shard : plan.shards) {
+    h.Add(shard.file);
+    for (uint32_t i : shard.items) h.AddInt(i);
+  }
+  plan.hash = h.value();
+  plan.listing = std::move(listing);
+  return plan;
+}
+
+}  // namespace recordflow::convert

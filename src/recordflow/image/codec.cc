@@ -1,0 +1,506 @@
+// Decoders (libjpeg-turbo, libpng, giflib, libwebp, a built-in BMP reader) and the JPEG encoder.
+//
+// libjpeg reports errors by longjmp. Everything a longjmp may cross is plain C state, and every
+// C++ object that changes after setjmp lives on the heap behind a pointer set before it, so
+// the jump never skips a destructor and never reads an indeterminate local.
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+// jpeglib.h needs FILE and size_t declared first.
+#include <jerror.h>
+#include <jpeglib.h>
+#include <png.h>
+
+#ifdef RF_HAVE_GIF
+#include <gif_lib.h>
+#endif
+#ifdef RF_HAVE_WEBP
+#include <webp/decode.h>
+#endif
+
+#include "recordflow/image/image.h"
+#include "image_internal.h"
+
+namespace recordflow::image {
+namespace {
+
+// ---- JPEG -----------------------------------------------------------------------------------
+
+struct JpegErrorManager {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  bool premature_end = false;
+};
+
+void JpegErrorExit(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+void JpegEmitMessage(j_common_ptr cinfo, int msg_level) {
+  auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
+  // A warning (level -1). "Premature end of JPEG file" means the pixels past the cut are made
+  // up by the decoder: that is corrupt data, not a cosmetic problem.
+  if (msg_level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF && !err->premature_end) {
+    err->premature_end = true;
+    (*cinfo->err->format_message)(cinfo, err->message);
+  }
+}
+
+struct JpegDecodeState {
+  jpeg_decompress_struct cinfo;
+  JpegErrorManager err;
+  Image image;
+  std::vector<uint8_t> cmyk_row;
+  bool created = false;
+  ~JpegDecodeState() {
+    if (created) jpeg_destroy_decompress(&cinfo);
+  }
+};
+
+Status DecodeJpegInto(std::span<const std::byte> data, const ImageInfo& info, Image* out) {
+  auto state = std::make_unique<JpegDecodeState>();
+  JpegDecodeState* s = state.get();
+  s->cinfo.err = jpeg_std_error(&s->err.pub);
+  s->err.pub.error_exit = JpegErrorExit;
+  s->err.pub.emit_message = JpegEmitMessage;
+  if (setjmp(s->err.jump) != 0) {
+    return DataLossError(std::string("corrupt JPEG: ") + s->err.message);
+  }
+  jpeg_create_decompress(&s->cinfo);
+  s->created = true;
+  jpeg_mem_src(&s->cinfo, reinterpret_cast<const unsigned char*>(data.data()),
+               static_cast<unsigned long>(data.size()));
+  jpeg_read_header(&s->cinfo, TRUE);
+  const bool cmyk = s->cinfo.jpeg_color_space == JCS_CMYK || s->cinfo.jpeg_color_space == JCS_YCCK;
+  if (cmyk) {
+    s->cinfo.out_color_space = JCS_CMYK;
+  } else if (s->cinfo.num_components == 1) {
+    s->cinfo.out_color_space = JCS_GRAYSCALE;
+  } else {
+    s->cinfo.out_color_space = JCS_RGB;
+  }
+  s->cinfo.dct_method = JDCT_ISLOW;
+  jpeg_start_decompress(&s->cinfo);
+  const int w = static_cast<int>(s->cinfo.output_width);
+  const int h = static_cast<int>(s->cinfo.output_height);
+  if (w != info.width || h != info.height) {
+    jpeg_abort_decompress(&s->cinfo);
+    return DataLossError("corrupt JPEG: frame size differs from the header");
+  }
+  s->image.width = w;
+  s->image.height = h;
+  s->image.channels = cmyk ? 3 : static_cast<int>(s->cinfo.output_components);
+  s->image.pixels.resize(s->image.row_bytes() * h);
+  if (cmyk) s->cmyk_row.resize(static_cast<size_t>(w) * 4);
+  const bool inverted = s->cinfo.saw_Adobe_marker;
+  while (s->cinfo.output_scanline < s->cinfo.output_height) {
+    const int y = static_cast<int>(s->cinfo.output_scanline);
+    JSAMPROW row = cmyk ? s->cmyk_row.data() : s->image.row(y);
+    jpeg_read_scanlines(&s->cinfo, &row, 1);
+    if (cmyk) {
+      uint8_t* dst = s->image.row(y);
+      for (int x = 0; x < w; ++x) {
+        int c = s->cmyk_row[4 * x], m = s->cmyk_row[4 * x + 1], yy = s->cmyk_row[4 * x + 2],
+            k = s->cmyk_row[4 * x + 3];
+        // Adobe applications store CMYK inverted (0 = full ink).
+        if (!inverted) c = 255 - c, m = 255 - m, yy = 255 - yy, k = 255 - k;
+        dst[3 * x] = static_cast<uint8_t>((c * k + 127) / 255);
+        dst[3 * x + 1] = static_cast<uint8_t>((m * k + 127) / 255);
+        dst[3 * x + 2] = static_cast<uint8_t>((yy * k + 127) / 255);
+      }
+    }
+    if (s->err.premature_end) {
+      jpeg_abort_decompress(&s->cinfo);
+      return DataLossError(std::string("corrupt JPEG: ") + s->err.message);
+    }
+  }
+  jpeg_finish_decompress(&s->cinfo);
+  if (s->err.premature_end) return DataLossError(std::string("corrupt JPEG: ") + s->err.message);
+  *out = std::move(s->image);
+  return Status::OK();
+}
+
+struct JpegEncodeState {
+  jpeg_compress_struct cinfo;
+  JpegErrorManager err;
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  bool created = false;
+  const Image* image = nullptr;
+  JpegEncodeOptions options;
+  ~JpegEncodeState() {
+    if (created) jpeg_destroy_compress(&cinfo);
+    std::free(buffer);
+  }
+};
+
+// ---- PNG ------------------------------------------------------------------------------------
+
+Status DecodePngInto(std::span<const std::byte> data, Image* out) {
+  png_image png;
+  std::memset(&png, 0, sizeof(png));
+  png.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&png, data.data(), data.size())) {
+    return DataLossError(std::string("corrupt PNG: ") + png.message);
+  }
+  const bool alpha = png.format & PNG_FORMAT_FLAG_ALPHA;
+  const bool color = png.format & PNG_FORMAT_FLAG_COLOR;
+  png.format = color ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB)
+                     : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
+  Image image;
+  image.width = static_cast<int>(png.width);
+  image.height = static_cast<int>(png.height);
+  image.channels = static_cast<int>(PNG_IMAGE_SAMPLE_CHANNELS(png.format));
+  image.pixels.resize(PNG_IMAGE_SIZE(png));
+  if (!png_image_finish_read(&png, nullptr, image.pixels.data(), 0, nullptr)) {
+    std::string message = png.message;
+    png_image_free(&png);
+    return DataLossError("corrupt PNG: " + message);
+  }
+  *out = std::move(image);
+  return Status::OK();
+}
+
+// ---- BMP ------------------------------------------------------------------------------------
+
+Status DecodeBmpInto(std::span<const std::byte> d, Image* out) {
+  auto u8 = [&](size_t i) { return static_cast<uint32_t>(d[i]); };
+  auto le16 = [&](size_t i) { return u8(i) | (u8(i + 1) << 8); };
+  auto le32 = [&](size_t i) { return le16(i) | (le16(i + 2) << 16); };
+  const uint32_t pixel_offset = le32(10);
+  const uint32_t header_size = le32(14);
+  int64_t w, h;
+  int bpp;
+  uint32_t compression = 0, colors_used = 0;
+  size_t palette_entry = 4;
+  if (header_size == 12) {
+    w = le16(18);
+    h = le16(20);
+    bpp = static_cast<int>(le16(24));
+    palette_entry = 3;
+  } else {
+    if (d.size() < 14 + 40) return DataLossError("truncated BMP header");
+    w = static_cast<int32_t>(le32(18));
+    h = static_cast<int32_t>(le32(22));
+    bpp = static_cast<int>(le16(28));
+    compression = le32(30);
+    colors_used = le32(46);
+  }
+  const bool top_down = h < 0;
+  if (top_down) h = -h;
+  uint32_t masks[3] = {0x00FF0000, 0x0000FF00, 0x000000FF};
+  if (bpp == 16) masks[0] = 0x7C00, masks[1] = 0x03E0, masks[2] = 0x001F;
+  if (compression == 3 /*BI_BITFIELDS*/ && (bpp == 16 || bpp == 32)) {
+    const size_t at = header_size >= 52 ? 14 + 40 : 14 + header_size;
+    if (d.size() < at + 12) return DataLossError("truncated BMP bit masks");
+    for (int i = 0; i < 3; ++i) masks[i] = le32(at + 4 * i);
+  } else if (compression != 0) {
+    return UnimplementedError("compressed BMP (compression " + std::to_string(compression) + ")");
+  }
+  std::vector<uint8_t> palette;  // RGB triples
+  if (bpp <= 8) {
+    const size_t count = colors_used != 0 ? std::min<uint32_t>(colors_used, 1u << bpp) : 1u << bpp;
+    const size_t at = 14 + header_size;
+    if (d.size() < at + count * palette_entry) return DataLossError("truncated BMP palette");
+    palette.resize(256 * 3, 0);
+    for (size_t i = 0; i < count; ++i) {
+      palette[3 * i] = static_cast<uint8_t>(u8(at + palette_entry * i + 2));
+      palette[3 * i + 1] = static_cast<uint8_t>(u8(at + palette_entry * i + 1));
+      palette[3 * i + 2] = static_cast<uint8_t>(u8(at + palette_entry * i));
+    }
+  }
+  const size_t stride = ((static_cast<size_t>(w) * bpp + 31) / 32) * 4;
+  if (pixel_offset > d.size() || (d.size() - pixel_offset) / stride < static_cast<size_t>(h)) {
+    return DataLossError("truncated BMP pixel data");
+  }
+  auto channel = [](uint32_t v, uint32_t mask) -> uint8_t {
+    if (mask == 0) return 0;
+    int shift = 0;
+    while (((mask >> shift) & 1) == 0) ++shift;
+    uint32_t max = mask >> shift;
+    return static_cast<uint8_t>((((v & mask) >> shift) * 255 + max / 2) / max);
+  };
+  Image image;
+  image.width = static_cast<int>(w);
+  image.height = static_cast<int>(h);
+  image.channels = 3;
+  image.pixels.resize(image.row_bytes() * h);
+  for (int64_t y = 0; y < h; ++y) {
+    const size_t src = pixel_offset + stride * static_cast<size_t>(top_down ? y : h - 1 - y);
+    uint8_t* dst = image.row(static_cast<int>(y));
+    for (int64_t x = 0; x < w; ++x) {
+      uint8_t* px = dst + 3 * x;
+      if (bpp <= 8) {
+        const size_t bit = static_cast<size_t>(x) * bpp;
+        const uint32_t byte = u8(src + bit / 8);
+        const uint32_t index = (byte >> (8 - bpp - bit % 8)) & ((1u << bpp) - 1);
+        std::memcpy(px, &palette[3 * index], 3);
+      } else if (bpp == 24) {
+        px[0] = static_cast<uint8_t>(u8(src + 3 * x + 2));
+        px[1] = static_cast<uint8_t>(u8(src + 3 * x + 1));
+        px[2] = static_cast<uint8_t>(u8(src + 3 * x));
+      } else {
+        const uint32_t v = bpp == 16 ? le16(src + 2 * x) : le32(src + 4 * x);
+        for (int c = 0; c < 3; ++c) px[c] = channel(v, masks[c]);
+      }
+    }
+  }
+  *out = std::move(image);
+  return Status::OK();
+}
+
+// ---- GIF ------------------------------------------------------------------------------------
+
+#ifdef RF_HAVE_GIF
+struct GifSource {
+  std::span<const std::byte> data;
+  size_t pos = 0;
+};
+
+int GifRead(GifFileType* gif, GifByteType* buf, int n) {
+  auto* src = static_cast<GifSource*>(gif->UserData);
+  const size_t count = std::min<size_t>(static_cast<size_t>(n), src->data.size() - src->pos);
+  std::memcpy(buf, src->data.data() + src->pos, count);
+  src->pos += count;
+  return static_cast<int>(count);
+}
+
+struct GifCloser {
+  void operator()(GifFileType* gif) const {
+    int error;
+    DGifCloseFile(gif, &error);
+  }
+};
+
+Status DecodeGifInto(std::span<const std::byte> data, Image* out) {
+  GifSource source{data, 0};
+  int error = 0;
+  std::unique_ptr<GifFileType, GifCloser> gif(DGifOpen(&source, GifRead, &error));
+  if (!gif) return DataLossError(std::string("corrupt GIF: ") + GifErrorString(error));
+  Image image;
+  image.width = gif->SWidth;
+  image.height = gif->SHeight;
+  image.channels = 3;
+  image.pixels.assign(image.row_bytes() * image.height, 0);
+  int transparent = -1;
+  while (true) {
+    GifRecordType type;
+    if (DGifGetRecordType(gif.get(), &type) == GIF_ERROR) {
+      return DataLossError(std::string("corrupt GIF: ") + GifErrorString(gif->Error));
+    }
+    if (type == TERMINATE_RECORD_TYPE) return DataLossError("corrupt GIF: no image");
+    if (type == EXTENSION_RECORD_TYPE) {
+      int code;
+      GifByteType* ext;
+      if (DGifGetExtension(gif.get(), &code, &ext) == GIF_ERROR) {
+        return DataLossError(std::string("corrupt GIF: ") + GifErrorString(gif->Error));
+      }
+      while (ext != nullptr) {
+        if (code == GRAPHICS_EXT_FUNC_CODE && ext[0] >= 4 && (ext[1] & 1)) transparent = ext[4];
+        if (DGifGetExtensionNext(gif.get(), &ext) == GIF_ERROR) {
+          return DataLossError(std::string("corrupt GIF: ") + GifErrorString(gif->Error));
+        }
+        code = -1;
+      }
+      continue;
+    }
+    if (type != IMAGE_DESC_RECORD_TYPE) continue;
+    if (DGifGetImageDesc(gif.get()) == GIF_ERROR) {
+      return DataLossError(std::string("corrupt GIF: ") + GifErrorString(gif->Error));
+    }
+    const GifImageDesc& desc = gif->Image;
+    ColorMapObject* map = desc.ColorMap != nullptr ? desc.ColorMap : gif->SColorMap;
+    if (map == nullptr) return DataLossError("corrupt GIF: no color map");
+    if (gif->SColorMap != nullptr && gif->SBackGroundColor < gif->SColorMap->ColorCount) {
+      const GifColorType bg = gif->SColorMap->Colors[gif->SBackGroundColor];
+      for (size_t i = 0; i < image.pixels.size(); i += 3) {
+        image.pixels[i] = bg.Red, image.pixels[i + 1] = bg.Green, image.pixels[i + 2] = bg.Blue;
+      }
+    }
+    if (desc.Width <= 0 || desc.Height <= 0 || desc.Width > 65535 || desc.Height > 65535) {
+      return DataLossError("corrupt GIF: bad frame size");
+    }
+    std::vector<GifPixelType> line(static_cast<size_t>(desc.Width));
+    std::vector<int> rows;
+    if (desc.Interlace) {
+      for (int pass = 0; pass < 4; ++pass) {
+        static constexpr int kStart[4] = {0, 4, 2, 1}, kStep[4] = {8, 8, 4, 2};
+        for (int y = kStart[pass]; y < desc.Height; y += kStep[pass]) rows.push_back(y);
+      }
+    } else {
+      for (int y = 0; y < desc.Height; ++y) rows.push_back(y);
+    }
+    for (int y : rows) {
+      if (DGifGetLine(gif.get(), line.data(), desc.Width) == GIF_ERROR) {
+        return DataLossError(std::string("corrupt GIF: ") + GifErrorString(gif->Error));
+      }
+      const int dy = desc.Top + y;
+      if (dy < 0 || dy >= image.height) continue;
+      for (int x = 0; x < desc.Width; ++x) {
+        const int dx = desc.Left + x;
+        if (dx < 0 || dx >= image.width || line[x] == transparent) continue;
+        if (line[x] >= map->ColorCount) continue;
+        const GifColorType c = map->Colors[line[x]];
+        uint8_t* px = image.row(dy) + 3 * dx;
+        px[0] = c.Red, px[1] = c.Green, px[2] = c.Blue;
+      }
+    }
+    break;  // first frame only
+  }
+  *out = std::move(image);
+  return Status::OK();
+}
+#endif
+
+#ifdef RF_HAVE_WEBP
+Status DecodeWebpInto(std::span<const std::byte> data, const ImageInfo& info, Image* out) {
+  if (info.animated) return UnimplementedError("animated WebP");
+  Image image;
+  image.width = info.width;
+  image.height = info.height;
+  image.channels = info.channels == 4 ? 4 : 3;
+  image.pixels.resize(image.row_bytes() * image.height);
+  const auto* src = reinterpret_cast<const uint8_t*>(data.data());
+  const uint8_t* ok =
+      image.channels == 4
+          ? WebPDecodeRGBAInto(src, data.size(), image.pixels.data(), image.pixels.size(),
+                               static_cast<int>(image.row_bytes()))
+          : WebPDecodeRGBInto(src, data.size(), image.pixels.data(), image.pixels.size(),
+                              static_cast<int>(image.row_bytes()));
+  if (ok == nullptr) return DataLossError("corrupt WebP data");
+  *out = std::move(image);
+  return Status::OK();
+}
+#endif
+
+// Everything between setjmp and a possible longjmp reads only through `s` (heap state set
+// before setjmp), so no local can be clobbered.
+Status CompressJpeg(JpegEncodeState* s) {
+  s->cinfo.err = jpeg_std_error(&s->err.pub);
+  s->err.pub.error_exit = JpegErrorExit;
+  if (setjmp(s->err.jump) != 0) {
+    return InternalError(std::string("JPEG encoder: ") + s->err.message);
+  }
+  jpeg_create_compress(&s->cinfo);
+  s->created = true;
+  jpeg_mem_dest(&s->cinfo, &s->buffer, &s->size);
+  s->cinfo.image_width = static_cast<JDIMENSION>(s->image->width);
+  s->cinfo.image_height = static_cast<JDIMENSION>(s->image->height);
+  s->cinfo.input_components = s->image->channels;
+  s->cinfo.in_color_space = s->image->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&s->cinfo);
+  jpeg_set_quality(&s->cinfo, s->options.quality, TRUE);
+  s->cinfo.optimize_coding = s->options.optimize_coding ? TRUE : FALSE;
+  s->cinfo.dct_method = JDCT_ISLOW;
+  if (s->image->channels == 3) {
+    int h = 2, v = 2;
+    if (s->options.subsampling == ChromaSubsampling::k422) v = 1;
+    if (s->options.subsampling == ChromaSubsampling::k444) h = 1, v = 1;
+    s->cinfo.comp_info[0].h_samp_factor = h;
+    s->cinfo.comp_info[0].v_samp_factor = v;
+    for (int c = 1; c < 3; ++c) {
+      s->cinfo.comp_info[c].h_samp_factor = 1;
+      s->cinfo.comp_info[c].v_samp_factor = 1;
+    }
+  }
+  if (s->options.progressive) jpeg_simple_progression(&s->cinfo);
+  jpeg_start_compress(&s->cinfo, TRUE);
+  while (s->cinfo.next_scanline < s->cinfo.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(s->image->row(static_cast<int>(s->cinfo.next_scanline)));
+    jpeg_write_scanlines(&s->cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&s->cinfo);
+  return Status::OK();
+}
+
+}  // namespace
+
+bool CanDecode(ImageFormat format) {
+  switch (format) {
+    case ImageFormat::kJpeg:
+    case ImageFormat::kPng:
+    case ImageFormat::kBmp:
+      return true;
+#ifdef RF_HAVE_GIF
+    case ImageFormat::kGif:
+      return true;
+#endif
+#ifdef RF_HAVE_WEBP
+    case ImageFormat::kWebp:
+      return true;
+#endif
+    default:
+      return false;
+  }
+}
+
+Result<Image> Decode(std::span<const std::byte> data, DecodeOptions options) {
+  if (options.desired_channels < 0 || options.desired_channels > 4 ||
+      options.desired_channels == 2) {
+    return InvalidArgumentError("desired_channels must be 0, 1, 3 or 4 (got " +
+                                std::to_string(options.desired_channels) + ")");
+  }
+  RF_ASSIGN_OR_RETURN(ImageInfo info, Probe(data));
+  if (info.pixels() > options.max_pixels) {
+    return ResourceExhaustedError("image of " + std::to_string(info.width) + "x" +
+                                  std::to_string(info.height) + " pixels is over the limit of " +
+                                  std::to_string(options.max_pixels) + " pixels");
+  }
+  if (!CanDecode(info.format)) {
+    return UnimplementedError("decoding " + std::string(ImageFormatName(info.format)) +
+                              " is not built into this binary");
+  }
+  Image image;
+  switch (info.format) {
+    case ImageFormat::kJpeg: RF_RETURN_IF_ERROR(DecodeJpegInto(data, info, &image)); break;
+    case ImageFormat::kPng: RF_RETURN_IF_ERROR(DecodePngInto(data, &image)); break;
+    case ImageFormat::kBmp: RF_RETURN_IF_ERROR(DecodeBmpInto(data, &image)); break;
+#ifdef RF_HAVE_GIF
+    case ImageFormat::kGif: RF_RETURN_IF_ERROR(DecodeGifInto(data, &image)); break;
+#endif
+#ifdef RF_HAVE_WEBP
+    case ImageFormat::kWebp: RF_RETURN_IF_ERROR(DecodeWebpInto(data, info, &image)); break;
+#endif
+    default: return InternalError("unreachable image format");
+  }
+  if (options.apply_orientation && info.orientation != 1) {
+    image = ApplyOrientation(image, info.orientation);
+  }
+  if (options.desired_channels != 0 && options.desired_channels != image.channels) {
+    image = internal::ConvertChannels(image, options.desired_channels);
+  }
+  return image;
+}
+
+Result<std::string> EncodeJpeg(const Image& input, JpegEncodeOptions options) {
+  if (input.width <= 0 || input.height <= 0 || input.channels < 1 || input.channels > 4 ||
+      input.pixels.size() != input.row_bytes() * input.height) {
+    return InvalidArgumentError("EncodeJpeg: empty or inconsistent image");
+  }
+  if (options.quality < 1 || options.quality > 100) {
+    return InvalidArgumentError("JPEG quality must be 1..100 (got " +
+                                std::to_string(options.quality) + ")");
+  }
+  if (input.width > 65500 || input.height > 65500) {
+    return InvalidArgumentError("JPEG dimensions are limited to 65500 pixels");
+  }
+  const Image* image = &input;
+  Image stripped;
+  if (input.channels == 2 || input.channels == 4) {
+    stripped = internal::ConvertChannels(input, input.channels == 2 ? 1 : 3);
+    image = &stripped;
+  }
+  auto state = std::make_unique<JpegEncodeState>();
+  state->image = image;
+  state->options = options;
+  RF_RETURN_IF_ERROR(CompressJpeg(state.get()));
+  return std::string(reinterpret_cast<const char*>(state->buffer), state->size);
+}
+
+}  // namespace recordflow::image
