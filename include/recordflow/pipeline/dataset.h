@@ -43,8 +43,9 @@ struct RecordPosition {
   uint32_t file = 0;
   uint64_t offset = 0;
   uint64_t index = 0;
-  // The epoch of the stream the record was read in (set by the executor; not part of a
-  // record's identity): per-element augmentation seeds mix it in so that every epoch differs.
+  // Which pass over the data read the record (a mix of the repeat stages' epoch counters, set
+  // by them and the executor; not part of a record's identity): per-element augmentation seeds
+  // mix it in so that every epoch differs.
   uint64_t epoch = 0;
 };
 

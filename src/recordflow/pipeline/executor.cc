@@ -221,7 +221,8 @@ Status PipelineIterator::Process(Unit& u) {
     for (size_t i = begin; i < end; ++i) {
       e.records.push_back(keep_payloads_ ? u.records[i].data : std::move(u.records[i].data));
       e.positions.push_back(u.records[i].position);
-      e.positions.back().epoch = u.epoch;
+      // The stream's repeat passes, then the executor's (a repeat after batch).
+      e.positions.back().epoch = e.positions.back().epoch * 0x9E3779B97F4A7C15ull + u.epoch;
     }
     return e;
   };

@@ -185,6 +185,7 @@ void StreamContext::SaveRecord(StateWriter& w, const Record& r) const {
   w.U64(r.position.file);
   w.U64(r.position.offset);
   w.U64(r.position.index);
+  w.U64(r.position.epoch);
   const bool by_reference = fetcher && fetcher->can_fetch();
   w.Bool(by_reference);
   if (!by_reference) w.Str(r.data);
@@ -196,6 +197,7 @@ Result<Record> StreamContext::RestoreRecord(StateReader& r) const {
   out.position.file = static_cast<uint32_t>(file);
   RF_ASSIGN_OR_RETURN(out.position.offset, r.U64("record offset"));
   RF_ASSIGN_OR_RETURN(out.position.index, r.U64("record index"));
+  RF_ASSIGN_OR_RETURN(out.position.epoch, r.U64("record epoch"));
   RF_ASSIGN_OR_RETURN(bool by_reference, r.Bool("record reference flag"));
   if (by_reference) {
     if (!fetcher || !fetcher->can_fetch()) {

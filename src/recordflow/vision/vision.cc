@@ -92,9 +92,13 @@ Status ProcessImage(const Preset& p, const Element& e, size_t i, std::span<const
                static_cast<double>(r.height)};
   } else {
     want = EvalCropBox(header.width, header.height, p.resize, size);
-    const int x0 = static_cast<int>(std::floor(want.x)), y0 = static_cast<int>(std::floor(want.y));
-    const int x1 = std::min(header.width, static_cast<int>(std::ceil(want.x + want.width)));
-    const int y1 = std::min(header.height, static_cast<int>(std::ceil(want.y + want.height)));
+    // Resize-then-crop filters the kept pixels with their neighbours outside the crop: decode
+    // a margin of the filter's support around it.
+    const int m = static_cast<int>(std::ceil(std::max(want.width, want.height) / size)) + 2;
+    const int x0 = std::max(0, static_cast<int>(std::floor(want.x)) - m);
+    const int y0 = std::max(0, static_cast<int>(std::floor(want.y)) - m);
+    const int x1 = std::min(header.width, static_cast<int>(std::ceil(want.x + want.width)) + m);
+    const int y1 = std::min(header.height, static_cast<int>(std::ceil(want.y + want.height)) + m);
     ro.crop = Rect{x0, y0, std::max(1, x1 - x0), std::max(1, y1 - y0)};
   }
   RF_RETURN_IF_ERROR(s.decoder.DecodeRegion(data, ro, &s.region));
