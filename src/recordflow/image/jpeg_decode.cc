@@ -182,7 +182,6 @@ Status RunRegion(JpegState* s) {
     jpeg_crop_scanline(&ci, &xoff, &span);
   }
   const int comps = static_cast<int>(ci.output_components);
-  s->row.resize(static_cast<size_t>(ci.output_width) * comps);
   Image& img = out.image;
   img.width = sx1 - sx0;
   img.height = sy1 - sy0;
@@ -191,19 +190,35 @@ Status RunRegion(JpegState* s) {
   if (sy0 > 0) jpeg_skip_scanlines(&ci, static_cast<JDIMENSION>(sy0));
   const int skip_cols = sx0 - static_cast<int>(xoff);
   const bool inverted = ci.saw_Adobe_marker;
-  for (int y = 0; y < img.height; ++y) {
-    JSAMPROW row = s->row.data();
-    if (jpeg_read_scanlines(&ci, &row, 1) != 1) {
-      s->error.clear();
+  // Several rows per call (rec_outbuf_height: 2 for h2v2 upsampling spares libjpeg a copy);
+  // straight into the image when the decoded rows are the crop's rows.
+  const int batch = std::max(1, ci.rec_outbuf_height);
+  const bool direct = !cmyk && skip_cols == 0 && static_cast<int>(ci.output_width) == img.width;
+  const size_t stage_row = static_cast<size_t>(ci.output_width) * comps;
+  if (!direct) s->row.resize(stage_row * batch);
+  JSAMPROW rows[16];
+  int y = 0;
+  while (y < img.height) {
+    const int want = std::min({batch, img.height - y, 16});
+    for (int k = 0; k < want; ++k) {
+      rows[k] = direct ? img.row(y + k) : s->row.data() + stage_row * k;
+    }
+    const int got = static_cast<int>(jpeg_read_scanlines(&ci, rows, static_cast<JDIMENSION>(want)));
+    if (got <= 0) {
       jpeg_abort_decompress(&ci);
       return DataLossError("corrupt JPEG: fewer rows than the header says");
     }
-    if (cmyk) {
-      CmykToRgb(s->row.data() + static_cast<size_t>(skip_cols) * 4, img.width, inverted,
-                img.row(y));
-    } else {
-      std::memcpy(img.row(y), s->row.data() + static_cast<size_t>(skip_cols) * 3, img.row_bytes());
+    if (!direct) {
+      for (int k = 0; k < got; ++k) {
+        const uint8_t* src = s->row.data() + stage_row * k + static_cast<size_t>(skip_cols) * comps;
+        if (cmyk) {
+          CmykToRgb(src, img.width, inverted, img.row(y + k));
+        } else {
+          std::memcpy(img.row(y + k), src, img.row_bytes());
+        }
+      }
     }
+    y += got;
   }
   out.warnings = s->warnings;
   // Rows below the crop are never decoded.

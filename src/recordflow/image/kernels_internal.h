@@ -1,6 +1,6 @@
 // Pixel kernels of the image ops, one table per backend. The bodies are written once
 // (kernels_body.inc) and compiled three times: scalar (vectorisation off: the reference),
-// SSE2 and AVX2+FMA+F16C (auto-vectorised). FP contraction is off for all three, and no
+// SSE2 and AVX2+FMA (auto-vectorised). FP contraction is off for all three, and no
 // reduction is reordered, so every backend gives the same bits.
 #pragma once
 
@@ -28,7 +28,7 @@ struct Kernels {
 
 const Kernels& ScalarKernels();
 const Kernels& Sse2Kernels();
-const Kernels& Avx2Kernels();  // only when the CPU has AVX2, FMA and F16C
+const Kernels& Avx2Kernels();  // only when the CPU has AVX2 and FMA
 bool CpuHasAvx2();
 
 // The backend in use (SetKernelBackend).

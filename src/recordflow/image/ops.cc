@@ -14,8 +14,7 @@ namespace internal {
 bool CpuHasAvx2() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
   return false;
 #endif
@@ -54,7 +53,7 @@ Status SetKernelBackend(KernelBackend backend) {
 #if defined(__x86_64__) || defined(__i386__)
     case KernelBackend::kSse2: k = &internal::Sse2Kernels(); break;
     case KernelBackend::kAvx2:
-      if (!internal::CpuHasAvx2()) return UnimplementedError("this CPU lacks AVX2/FMA/F16C");
+      if (!internal::CpuHasAvx2()) return UnimplementedError("this CPU lacks AVX2/FMA");
       k = &internal::Avx2Kernels();
       break;
 #else
