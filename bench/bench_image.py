@@ -6,7 +6,7 @@ Run pinned to one core for per-core numbers:
     taskset -c 0 python bench/bench_image.py [--images 200] [--append docs/benchmarks.md]
 
 Same JPEGs for every contender (generated from scikit-image's photographs, Pillow-encoded at
-quality 90, shorter side 300-500, ~110 KB mean), same crops (torchvision's RandomResizedCrop
+quality 98, shorter side 300-500, ~100 KiB mean), same crops (torchvision's RandomResizedCrop
 sampling from one seed) where a crop is taken. "bare full decode" is recordflow's own
 libjpeg-turbo full decode (rf.vision.decode_image: ISLOW IDCT, fancy upsampling, RGB out), the
 physical reference: Pillow's decode (same library, Pillow's bundled build) is listed beside it.
@@ -32,7 +32,7 @@ MEAN = np.array(rf.vision.IMAGENET_MEAN, np.float32)
 STD = np.array(rf.vision.IMAGENET_STD, np.float32)
 
 
-def make_images(n: int, seed: int = 0) -> list[bytes]:
+def make_images(n: int, seed: int = 0, quality: int = 98) -> list[bytes]:
     from skimage import data
     names = ["astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "hubble_deep_field",
              "retina", "cat"]
@@ -60,7 +60,7 @@ def make_images(n: int, seed: int = 0) -> list[bytes]:
         s = short / min(im.size)
         im = im.resize((max(1, round(im.size[0] * s)), max(1, round(im.size[1] * s))), Image.BICUBIC)
         b = io.BytesIO()
-        im.save(b, "JPEG", quality=90)
+        im.save(b, "JPEG", quality=quality)
         out.append(b.getvalue())
     return out
 
@@ -79,11 +79,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--images", type=int, default=200)
     ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--quality", type=int, default=98,
+                    help="JPEG quality (98: ~100 KiB per image, close to ImageNet's ~110 KB)")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--append", default=None, help="append a markdown section to this file")
     args = ap.parse_args()
     size = args.size
-    jpegs = make_images(args.images)
+    jpegs = make_images(args.images, quality=args.quality)
     dims = [Image.open(io.BytesIO(j)).size for j in jpegs]
     crops = []
     for k, (w, h) in enumerate(dims):
@@ -261,7 +263,7 @@ def main():
             f.write(f"{datetime.date.today().isoformat()}, `taskset -c 0 python bench/bench_image.py "
                     f"--images {args.images}` ({platform.processor() or platform.machine()}, "
                     f"{cores} core allowed, recordflow kernels: {rf.vision.kernel_backend()}). "
-                    f"{len(jpegs)} JPEGs from scikit-image photographs (Pillow quality 90, mean "
+                    f"{len(jpegs)} JPEGs from scikit-image photographs (Pillow quality {args.quality}, mean "
                     f"{mean_kb:.0f} KiB, shorter side 300-500); crops: torchvision RandomResizedCrop "
                     f"sampling, the same boxes for every contender; output {size}x{size}. "
                     "Per-image Python calls for single ops (the call overhead is included); presets "
