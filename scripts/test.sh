@@ -32,7 +32,7 @@ if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
   cmake --build build/tsan -j "$JOBS" --target recordflow_tests
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./build/tsan/recordflow_tests \
       --gtest_brief=1 --gtest_repeat=2 \
-      --gtest_filter='PipelineTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*'
+      --gtest_filter='PipelineTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*:VisionTest.*'
 
   echo "== Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-20}s (clang, ASan+UBSan) =="
   cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
