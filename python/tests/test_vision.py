@@ -328,3 +328,24 @@ def test_corrupt_record_error_names_the_record_or_is_skipped():
     out = list(ds.map(op))
     assert out[0]["image"].shape[0] == 2 and out[0]["label"].tolist() == [1, 1]
     assert op.skipped_records == 1
+
+
+def test_checkpoint_restore_with_the_train_preset_continues_with_the_same_tensors(tmp_path):
+    _write_dataset(tmp_path, n=40)
+    ds = (rf.Dataset.from_files(str(tmp_path / "train-*.tfrecord")).shuffle(16, seed=1).repeat(2)
+          .batch(8).map(rf.vision.imagenet_train(32, seed=5)))
+    it = ds.iterator()
+    next(it)
+    next(it)
+    state = it.checkpoint()
+    rest = [b for b in it]
+    restored = [b for b in ds.restore(state)]
+    assert len(rest) == len(restored) == 8
+    for a, b in zip(rest, restored):
+        np.testing.assert_array_equal(a["label"], b["label"])
+        np.testing.assert_array_equal(a["image"], b["image"])
+    # The two epochs crop the same records differently.
+    full = list(ds)
+    first = {int(l): img for b in full[:5] for l, img in zip(b["label"], b["image"])}
+    second = {int(l): img for b in full[5:] for l, img in zip(b["label"], b["image"])}
+    assert any(not np.array_equal(first[k], second[k]) for k in first)
