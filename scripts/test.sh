@@ -32,13 +32,13 @@ if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
   cmake --build build/tsan -j "$JOBS" --target recordflow_tests
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./build/tsan/recordflow_tests \
       --gtest_brief=1 --gtest_repeat=2 \
-      --gtest_filter='PipelineTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*'
+      --gtest_filter='PipelineTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*:VisionTest.*'
 
   echo "== Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-20}s (clang, ASan+UBSan) =="
   cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRF_BUILD_FUZZERS=ON \
         -DRF_BUILD_TESTS=OFF -DRF_BUILD_CLI=OFF -DRF_SANITIZE=address,undefined >/dev/null
-  for target in record_reader example checkpoint image_probe; do
+  for target in record_reader example checkpoint image_probe image_decode; do
     cmake --build build/fuzz -j "$JOBS" --target "${target}_fuzzer"
     fuzz_work=$(mktemp -d)
     mkdir "$fuzz_work/corpus"

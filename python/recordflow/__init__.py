@@ -33,6 +33,7 @@ from recordflow.example import (
     parse_sequence_example,
 )
 from recordflow.converter import convert, encode_jpeg, extract, probe_image
+from recordflow import vision
 from recordflow.errors import (
     AlreadyExistsError,
     CancelledError,
@@ -53,6 +54,7 @@ from recordflow.errors import (
 __all__ = [
     "AUTOTUNE",
     "Dataset",
+    "vision",
     "Iterator",
     "Example",
     "SequenceExample",

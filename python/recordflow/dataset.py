@@ -35,7 +35,7 @@ from recordflow.example import FixedLen, Parser, Ragged, VarLen, _specs
 AUTOTUNE = _core.AUTOTUNE
 
 _NATIVE = {"shard", "interleave", "shuffle", "global_shuffle", "repeat", "take", "skip", "cache",
-           "parse", "batch", "prefetch"}
+           "parse", "batch", "prefetch", "native_map"}
 
 
 class Dataset:
@@ -114,8 +114,12 @@ class Dataset:
         return self._with("parse", dict(spec))
 
     def map(self, fn: Callable[[Any], Any], num_parallel: int = AUTOTUNE) -> "Dataset":
-        """Applies ``fn`` to every element. A Python callable runs in Python, on the consuming
+        """Applies ``fn`` to every element. A native op (rf.vision.imagenet_train(...), ...) runs
+        in C++ on the pipeline's threads. A Python callable runs in Python, on the consuming
         thread (num_parallel > 1: on a thread pool, in order)."""
+        from recordflow.vision import NativeOp
+        if isinstance(fn, NativeOp):
+            return self._with("native_map", fn, int(num_parallel))
         if not callable(fn):
             raise TypeError("map takes a callable")
         return self._with("map", fn, int(num_parallel))
@@ -170,6 +174,8 @@ class Dataset:
             if name == "parse":
                 keys = list(args[0])
                 ds = ds.parse(_specs(args[0], "spec"))
+            elif name == "native_map":
+                ds = ds.map_native(args[0]._core, args[1])
             else:
                 ds = getattr(ds, name)(*args)
         return ds, keys
@@ -214,7 +220,9 @@ class Dataset:
 
 
 def _to_python(element: tuple, keys: list | None):
-    batched, parsed, payload = element
+    batched, parsed, payload, names = element
+    if names is not None:  # a native map's outputs name themselves
+        keys = names
     if not parsed:
         return payload if batched else payload[0]
     out = {}

@@ -29,5 +29,6 @@ void RegisterFormat(nanobind::module_& m);
 void RegisterExample(nanobind::module_& m);
 void RegisterPipeline(nanobind::module_& m);
 void RegisterConvert(nanobind::module_& m);
+void RegisterVision(nanobind::module_& m);
 
 }  // namespace recordflow::python

@@ -12,4 +12,5 @@ NB_MODULE(_core, m) {
   recordflow::python::RegisterExample(m);
   recordflow::python::RegisterPipeline(m);
   recordflow::python::RegisterConvert(m);
+  recordflow::python::RegisterVision(m);
 }

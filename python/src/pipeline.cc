@@ -2,6 +2,7 @@
 // waits without the GIL; elements are converted to NumPy with the GIL held, zero-copy for
 // numeric columns.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -13,6 +14,7 @@
 
 #include "columns.h"
 #include "errors.h"
+#include "native_op.h"
 #include "recordflow/pipeline/dataset.h"
 
 namespace nb = nanobind;
@@ -29,12 +31,33 @@ using pipeline::Iterator;
 // except for parse specs.
 Dataset Check(Result<Dataset> r) { return ValueOrThrow(std::move(r)); }
 
+// A native map's dense tensor as a NumPy array sharing its buffer (bfloat16 as uint16 bits).
+nb::object TensorToPython(pipeline::Tensor&& t) {
+  using DT = pipeline::Tensor::DType;
+  nb::dlpack::dtype dt;
+  switch (t.dtype) {
+    case DT::kUint8: dt = nb::dtype<uint8_t>(); break;
+    case DT::kFloat16: dt = {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}; break;
+    case DT::kBFloat16: dt = nb::dtype<uint16_t>(); break;
+    case DT::kFloat32: dt = nb::dtype<float>(); break;
+    case DT::kInt64: dt = nb::dtype<int64_t>(); break;
+  }
+  auto* owned = new std::shared_ptr<std::byte[]>(std::move(t.data));
+  nb::capsule owner(owned, [](void* p) noexcept {
+    delete static_cast<std::shared_ptr<std::byte[]>*>(p);
+  });
+  std::vector<size_t> shape(t.shape.begin(), t.shape.end());
+  return nb::cast(nb::ndarray<nb::numpy>(owned->get(), shape.size(), shape.data(), owner,
+                                         nullptr, dt));
+}
+
 class PyIterator {
  public:
   explicit PyIterator(std::unique_ptr<Iterator> it) : it_(std::move(it)) {}
 
-  // (batched, parsed, payload) or None at the end. payload: list of columns when parsed,
-  // else a list of bytes (one item when not batched).
+  // (batched, parsed, payload, names) or None at the end. payload: list of columns when
+  // parsed, else a list of bytes (one item when not batched). names: None, or (after a native
+  // map that made tensors) the keys of payload: columns' keys, then tensors'.
   nb::object Next() {
     if (!it_) return nb::none();
     Element e;
@@ -46,12 +69,22 @@ class PyIterator {
     if (!got.ok()) ThrowSchemaStatus(got.status());
     if (!*got) return nb::none();
     nb::list payload;
+    nb::object names = nb::none();
     if (e.parsed) {
-      for (auto& c : e.columns) payload.append(ColumnToPython(std::move(c)));
+      nb::list keys;
+      for (auto& c : e.columns) {
+        keys.append(nb::str(c.key.data(), c.key.size()));
+        payload.append(ColumnToPython(std::move(c)));
+      }
+      for (auto& t : e.tensors) {
+        keys.append(nb::str(t.key.data(), t.key.size()));
+        payload.append(TensorToPython(std::move(t)));
+      }
+      if (!e.tensors.empty()) names = keys;
     } else {
       for (const std::string& r : e.records) payload.append(nb::bytes(r.data(), r.size()));
     }
-    return nb::make_tuple(e.batched, e.parsed, payload);
+    return nb::make_tuple(e.batched, e.parsed, payload, names);
   }
 
   nb::bytes Checkpoint() {
@@ -172,6 +205,10 @@ void RegisterPipeline(nb::module_& m) {
              return std::move(r).value();
            })
       .def("batch", [](const Dataset& d, size_t size, bool drop) { return Check(d.Batch(size, drop)); })
+      .def("map_native",
+           [](const Dataset& d, const NativeMapOp& op, int num_parallel) {
+             return Check(d.Map(op.fn, op.name, num_parallel));
+           })
       .def("prefetch", [](const Dataset& d, int n) { return Check(d.Prefetch(n)); })
       .def("debug_string", &Dataset::DebugString)
       .def(

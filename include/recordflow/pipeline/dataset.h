@@ -43,6 +43,22 @@ struct RecordPosition {
   uint32_t file = 0;
   uint64_t offset = 0;
   uint64_t index = 0;
+  // Which pass over the data read the record (a mix of the repeat stages' epoch counters, set
+  // by them and the executor; not part of a record's identity): per-element augmentation seeds
+  // mix it in so that every epoch differs.
+  uint64_t epoch = 0;
+};
+
+// A dense array made by a native map (image ops): prod(shape) values of `dtype`, row-major,
+// the first dimension counting records. `data` is shared so that a consumer (the Python
+// binding) can hand it out zero-copy.
+struct Tensor {
+  enum class DType : uint8_t { kUint8, kFloat16, kBFloat16, kFloat32, kInt64 };
+  std::string key;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  std::shared_ptr<std::byte[]> data;
+  size_t size_bytes = 0;
 };
 
 // What the pipeline produces: one record or a batch of them, raw or parsed.
@@ -56,6 +72,9 @@ struct Element {
   std::vector<std::string> records;
   std::vector<RecordPosition> positions;  // one per record
   std::vector<example::Column> columns;
+  // Outputs of native maps (after `columns`): image batches and the like. Batching unbatched
+  // elements concatenates them along the first dimension.
+  std::vector<Tensor> tensors;
   // Records in this element (batch size, 1 when not batched).
   size_t num_records() const { return positions.size(); }
 };

@@ -285,6 +285,12 @@ int GifRead(GifFileType* gif, GifByteType* buf, int n) {
   return static_cast<int>(count);
 }
 
+// GifErrorString returns NULL for codes it does not know (found by image_decode_fuzzer).
+const char* GifMessage(int code) {
+  const char* m = GifErrorString(code);
+  return m != nullptr ? m : "unknown GIF error";
+}
+
 struct GifCloser {
   void operator()(GifFileType* gif) const {
     int error;
@@ -296,7 +302,7 @@ Status DecodeGifInto(std::span<const std::byte> data, Image* out) {
   GifSource source{data, 0};
   int error = 0;
   std::unique_ptr<GifFileType, GifCloser> gif(DGifOpen(&source, GifRead, &error));
-  if (!gif) return DataLossError(std::string("corrupt GIF: ") + GifErrorString(error));
+  if (!gif) return DataLossError(std::string("corrupt GIF: ") + GifMessage(error));
   Image image;
   image.width = gif->SWidth;
   image.height = gif->SHeight;
@@ -306,19 +312,19 @@ Status DecodeGifInto(std::span<const std::byte> data, Image* out) {
   while (true) {
     GifRecordType type;
     if (DGifGetRecordType(gif.get(), &type) == GIF_ERROR) {
-      return DataLossError(std::string("corrupt GIF: ") + GifErrorString(gif->Error));
+      return DataLossError(std::string("corrupt GIF: ") + GifMessage(gif->Error));
     }
     if (type == TERMINATE_RECORD_TYPE) return DataLossError("corrupt GIF: no image");
     if (type == EXTENSION_RECORD_TYPE) {
       int code;
       GifByteType* ext;
       if (DGifGetExtension(gif.get(), &code, &ext) == GIF_ERROR) {
-        return DataLossError(std::string("corrupt GIF: ") + GifErrorString(gif->Error));
+        return DataLossError(std::string("corrupt GIF: ") + GifMessage(gif->Error));
       }
       while (ext != nullptr) {
         if (code == GRAPHICS_EXT_FUNC_CODE && ext[0] >= 4 && (ext[1] & 1)) transparent = ext[4];
         if (DGifGetExtensionNext(gif.get(), &ext) == GIF_ERROR) {
-          return DataLossError(std::string("corrupt GIF: ") + GifErrorString(gif->Error));
+          return DataLossError(std::string("corrupt GIF: ") + GifMessage(gif->Error));
         }
         code = -1;
       }
@@ -326,7 +332,7 @@ Status DecodeGifInto(std::span<const std::byte> data, Image* out) {
     }
     if (type != IMAGE_DESC_RECORD_TYPE) continue;
     if (DGifGetImageDesc(gif.get()) == GIF_ERROR) {
-      return DataLossError(std::string("corrupt GIF: ") + GifErrorString(gif->Error));
+      return DataLossError(std::string("corrupt GIF: ") + GifMessage(gif->Error));
     }
     const GifImageDesc& desc = gif->Image;
     ColorMapObject* map = desc.ColorMap != nullptr ? desc.ColorMap : gif->SColorMap;
@@ -352,7 +358,7 @@ Status DecodeGifInto(std::span<const std::byte> data, Image* out) {
     }
     for (int y : rows) {
       if (DGifGetLine(gif.get(), line.data(), desc.Width) == GIF_ERROR) {
-        return DataLossError(std::string("corrupt GIF: ") + GifErrorString(gif->Error));
+        return DataLossError(std::string("corrupt GIF: ") + GifMessage(gif->Error));
       }
       const int dy = desc.Top + y;
       if (dy < 0 || dy >= image.height) continue;

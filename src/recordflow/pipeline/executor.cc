@@ -27,6 +27,7 @@ constexpr size_t kUnbatchedRun = 32;  // records per unit when there is no batch
 size_t ElementBytes(const Element& e) {
   size_t n = 0;
   for (const auto& r : e.records) n += r.size();
+  for (const auto& t : e.tensors) n += t.size_bytes;
   for (const auto& c : e.columns) {
     n += c.int64s.size() * 8 + c.floats.size() * 4 + c.bytes_data.size() +
          c.bytes_offsets.size() * 8 + c.row_splits.size() * 8;
@@ -220,6 +221,8 @@ Status PipelineIterator::Process(Unit& u) {
     for (size_t i = begin; i < end; ++i) {
       e.records.push_back(keep_payloads_ ? u.records[i].data : std::move(u.records[i].data));
       e.positions.push_back(u.records[i].position);
+      // The stream's repeat passes, then the executor's (a repeat after batch).
+      e.positions.back().epoch = e.positions.back().epoch * 0x9E3779B97F4A7C15ull + u.epoch;
     }
     return e;
   };
@@ -236,6 +239,7 @@ Status PipelineIterator::Process(Unit& u) {
     batch = make_element(0, u.records.size(), true);
   } else {
     batch.batched = true;
+    std::vector<std::vector<Tensor>> tensor_parts;
     for (size_t i = 0; i < u.records.size(); ++i) {
       Element e = make_element(i, i + 1, false);
       for (const Node* op : plan_.pre_batch) RF_RETURN_IF_ERROR(Apply(op, e, u));
@@ -243,10 +247,12 @@ Status PipelineIterator::Process(Unit& u) {
       if (e.parsed) {
         batch.parsed = true;
         RF_RETURN_IF_ERROR(ConcatColumns(batch.columns, std::move(e.columns)));
+        if (!e.tensors.empty()) tensor_parts.push_back(std::move(e.tensors));
       } else {
         for (auto& r : e.records) batch.records.push_back(std::move(r));
       }
     }
+    RF_RETURN_IF_ERROR(StackTensors(std::move(tensor_parts), &batch.tensors));
   }
   for (const Node* op : plan_.post_batch) RF_RETURN_IF_ERROR(Apply(op, batch, u));
   u.outputs.push_back(std::move(batch));

@@ -176,5 +176,8 @@ std::shared_ptr<RecordFetcher> MakeFetcher(const Node* chain);
 // Appends `from` (a batch of parsed rows) to `to`: dense columns grow along dimension 0,
 // ragged ones get shifted row_splits. Errors: kInvalidArgument when shapes differ.
 Status ConcatColumns(std::vector<example::Column>& to, std::vector<example::Column>&& from);
+// Batches the dense tensors of native maps: part j holds element j's tensors; the result
+// concatenates them along the first dimension (one copy).
+Status StackTensors(std::vector<std::vector<Tensor>>&& parts, std::vector<Tensor>* out);
 
 }  // namespace recordflow::pipeline::internal

@@ -619,6 +619,8 @@ class RepeatIterator final : public RecordIterator {
       RF_ASSIGN_OR_RETURN(bool ok, input_->Next(out));
       if (ok) {
         produced_in_epoch_ = true;
+        // Which pass over the input this is (per-element augmentation seeds use it).
+        out->position.epoch = out->position.epoch * 0x9E3779B97F4A7C15ull + epoch_;
         return true;
       }
       input_.reset();

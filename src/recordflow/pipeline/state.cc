@@ -185,6 +185,7 @@ void StreamContext::SaveRecord(StateWriter& w, const Record& r) const {
   w.U64(r.position.file);
   w.U64(r.position.offset);
   w.U64(r.position.index);
+  w.U64(r.position.epoch);
   const bool by_reference = fetcher && fetcher->can_fetch();
   w.Bool(by_reference);
   if (!by_reference) w.Str(r.data);
@@ -196,6 +197,7 @@ Result<Record> StreamContext::RestoreRecord(StateReader& r) const {
   out.position.file = static_cast<uint32_t>(file);
   RF_ASSIGN_OR_RETURN(out.position.offset, r.U64("record offset"));
   RF_ASSIGN_OR_RETURN(out.position.index, r.U64("record index"));
+  RF_ASSIGN_OR_RETURN(out.position.epoch, r.U64("record epoch"));
   RF_ASSIGN_OR_RETURN(bool by_reference, r.Bool("record reference flag"));
   if (by_reference) {
     if (!fetcher || !fetcher->can_fetch()) {
@@ -206,6 +208,39 @@ Result<Record> StreamContext::RestoreRecord(StateReader& r) const {
     RF_ASSIGN_OR_RETURN(out.data, r.Str("record bytes"));
   }
   return out;
+}
+
+Status StackTensors(std::vector<std::vector<Tensor>>&& parts, std::vector<Tensor>* out) {
+  out->clear();
+  if (parts.empty() || parts[0].empty()) return Status();
+  const size_t n = parts[0].size();
+  for (size_t i = 0; i < n; ++i) {
+    Tensor joined = parts[0][i];
+    size_t bytes = 0;
+    int64_t rows = 0;
+    for (const auto& p : parts) {
+      if (p.size() != n) return InvalidArgumentError("cannot batch elements of different tensors");
+      const Tensor& t = p[i];
+      if (t.dtype != joined.dtype || t.shape.size() != joined.shape.size() || t.shape.empty() ||
+          !std::equal(t.shape.begin() + 1, t.shape.end(), joined.shape.begin() + 1)) {
+        return InvalidArgumentError("cannot batch tensor '" + joined.key +
+                                    "': elements differ in type or shape");
+      }
+      bytes += t.size_bytes;
+      rows += t.shape[0];
+    }
+    joined.data = std::shared_ptr<std::byte[]>(new std::byte[bytes]);
+    joined.size_bytes = bytes;
+    joined.shape[0] = rows;
+    size_t at = 0;
+    for (auto& p : parts) {
+      std::memcpy(joined.data.get() + at, p[i].data.get(), p[i].size_bytes);
+      at += p[i].size_bytes;
+      p[i].data.reset();
+    }
+    out->push_back(std::move(joined));
+  }
+  return Status();
 }
 
 Status ConcatColumns(std::vector<example::Column>& to, std::vector<example::Column>&& from) {

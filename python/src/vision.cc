@@ -1,0 +1,258 @@
+// Bindings for the image ops and the vision presets. Arrays in and out are HWC uint8 NumPy
+// arrays (float32 / float16 / uint16-as-bfloat16 for normalize); all pixel work runs without
+// the GIL.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/array.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "native_op.h"
+#include "recordflow/image/ops.h"
+#include "recordflow/vision/vision.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace recordflow::python {
+namespace {
+
+using image::Image;
+using U8Array = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
+
+std::span<const std::byte> BytesSpan(nb::bytes b) {
+  return std::as_bytes(std::span(b.c_str(), b.size()));
+}
+
+Image ToImage(const U8Array& a) {
+  if (a.ndim() != 3 && a.ndim() != 2) throw nb::value_error("expected an HxWxC or HxW uint8 array");
+  Image img;
+  img.height = static_cast<int>(a.shape(0));
+  img.width = static_cast<int>(a.shape(1));
+  img.channels = a.ndim() == 3 ? static_cast<int>(a.shape(2)) : 1;
+  if (img.channels < 1 || img.channels > 4) throw nb::value_error("expected 1 to 4 channels");
+  img.pixels.assign(a.data(), a.data() + img.row_bytes() * img.height);
+  return img;
+}
+
+nb::object ToArray(Image&& img) {
+  auto* owned = new std::vector<uint8_t>(std::move(img.pixels));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
+  size_t shape[3] = {static_cast<size_t>(img.height), static_cast<size_t>(img.width),
+                     static_cast<size_t>(img.channels)};
+  return nb::cast(nb::ndarray<nb::numpy, uint8_t>(owned->data(), 3, shape, owner));
+}
+
+vision::CommonOptions Common(int size, const std::string& image_key, const std::string& label_key,
+                             std::array<float, 3> mean, std::array<float, 3> std,
+                             const std::string& dtype, const std::string& layout,
+                             const std::string& interpolation, bool dct_scaling,
+                             uint64_t max_pixels, const std::string& on_corruption,
+                             std::optional<int64_t> default_label) {
+  vision::CommonOptions c;
+  c.size = size;
+  c.image_key = image_key;
+  c.label_key = label_key;
+  c.mean = mean;
+  c.std = std;
+  c.dtype = ValueOrThrow(image::ParseTensorType(dtype));
+  c.layout = ValueOrThrow(image::ParseLayout(layout));
+  c.interpolation = ValueOrThrow(image::ParseInterpolation(interpolation));
+  c.dct_scaling = dct_scaling;
+  c.max_pixels = max_pixels;
+  c.on_corruption = ValueOrThrow(format::ParseCorruptionPolicy(on_corruption));
+  c.default_label = default_label;
+  return c;
+}
+
+}  // namespace
+
+void RegisterVision(nb::module_& m) {
+  nb::class_<NativeMapOp>(m, "NativeMapOp")
+      .def_ro("name", &NativeMapOp::name)
+      .def_prop_ro("skipped_records",
+                   [](const NativeMapOp& op) { return op.skipped ? op.skipped->load() : 0; });
+
+  m.def(
+      "imagenet_train",
+      [](int size, const std::string& image_key, const std::string& label_key,
+         std::pair<double, double> scale, std::pair<double, double> ratio, double flip_probability,
+         std::array<float, 3> mean, std::array<float, 3> std, const std::string& dtype,
+         const std::string& layout, const std::string& interpolation, std::optional<uint64_t> seed,
+         bool dct_scaling, uint64_t max_pixels, const std::string& on_corruption,
+         std::optional<int64_t> default_label) {
+        vision::ImagenetTrainOptions o;
+        static_cast<vision::CommonOptions&>(o) =
+            Common(size, image_key, label_key, mean, std, dtype, layout, interpolation,
+                   dct_scaling, max_pixels, on_corruption, default_label);
+        o.crop.scale = {scale.first, scale.second};
+        o.crop.ratio = {ratio.first, ratio.second};
+        o.flip_probability = flip_probability;
+        o.seed = seed;
+        vision::VisionOp op = ValueOrThrow(vision::ImagenetTrain(o));
+        return NativeMapOp{std::move(op.fn), std::move(op.name), std::move(op.skipped)};
+      },
+      "size"_a, "image_key"_a, "label_key"_a, "scale"_a, "ratio"_a, "flip_probability"_a,
+      "mean"_a, "std"_a, "dtype"_a, "layout"_a, "interpolation"_a, "seed"_a.none(),
+      "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a, "default_label"_a.none());
+
+  m.def(
+      "imagenet_eval",
+      [](int size, int resize, const std::string& image_key, const std::string& label_key,
+         std::array<float, 3> mean, std::array<float, 3> std, const std::string& dtype,
+         const std::string& layout, const std::string& interpolation, bool dct_scaling,
+         uint64_t max_pixels, const std::string& on_corruption,
+         std::optional<int64_t> default_label) {
+        vision::ImagenetEvalOptions o;
+        static_cast<vision::CommonOptions&>(o) =
+            Common(size, image_key, label_key, mean, std, dtype, layout, interpolation,
+                   dct_scaling, max_pixels, on_corruption, default_label);
+        o.resize = resize;
+        vision::VisionOp op = ValueOrThrow(vision::ImagenetEval(o));
+        return NativeMapOp{std::move(op.fn), std::move(op.name), std::move(op.skipped)};
+      },
+      "size"_a, "resize"_a, "image_key"_a, "label_key"_a, "mean"_a, "std"_a, "dtype"_a,
+      "layout"_a, "interpolation"_a, "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a,
+      "default_label"_a.none());
+
+  m.def(
+      "decode_image",
+      [](nb::bytes data, uint64_t max_pixels) {
+        Result<Image> img = CancelledError("not run");
+        {
+          nb::gil_scoped_release release;
+          img = image::DecodeImageRgb(BytesSpan(data), max_pixels);
+        }
+        return ToArray(ValueOrThrow(std::move(img)));
+      },
+      "data"_a, "max_pixels"_a = uint64_t{1} << 28);
+
+  // (pixels, (box x, y, w, h), scale_denom)
+  m.def(
+      "decode_region",
+      [](nb::bytes data, std::optional<std::tuple<int, int, int, int>> crop, int target_width,
+         int target_height, bool dct_scaling, bool fancy_upsampling, uint64_t max_pixels) {
+        image::RegionDecodeOptions o;
+        if (crop) {
+          o.crop = image::Rect{std::get<0>(*crop), std::get<1>(*crop), std::get<2>(*crop),
+                               std::get<3>(*crop)};
+        }
+        o.target_width = target_width;
+        o.target_height = target_height;
+        o.dct_scaling = dct_scaling;
+        o.fancy_upsampling = fancy_upsampling;
+        o.max_pixels = max_pixels;
+        image::DecodedRegion region;
+        Status s;
+        {
+          nb::gil_scoped_release release;
+          thread_local image::ImageDecoder decoder;
+          s = decoder.DecodeRegion(BytesSpan(data), o, &region);
+        }
+        ThrowIfError(s);
+        const image::Box b = region.box;
+        return nb::make_tuple(ToArray(std::move(region.image)),
+                              nb::make_tuple(b.x, b.y, b.width, b.height), region.scale_denom);
+      },
+      "data"_a, "crop"_a = nb::none(), "target_width"_a = 0, "target_height"_a = 0,
+      "dct_scaling"_a = true, "fancy_upsampling"_a = true, "max_pixels"_a = uint64_t{1} << 28);
+
+  m.def(
+      "resize",
+      [](U8Array a, int width, int height, const std::string& interpolation,
+         std::optional<std::tuple<double, double, double, double>> box) {
+        Image img = ToImage(a);
+        const image::Interpolation mode = ValueOrThrow(image::ParseInterpolation(interpolation));
+        image::Box b;
+        if (box) b = {std::get<0>(*box), std::get<1>(*box), std::get<2>(*box), std::get<3>(*box)};
+        Result<Image> out = CancelledError("not run");
+        {
+          nb::gil_scoped_release release;
+          out = image::Resample(img, width, height, mode, box ? &b : nullptr);
+        }
+        return ToArray(ValueOrThrow(std::move(out)));
+      },
+      "image"_a, "width"_a, "height"_a, "interpolation"_a = "bilinear", "box"_a = nb::none());
+
+  m.def(
+      "center_crop",
+      [](U8Array a, int width, int height) {
+        return ToArray(ValueOrThrow(image::CenterCrop(ToImage(a), width, height)));
+      },
+      "image"_a, "width"_a, "height"_a);
+
+  m.def("flip_left_right", [](U8Array a) { return ToArray(image::FlipLeftRight(ToImage(a))); },
+        "image"_a);
+
+  // uint8 HWC RGB -> (bytes of the output, shape); the Python side views them with the dtype.
+  m.def(
+      "normalize",
+      [](U8Array a, std::array<float, 3> mean, std::array<float, 3> std, const std::string& dtype,
+         const std::string& layout, bool flip) {
+        Image img = ToImage(a);
+        if (img.channels != 3) throw nb::value_error("normalize takes an HxWx3 array");
+        image::NormalizeOptions o;
+        o.mean = mean;
+        o.std = std;
+        o.type = ValueOrThrow(image::ParseTensorType(dtype));
+        o.layout = ValueOrThrow(image::ParseLayout(layout));
+        o.flip = flip;
+        std::vector<float> f(img.pixels.begin(), img.pixels.end());
+        std::string out(f.size() * image::TensorTypeSize(o.type), '\0');
+        Status s;
+        {
+          nb::gil_scoped_release release;
+          s = image::NormalizeInto(f, img.width, img.height, o,
+                                   std::as_writable_bytes(std::span(out.data(), out.size())));
+        }
+        ThrowIfError(s);
+        return nb::bytes(out.data(), out.size());
+      },
+      "image"_a, "mean"_a, "std"_a, "dtype"_a = "float32", "layout"_a = "HWC", "flip"_a = false);
+
+  // n crops (x, y, w, h) drawn for a width x height image from `seed`, as one flat list.
+  m.def(
+      "random_resized_crop_params",
+      [](int width, int height, uint64_t seed, int n, std::pair<double, double> scale,
+         std::pair<double, double> ratio) {
+        image::RandomResizedCropOptions o;
+        o.scale = {scale.first, scale.second};
+        o.ratio = {ratio.first, ratio.second};
+        image::Rng rng(seed);
+        std::vector<int64_t> out;
+        out.reserve(static_cast<size_t>(n) * 4);
+        for (int i = 0; i < n; ++i) {
+          const image::Rect r = image::RandomResizedCropRect(width, height, o, rng);
+          out.insert(out.end(), {r.x, r.y, r.width, r.height});
+        }
+        auto* owned = new std::vector<int64_t>(std::move(out));
+        nb::capsule owner(owned,
+                          [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+        size_t shape[2] = {static_cast<size_t>(n), 4};
+        return nb::cast(nb::ndarray<nb::numpy, int64_t>(owned->data(), 2, shape, owner));
+      },
+      "width"_a, "height"_a, "seed"_a, "n"_a, "scale"_a, "ratio"_a);
+
+  m.def("kernel_backend", [] { return std::string(image::KernelBackendName()); });
+  m.def(
+      "set_kernel_backend",
+      [](const std::string& name) {
+        image::KernelBackend b = image::KernelBackend::kAuto;
+        if (name == "scalar") b = image::KernelBackend::kScalar;
+        else if (name == "sse2") b = image::KernelBackend::kSse2;
+        else if (name == "avx2") b = image::KernelBackend::kAvx2;
+        else if (name != "auto") throw nb::value_error("backend: auto, scalar, sse2 or avx2");
+        ThrowIfError(image::SetKernelBackend(b));
+      },
+      "name"_a);
+}
+
+}  // namespace recordflow::python

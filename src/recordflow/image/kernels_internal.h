@@ -1,0 +1,67 @@
+// Pixel kernels of the image ops, one table per backend. The bodies are written once
+// (kernels_body.inc) and compiled three times: scalar (vectorisation off: the reference),
+// SSE2 and AVX2+FMA (auto-vectorised). FP contraction is off for all three, and no
+// reduction is reordered, so every backend gives the same bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "recordflow/image/ops.h"
+
+namespace recordflow::image::internal {
+
+struct Kernels {
+  const char* name;
+  // acc[i] = sum over k of weights[k] * rows[k][i], i in [0, n), summed in k order.
+  void (*vertical_u8)(const uint8_t* const* rows, const float* weights, int taps, size_t n,
+                      float* acc);
+  // out[x * C + c] = sum over k < taps of weights[x * taps + k] * in[(start[x] + k) * C + c].
+  void (*horizontal)(const float* in, int channels, const int32_t* start, const float* weights,
+                     int taps, int out_w, float* out);
+  // One row of `width` RGB float pixels -> `type`: v * scale[c] + bias[c] (uint8: rounded and
+  // clamped v). HWC: out points at the row's first value. CHW: out points at the row in plane 0;
+  // planes are plane_stride values apart. flip: columns reversed.
+  void (*normalize_row)(const float* in, int width, const float* scale, const float* bias,
+                        bool flip, TensorType type, Layout layout, size_t plane_stride, void* out);
+};
+
+const Kernels& ScalarKernels();
+const Kernels& Sse2Kernels();
+const Kernels& Avx2Kernels();  // only when the CPU has AVX2 and FMA
+bool CpuHasAvx2();
+
+// The backend in use (SetKernelBackend).
+const Kernels& ActiveKernels();
+
+// float -> IEEE half / bfloat16, round to nearest even (NaN stays NaN).
+inline uint16_t FloatToHalfBits(float f) {
+  uint32_t x;
+  __builtin_memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7FFFFFFFu;
+  if (x >= 0x477FF000u) {  // >= 65520: rounds to inf (or is inf / NaN)
+    return static_cast<uint16_t>(sign | (x > 0x7F800000u ? 0x7E00u : 0x7C00u));
+  }
+  if (x < 0x38800000u) {  // below 2^-14: a subnormal half; let the FPU round it
+    float a;
+    __builtin_memcpy(&a, &x, 4);
+    a += 0.5f;
+    uint32_t b;
+    __builtin_memcpy(&b, &a, 4);
+    return static_cast<uint16_t>(sign | (b - 0x3F000000u));
+  }
+  const uint32_t odd = (x >> 13) & 1u;
+  x += 0xC8000FFFu + odd;  // rebias exponent (-112 << 23) and round
+  return static_cast<uint16_t>(sign | (x >> 13));
+}
+
+inline uint16_t FloatToBFloat16Bits(float f) {
+  uint32_t x;
+  __builtin_memcpy(&x, &f, 4);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  x += 0x7FFFu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+}  // namespace recordflow::image::internal

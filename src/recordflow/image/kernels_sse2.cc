@@ -1,0 +1,17 @@
+// The sse2 backend of the image kernels (see kernels_internal.h; flags in CMakeLists.txt).
+#include "kernels_internal.h"
+
+namespace recordflow::image::internal {
+namespace sse2_backend {
+namespace {
+#include "kernels_body.inc"
+}  // namespace
+}  // namespace sse2_backend
+
+const Kernels& Sse2Kernels() {
+  static const Kernels kKernels{"sse2", sse2_backend::VerticalU8, sse2_backend::Horizontal,
+                                sse2_backend::NormalizeRow};
+  return kKernels;
+}
+
+}  // namespace recordflow::image::internal

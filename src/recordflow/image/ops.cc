@@ -1,0 +1,396 @@
+// Resampling, crop, flip, normalize, random-resized-crop sampling and kernel dispatch.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "kernels_internal.h"
+#include "recordflow/image/ops.h"
+
+namespace recordflow::image {
+namespace internal {
+
+bool CpuHasAvx2() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+namespace {
+const Kernels* BestKernels() {
+#if defined(__x86_64__) || defined(__i386__)
+  if (CpuHasAvx2()) return &Avx2Kernels();
+  return &Sse2Kernels();
+#else
+  return &ScalarKernels();
+#endif
+}
+std::atomic<const Kernels*> g_kernels{nullptr};
+}  // namespace
+
+const Kernels& ActiveKernels() {
+  const Kernels* k = g_kernels.load(std::memory_order_acquire);
+  if (k == nullptr) {
+    k = BestKernels();
+    g_kernels.store(k, std::memory_order_release);
+  }
+  return *k;
+}
+
+}  // namespace internal
+
+std::string_view KernelBackendName() { return internal::ActiveKernels().name; }
+
+Status SetKernelBackend(KernelBackend backend) {
+  const internal::Kernels* k = nullptr;
+  switch (backend) {
+    case KernelBackend::kAuto: k = internal::BestKernels(); break;
+    case KernelBackend::kScalar: k = &internal::ScalarKernels(); break;
+#if defined(__x86_64__) || defined(__i386__)
+    case KernelBackend::kSse2: k = &internal::Sse2Kernels(); break;
+    case KernelBackend::kAvx2:
+      if (!internal::CpuHasAvx2()) return UnimplementedError("this CPU lacks AVX2/FMA");
+      k = &internal::Avx2Kernels();
+      break;
+#else
+    default: return UnimplementedError("SIMD backends are x86 only");
+#endif
+  }
+  internal::g_kernels.store(k, std::memory_order_release);
+  return Status::OK();
+}
+
+// ---- resampling ------------------------------------------------------------------------------
+
+namespace {
+
+// Filter taps for one axis: output i reads taps inputs from start[i] with weights[i * taps + k].
+struct Taps {
+  int taps = 0;
+  std::vector<int32_t> start;
+  std::vector<float> weights;
+  int lo = 0, hi = 0;  // inputs [lo, hi) are read at all
+};
+
+void ComputeTaps(int in_size, double box_lo, double box_len, int out_size, Interpolation mode,
+                 Taps* t, std::vector<double>* scratch) {
+  const double scale = box_len / out_size;
+  t->start.resize(out_size);
+  thread_local std::vector<int32_t> first, count;
+  first.resize(out_size);
+  count.resize(out_size);
+  std::vector<double>& w = *scratch;
+  int max_taps = 1;
+  // Pass 1: per output, the weights as doubles, trimmed of zeros at both ends.
+  const double support = mode == Interpolation::kBilinear ? std::max(scale, 1.0) : 0;
+  const int stride = static_cast<int>(std::ceil(2 * support + std::max(scale, 1.0))) + 3;
+  w.assign(static_cast<size_t>(out_size) * stride, 0.0);
+  for (int i = 0; i < out_size; ++i) {
+    double* wi = &w[static_cast<size_t>(i) * stride];
+    int lo = 0, n = 0;
+    if (mode == Interpolation::kNearest) {
+      lo = std::clamp(static_cast<int>(std::floor(box_lo + (i + 0.5) * scale)), 0, in_size - 1);
+      wi[0] = 1.0;
+      n = 1;
+    } else if (mode == Interpolation::kArea) {
+      const double a = box_lo + i * scale, b = a + scale;
+      lo = std::clamp(static_cast<int>(std::floor(a)), 0, in_size - 1);
+      const int hi = std::clamp(static_cast<int>(std::ceil(b)), lo + 1, in_size);
+      double total = 0;
+      for (int j = lo; j < hi && j - lo < stride; ++j) {
+        const double v = std::max(0.0, std::min(b, j + 1.0) - std::max(a, static_cast<double>(j)));
+        wi[j - lo] = v;
+        total += v;
+        n = j - lo + 1;
+      }
+      if (total <= 0) wi[0] = 1.0, n = 1, total = 1.0;
+      for (int k = 0; k < n; ++k) wi[k] /= total;
+    } else {
+      const double center = box_lo + (i + 0.5) * scale;
+      lo = std::max(0, static_cast<int>(std::floor(center - support)));
+      const int hi = std::min(in_size, static_cast<int>(std::ceil(center + support)) + 1);
+      double total = 0;
+      for (int j = lo; j < hi && j - lo < stride; ++j) {
+        const double tv = std::abs((j + 0.5 - center) / support);
+        const double v = tv < 1.0 ? 1.0 - tv : 0.0;
+        wi[j - lo] = v;
+        total += v;
+        n = j - lo + 1;
+      }
+      if (total <= 0) {  // cannot happen for a box inside the image; be safe
+        lo = std::clamp(static_cast<int>(center), 0, in_size - 1);
+        wi[0] = 1.0, n = 1, total = 1.0;
+      }
+      for (int k = 0; k < n; ++k) wi[k] /= total;
+    }
+    // Trim zero weights.
+    int b = 0, e = n;
+    while (b < e - 1 && wi[b] == 0.0) ++b;
+    while (e > b + 1 && wi[e - 1] == 0.0) --e;
+    if (b > 0) std::memmove(wi, wi + b, sizeof(double) * (e - b));
+    first[i] = lo + b;
+    count[i] = e - b;
+    max_taps = std::max(max_taps, e - b);
+  }
+  // Pass 2: fixed tap count (zero-padded), starts shifted left where the padding would run past
+  // the input's end.
+  t->taps = max_taps;
+  t->weights.assign(static_cast<size_t>(out_size) * max_taps, 0.0f);
+  t->lo = in_size;
+  t->hi = 0;
+  for (int i = 0; i < out_size; ++i) {
+    int s = first[i];
+    int shift = 0;
+    if (s + max_taps > in_size) shift = s + max_taps - in_size;
+    if (shift > s) shift = s;  // max_taps > in_size cannot happen: taps come from the input
+    t->start[i] = s - shift;
+    const double* wi = &w[static_cast<size_t>(i) * stride];
+    for (int k = 0; k < count[i]; ++k) {
+      t->weights[static_cast<size_t>(i) * max_taps + shift + k] = static_cast<float>(wi[k]);
+    }
+    t->lo = std::min(t->lo, t->start[i]);
+    t->hi = std::max(t->hi, t->start[i] + max_taps);
+  }
+  t->hi = std::min(t->hi, in_size);
+}
+
+struct ResampleScratch {
+  Taps h, v;
+  std::vector<double> w;
+  std::vector<float> acc;
+  std::vector<const uint8_t*> rows;
+};
+
+}  // namespace
+
+Result<Interpolation> ParseInterpolation(std::string_view name) {
+  if (name == "bilinear") return Interpolation::kBilinear;
+  if (name == "area") return Interpolation::kArea;
+  if (name == "nearest") return Interpolation::kNearest;
+  return InvalidArgumentError("interpolation must be \"bilinear\", \"area\" or \"nearest\", not \"" +
+                              std::string(name) + "\"");
+}
+
+Status ResampleToFloat(const Image& image, const Box& box, int out_w, int out_h,
+                       Interpolation interpolation, std::vector<float>* out) {
+  if (image.width <= 0 || image.height <= 0 || image.channels < 1 || image.channels > 4 ||
+      image.pixels.size() < image.row_bytes() * image.height) {
+    return InvalidArgumentError("resample: empty or inconsistent image");
+  }
+  if (out_w <= 0 || out_h <= 0) {
+    return InvalidArgumentError("resample: output size must be positive (got " +
+                                std::to_string(out_w) + "x" + std::to_string(out_h) + ")");
+  }
+  const double eps = 1e-6;
+  if (!(box.width > 0 && box.height > 0 && box.x >= -eps && box.y >= -eps &&
+        box.x + box.width <= image.width + eps && box.y + box.height <= image.height + eps)) {
+    return InvalidArgumentError("resample: the source box is empty or outside the image");
+  }
+  thread_local ResampleScratch s;
+  const internal::Kernels& k = internal::ActiveKernels();
+  const int C = image.channels;
+  ComputeTaps(image.width, box.x, box.width, out_w, interpolation, &s.h, &s.w);
+  ComputeTaps(image.height, box.y, box.height, out_h, interpolation, &s.v, &s.w);
+  // Vertical first: it vectorises over whole rows; the horizontal pass then runs on out_h rows
+  // only, over the columns [h.lo, h.hi) that it reads.
+  const size_t cols = static_cast<size_t>(s.h.hi - s.h.lo) * C;
+  s.acc.resize(cols);
+  s.rows.resize(s.v.taps);
+  for (int32_t& st : s.h.start) st -= s.h.lo;
+  out->resize(static_cast<size_t>(out_w) * out_h * C);
+  for (int y = 0; y < out_h; ++y) {
+    for (int t = 0; t < s.v.taps; ++t) {
+      s.rows[t] = image.row(s.v.start[y] + t) + static_cast<size_t>(s.h.lo) * C;
+    }
+    k.vertical_u8(s.rows.data(), &s.v.weights[static_cast<size_t>(y) * s.v.taps], s.v.taps, cols,
+                  s.acc.data());
+    k.horizontal(s.acc.data(), C, s.h.start.data(), s.h.weights.data(), s.h.taps, out_w,
+                 out->data() + static_cast<size_t>(y) * out_w * C);
+  }
+  return Status::OK();
+}
+
+Result<Image> Resample(const Image& image, int out_w, int out_h, Interpolation interpolation,
+                       const Box* box) {
+  Box whole{0, 0, static_cast<double>(image.width), static_cast<double>(image.height)};
+  std::vector<float> f;
+  RF_RETURN_IF_ERROR(ResampleToFloat(image, box ? *box : whole, out_w, out_h, interpolation, &f));
+  Image out;
+  out.width = out_w;
+  out.height = out_h;
+  out.channels = image.channels;
+  out.pixels.resize(f.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    const float v = std::clamp(f[i] + 0.5f, 0.0f, 255.0f);
+    out.pixels[i] = static_cast<uint8_t>(static_cast<int>(v));
+  }
+  return out;
+}
+
+Result<Image> CenterCrop(const Image& image, int width, int height) {
+  if (width <= 0 || height <= 0 || width > image.width || height > image.height) {
+    return InvalidArgumentError("center_crop: " + std::to_string(width) + "x" +
+                                std::to_string(height) + " does not fit in the " +
+                                std::to_string(image.width) + "x" + std::to_string(image.height) +
+                                " image");
+  }
+  const int x0 = static_cast<int>(std::nearbyint((image.width - width) / 2.0));
+  const int y0 = static_cast<int>(std::nearbyint((image.height - height) / 2.0));
+  Image out;
+  out.width = width;
+  out.height = height;
+  out.channels = image.channels;
+  out.pixels.resize(out.row_bytes() * height);
+  for (int y = 0; y < height; ++y) {
+    std::memcpy(out.row(y), image.row(y0 + y) + static_cast<size_t>(x0) * image.channels,
+                out.row_bytes());
+  }
+  return out;
+}
+
+Image FlipLeftRight(const Image& image) {
+  Image out;
+  out.width = image.width;
+  out.height = image.height;
+  out.channels = image.channels;
+  out.pixels.resize(image.pixels.size());
+  const int C = image.channels;
+  for (int y = 0; y < image.height; ++y) {
+    const uint8_t* src = image.row(y);
+    uint8_t* dst = out.row(y);
+    for (int x = 0; x < image.width; ++x) {
+      std::memcpy(dst + static_cast<size_t>(x) * C,
+                  src + static_cast<size_t>(image.width - 1 - x) * C, C);
+    }
+  }
+  return out;
+}
+
+// ---- normalize -------------------------------------------------------------------------------
+
+std::string_view TensorTypeName(TensorType type) {
+  switch (type) {
+    case TensorType::kUint8: return "uint8";
+    case TensorType::kFloat16: return "float16";
+    case TensorType::kBFloat16: return "bfloat16";
+    case TensorType::kFloat32: return "float32";
+  }
+  return "";
+}
+
+Result<TensorType> ParseTensorType(std::string_view name) {
+  for (TensorType t : {TensorType::kUint8, TensorType::kFloat16, TensorType::kBFloat16,
+                       TensorType::kFloat32}) {
+    if (name == TensorTypeName(t)) return t;
+  }
+  return InvalidArgumentError("dtype must be float32, float16, bfloat16 or uint8, not \"" +
+                              std::string(name) + "\"");
+}
+
+Result<Layout> ParseLayout(std::string_view name) {
+  if (name == "HWC" || name == "hwc") return Layout::kHWC;
+  if (name == "CHW" || name == "chw") return Layout::kCHW;
+  return InvalidArgumentError("layout must be \"HWC\" or \"CHW\", not \"" + std::string(name) + "\"");
+}
+
+size_t TensorTypeSize(TensorType type) {
+  switch (type) {
+    case TensorType::kUint8: return 1;
+    case TensorType::kFloat16:
+    case TensorType::kBFloat16: return 2;
+    case TensorType::kFloat32: return 4;
+  }
+  return 0;
+}
+
+Status NormalizeInto(std::span<const float> pixels, int width, int height,
+                     const NormalizeOptions& o, std::span<std::byte> out) {
+  const size_t n = static_cast<size_t>(width) * height * 3;
+  if (width <= 0 || height <= 0 || pixels.size() != n || out.size() != n * TensorTypeSize(o.type)) {
+    return InvalidArgumentError("normalize: buffer sizes do not match " + std::to_string(width) +
+                                "x" + std::to_string(height) + "x3");
+  }
+  float scale[3], bias[3];
+  for (int c = 0; c < 3; ++c) {
+    if (!(o.std[c] > 0)) return InvalidArgumentError("normalize: std must be positive");
+    // (v / 255 - mean) / std == v * (1 / (255 std)) + (-mean / std)
+    scale[c] = static_cast<float>(1.0 / (255.0 * o.std[c]));
+    bias[c] = static_cast<float>(-static_cast<double>(o.mean[c]) / o.std[c]);
+  }
+  const internal::Kernels& k = internal::ActiveKernels();
+  const size_t es = TensorTypeSize(o.type);
+  const size_t plane = static_cast<size_t>(width) * height;
+  for (int y = 0; y < height; ++y) {
+    const size_t offset = o.layout == Layout::kHWC ? static_cast<size_t>(y) * width * 3
+                                                   : static_cast<size_t>(y) * width;
+    k.normalize_row(pixels.data() + static_cast<size_t>(y) * width * 3, width, scale, bias, o.flip,
+                    o.type, o.layout, plane, out.data() + offset * es);
+  }
+  return Status::OK();
+}
+
+// ---- random resized crop -------------------------------------------------------------------
+
+uint64_t Rng::Next() {
+  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+double Rng::Uniform(double lo, double hi) {
+  const double u = static_cast<double>(Next() >> 11) * 0x1.0p-53;
+  return lo + (hi - lo) * u;
+}
+
+__extension__ typedef unsigned __int128 Uint128;
+
+int64_t Rng::UniformInt(int64_t lo, int64_t hi) {
+  const uint64_t n = static_cast<uint64_t>(hi - lo);
+  return lo + static_cast<int64_t>((static_cast<Uint128>(Next()) * n) >> 64);
+}
+
+uint64_t ElementSeed(uint64_t seed, uint64_t file, uint64_t index, uint64_t epoch) {
+  Rng r(seed);
+  uint64_t h = r.Next();
+  for (uint64_t v : {file, index, epoch}) {
+    Rng m(h ^ (v * 0xD6E8FEB86659FD93ull));
+    h = m.Next();
+  }
+  return h;
+}
+
+Rect RandomResizedCropRect(int width, int height, const RandomResizedCropOptions& o, Rng& rng) {
+  const double area = static_cast<double>(width) * height;
+  const double log_r0 = std::log(o.ratio[0]), log_r1 = std::log(o.ratio[1]);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target_area = area * rng.Uniform(o.scale[0], o.scale[1]);
+    const double aspect = std::exp(rng.Uniform(log_r0, log_r1));
+    // Python's round(): half to even, as nearbyint in the default rounding mode.
+    const double wf = std::nearbyint(std::sqrt(target_area * aspect));
+    const double hf = std::nearbyint(std::sqrt(target_area / aspect));
+    if (wf > 0 && wf <= width && hf > 0 && hf <= height) {
+      const int w = static_cast<int>(wf), h = static_cast<int>(hf);
+      const int i = static_cast<int>(rng.UniformInt(0, height - h + 1));
+      const int j = static_cast<int>(rng.UniformInt(0, width - w + 1));
+      return Rect{j, i, w, h};
+    }
+  }
+  const double in_ratio = static_cast<double>(width) / height;
+  const double rmin = std::min(o.ratio[0], o.ratio[1]), rmax = std::max(o.ratio[0], o.ratio[1]);
+  int w = width, h = height;
+  if (in_ratio < rmin) {
+    w = width;
+    h = static_cast<int>(std::nearbyint(w / rmin));
+  } else if (in_ratio > rmax) {
+    h = height;
+    w = static_cast<int>(std::nearbyint(h * rmax));
+  }
+  return Rect{(width - w) / 2, (height - h) / 2, w, h};
+}
+
+}  // namespace recordflow::image

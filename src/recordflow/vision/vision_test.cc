@@ -1,0 +1,139 @@
+#include "recordflow/vision/vision.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "recordflow/example/example.h"
+#include "recordflow/image/image.h"
+
+namespace recordflow::vision {
+namespace {
+
+using pipeline::Dataset;
+using pipeline::Element;
+
+template <typename T>
+T Ok(Result<T> r) {
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return std::move(r).value();
+}
+
+std::string JpegOf(int w, int h, int seed) {
+  image::Image img;
+  img.width = w, img.height = h, img.channels = 3;
+  img.pixels.resize(img.row_bytes() * h);
+  for (size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = static_cast<uint8_t>((i * 7 + seed * 13 + i / 97) % 251);
+  return Ok(image::EncodeJpeg(img));
+}
+
+std::vector<std::string> Records(int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    example::Features f;
+    f["image/encoded"] = example::Feature::Bytes({JpegOf(120 + 10 * i, 90 + 7 * i, i)});
+    f["image/class/label"] = example::Feature::Int64s({i});
+    out.push_back(example::SerializeExample(f));
+  }
+  return out;
+}
+
+std::vector<Element> RunAll(const Dataset& ds) {
+  auto it = Ok(ds.MakeIterator());
+  std::vector<Element> out;
+  Element e;
+  while (true) {
+    Result<bool> got = it->GetNext(&e);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    if (!got.ok() || !*got) break;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+TEST(VisionTest, TrainPresetMakesBatchesOfNormalizedImagesAndLabels) {
+  ImagenetTrainOptions o;
+  o.size = 64;
+  o.seed = 7;
+  VisionOp op = Ok(ImagenetTrain(o));
+  Dataset ds = Ok(Ok(Dataset::FromRecords(Records(10)).Batch(4)).Map(op.fn, op.name, 2));
+  std::vector<Element> out = RunAll(ds);
+  ASSERT_EQ(out.size(), 3u);
+  ASSERT_EQ(out[0].tensors.size(), 1u);
+  const pipeline::Tensor& t = out[0].tensors[0];
+  EXPECT_EQ(t.key, "image");
+  EXPECT_EQ(t.shape, (std::vector<int64_t>{4, 64, 64, 3}));
+  EXPECT_EQ(t.size_bytes, 4u * 64 * 64 * 3 * 4);
+  EXPECT_EQ(out[2].tensors[0].shape[0], 2);
+  ASSERT_EQ(out[1].columns.size(), 1u);
+  EXPECT_EQ(out[1].columns[0].key, "label");
+  EXPECT_EQ(out[1].columns[0].int64s, (std::vector<int64_t>{4, 5, 6, 7}));
+  const float* v = reinterpret_cast<const float*>(t.data.get());
+  for (size_t i = 0; i < t.size_bytes / 4; ++i) {
+    ASSERT_GE(v[i], -2.2f);
+    ASSERT_LE(v[i], 2.7f);
+  }
+  // Same seed, same tensors; the map before batch gives the same as after it.
+  std::vector<Element> again = RunAll(Ok(Ok(Dataset::FromRecords(Records(10)).Map(op.fn, op.name)).Batch(4)));
+  ASSERT_EQ(again.size(), 3u);
+  for (size_t b = 0; b < 3; ++b) {
+    ASSERT_EQ(again[b].tensors[0].shape, out[b].tensors[0].shape);
+    EXPECT_EQ(std::memcmp(again[b].tensors[0].data.get(), out[b].tensors[0].data.get(),
+                          out[b].tensors[0].size_bytes), 0);
+  }
+  // Another epoch gives other crops.
+  std::vector<Element> two = RunAll(Ok(Dataset::FromRecords(Records(4)).Repeat(2).Batch(4)).Map(op.fn, op.name).value());
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_NE(std::memcmp(two[0].tensors[0].data.get(), two[1].tensors[0].data.get(),
+                        two[0].tensors[0].size_bytes), 0);
+}
+
+TEST(VisionTest, EvalPresetMatchesDecodeResizeCenterCrop) {
+  ImagenetEvalOptions o;
+  o.size = 32;
+  o.resize = 40;
+  o.dtype = image::TensorType::kUint8;
+  o.dct_scaling = false;
+  VisionOp op = Ok(ImagenetEval(o));
+  std::vector<std::string> recs = Records(2);
+  std::vector<Element> out = RunAll(Ok(Ok(Dataset::FromRecords(recs).Batch(2)).Map(op.fn, op.name)));
+  ASSERT_EQ(out.size(), 1u);
+  const uint8_t* got = reinterpret_cast<const uint8_t*>(out[0].tensors[0].data.get());
+  // Reference: decode, resize shorter side to 40 (torchvision sizes), center crop 32.
+  const std::string jpeg = JpegOf(120, 90, 0);
+  image::Image full = Ok(image::DecodeImageRgb(std::as_bytes(std::span(jpeg.data(), jpeg.size()))));
+  image::Image resized = Ok(image::Resample(full, 53, 40, image::Interpolation::kBilinear));
+  image::Image want = Ok(image::CenterCrop(resized, 32, 32));
+  int max_diff = 0;
+  for (size_t i = 0; i < want.pixels.size(); ++i) max_diff = std::max(max_diff, std::abs(int{got[i]} - int{want.pixels[i]}));
+  EXPECT_LE(max_diff, 1);
+}
+
+TEST(VisionTest, CorruptImageNamesTheRecordOrIsSkipped) {
+  std::vector<std::string> recs = Records(3);
+  example::Features f;
+  f["image/encoded"] = example::Feature::Bytes({JpegOf(100, 80, 1).substr(0, 300)});
+  f["image/class/label"] = example::Feature::Int64s({9});
+  recs[1] = example::SerializeExample(f);
+  ImagenetTrainOptions o;
+  o.size = 32;
+  VisionOp op = Ok(ImagenetTrain(o));
+  auto it = Ok(Ok(Ok(Dataset::FromRecords(recs).Batch(3)).Map(op.fn, op.name)).MakeIterator());
+  Element e;
+  Result<bool> got = it->GetNext(&e);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(got.status().message().find("record 1 of file #0"), std::string::npos) << got.status().message();
+  o.on_corruption = format::CorruptionPolicy::kSkip;
+  VisionOp skip = Ok(ImagenetTrain(o));
+  std::vector<Element> out = RunAll(Ok(Ok(Dataset::FromRecords(recs).Batch(3)).Map(skip.fn, skip.name)));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].tensors[0].shape[0], 2);
+  EXPECT_EQ(out[0].columns[0].int64s, (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(skip.skipped_records(), 1u);
+}
+
+}  // namespace
+}  // namespace recordflow::vision
