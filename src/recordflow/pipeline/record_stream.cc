@@ -36,7 +36,6 @@ struct FileSource {
   int shard_index = 0;
 };
 
-// The files of `src` read in `epoch`, as indexes into the source's file list.
 // The files of `src`'s shard, in the source's (sorted) order.
 std::vector<uint32_t> ShardFiles(const FileSource& src) {
   std::vector<uint32_t> files;
@@ -47,6 +46,7 @@ std::vector<uint32_t> ShardFiles(const FileSource& src) {
   return files;
 }
 
+// The files of `src` read in `epoch`, as indexes into the source's file list.
 std::vector<uint32_t> FileOrder(const FileSource& src, uint64_t epoch, SeedTable* seeds) {
   std::vector<uint32_t> order = ShardFiles(src);
   if (src.files->files_options.shuffle_files) {
