@@ -53,6 +53,9 @@ HELPS_GAIN = 1.10
 # The pipeline keeps up on average when its ceiling is at least this multiple of the rate the
 # step consumes batches at; if the step still waits, the buffer cannot absorb the step's bursts.
 KEEPS_UP_MARGIN = 1.25
+# The record stream is not the limit when, timed alone, it gives this multiple of the records
+# the whole pipeline delivers.
+READ_HEADROOM = 1.5
 _MAX_PREFETCH_BYTES = 1 << 30
 
 
@@ -280,18 +283,41 @@ def _in_series_cost(stages: list[dict], elements: int) -> list[tuple[dict, float
     return sorted(out, key=lambda x: -x[1])
 
 
+def _read_alone_rate(ds: Dataset, seconds: float) -> float | None:
+    """Records/s of ``ds``'s record stream alone (its transformations before the first parse,
+    map, filter or batch), batched natively so the consumer is not the limit."""
+    ops = list(ds._stage_ops())
+    stream = []
+    for op in ops:
+        if op[0] in ("parse", "native_map", "map", "filter", "batch", "prefetch"):
+            break
+        stream.append(op)
+    stream.append(("batch", 256, False))
+    try:
+        return _run_alone(ds._with_ops(stream), seconds)["elements_per_s"] * 256
+    except Exception:  # the check is advisory; the utilizations still stand
+        return None
+
+
 def _slowest(stages: list[dict]) -> dict:
     ranked = [s for s in stages if s["utilization"] is not None]
     return max(ranked, key=lambda s: s["utilization"])
 
 
-def _free_gain(stages: list[dict], stage_id: str) -> float:
-    """Estimated speed-up if stage ``stage_id`` cost nothing: the next busiest stage then sets
-    the pace (utilizations scale with the rate). An upper bound, capped at 10x."""
-    others = [s["utilization"] for s in stages
-              if s["utilization"] is not None and s["id"] != stage_id]
-    busiest = max(others, default=0.0)
-    return min(1.0 / busiest, 10.0) if busiest > 0.1 else 10.0
+def _free_gain(stages: list[dict], stage_id: str, records_per_s: float | None = None) -> float:
+    """Estimated speed-up if stage ``stage_id`` cost nothing: the next limit then sets the pace.
+    For a stage timed alone (the record stream) that limit is its measured rate; for the others
+    1 / utilization (utilizations scale with the rate). An upper bound, capped at 10x."""
+    bounds = []
+    for s in stages:
+        if s["id"] == stage_id or s["utilization"] is None:
+            continue
+        alone = s.get("alone_records_per_s")
+        if alone and records_per_s:
+            bounds.append(alone / records_per_s)
+        elif s["utilization"] > 0.1:
+            bounds.append(1.0 / s["utilization"])
+    return max(1.0, min(bounds + [10.0]))
 
 
 # ------------------------------------------------------------------------ variants
@@ -469,8 +495,7 @@ def _cache_variant(ds: Dataset, paths: list[str], stages: list[dict], seconds: f
     detail = (f"Later epochs then skip reading (and inflating); the files hold {total / 2**20:.0f} "
               "MiB (compressed size), which .cache() keeps in memory and .cache(path) on a local disk.")
     if seconds <= 0 or not paths:
-        return _Rec.make("cache", sid, title, detail, gain=None if seconds <= 0 else
-                         _free_gain(stages, sid))
+        return _Rec.make("cache", sid, title, detail)
     sample, size = [], 0
     for p in paths[:16]:
         sample.append(p)
@@ -527,6 +552,7 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
     start = _python_start(ops)
     cores = _cores()
     base = alone["elements_per_s"]
+    records_rate = base * (_batch_size(ds) or 1)
     recs: list[dict] = []
     sid = cause["stage"]
     kind = cause["id"]
@@ -548,7 +574,7 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
                   "is the pipeline with this map removed: the upper bound a native op can reach.")
         if later_callables:
             recs.append(_Rec.make("python_map_native", sid, title, detail,
-                                  gain=_free_gain(stages, sid), measured=False))
+                                  gain=_free_gain(stages, sid, records_rate), measured=False))
         else:
             recs.append(_measure_alone("native", _replace_op(ds, op_index, None), base,
                                        variant_seconds, "python_map_native", sid, title, detail, log))
@@ -562,7 +588,7 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
         recs.append(_Rec.make(
             "python_filter_native", sid, "filter at conversion time, or on batches in a map",
             "A Python filter runs per element on the consuming thread.",
-            gain=_free_gain(stages, sid), measured=False))
+            gain=_free_gain(stages, sid, records_rate), measured=False))
     elif kind == "python_consumer":
         if _batch_size(ds) is None:
             recs.append(_Rec.make(
@@ -612,7 +638,7 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
                     f"The native map runs on {op[2]} thread(s) of {cores} cores.", log))
         vision = [ops[i] for i in maps if _vision_target(ops[i]) is not None]
         if vision:
-            upper = _free_gain(stages, sid)
+            upper = _free_gain(stages, sid, records_rate)
             recs.append(_Rec.make(
                 "decode_on_gpu", sid, "decode JPEGs on the GPU (nvJPEG, e.g. DALI's mixed decoder)",
                 "Decode + crop + resize is the pipeline's work; on a GPU it leaves the CPU. "
@@ -746,6 +772,8 @@ def _render_text(d: dict) -> str:
         threads = st["parallelism"] or "-"
         add(f"  {util:>6} {st['elements']:>9} {busy:>8} {threads:>7} {buf:>9}  "
             f"[{st['id']}] {st['name']}{per}{mark}")
+        if st.get("utilization_note"):
+            add(f"  {'':>6} {'':>9} {'':>8} {'':>7} {'':>9}  ({st['utilization_note']})")
     add("")
     if d["recommendations"]:
         add("what would help (gain: measured by running the variant, or estimated):")
@@ -857,6 +885,21 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
     slowest = _slowest(stages)
     batch_size = _batch_size(dataset)
     rate = alone["elements_per_s"]
+    if try_variants:
+        # The stream's busy time includes waiting for interleave reads queued on the thread
+        # pool that the executor's work shares; when that pool is saturated the stream looks
+        # busy without being the limit. Time the stream alone to know.
+        log("timing the record stream alone ...")
+        read_alone = _read_alone_rate(dataset, min(variant_seconds, 1.0))
+        read = next(s for s in stages if s["id"] == "read")
+        read["alone_records_per_s"] = read_alone
+        if (slowest["id"] == "read" and read_alone is not None
+                and read_alone >= READ_HEADROOM * rate * (batch_size or 1)):
+            read["utilization_note"] = (f"alone the stream gives {read_alone:,.0f} records/s, "
+                                        f"{read_alone / (rate * (batch_size or 1)):.1f}x what the "
+                                        "pipeline delivers: not the limit")
+            others = [s for s in stages if s["id"] != "read"]
+            slowest = _slowest(others)
     ceiling = {"elements_per_s": rate * (batch_size or 1),
                "batches_per_s": rate if batch_size else None, "batch_size": batch_size,
                "iterator_elements_per_s": rate, "seconds": alone["seconds"],
@@ -886,9 +929,18 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
             verdict_detail = (f"the step waits for data {100 * step_run['wait_fraction']:.1f}% of the "
                               f"time; the pipeline's ceiling is {over:.1f}x what the step consumes: "
                               "speed up the step, not the input")
-            cause = {"id": "step", "stage": None,
+            cause = {"id": "step", "stage": None, "ceiling_over_demand": over,
                      "explanation": ("the training step sets the pace; the pipeline has headroom "
                                      f"({slowest_text})")}
+            if over < KEEPS_UP_MARGIN:
+                # Waiting little now, but with no margin: a faster step would wait.
+                cause["borderline"] = True
+                cause["explanation"] = (f"the training step sets the pace, but only just: the "
+                                        f"pipeline's ceiling alone is {over:.2f}x the step's rate, "
+                                        f"limited by {slowest_text}")
+                verdict_detail = (f"the step waits for data {100 * step_run['wait_fraction']:.1f}% of "
+                                  f"the time, but the pipeline has no margin ({over:.2f}x the step's "
+                                  "rate): a faster step would wait")
         else:
             verdict = "input-bound"
             verdict_detail = (f"the step waits for data {100 * step_run['wait_fraction']:.1f}% of the time")
@@ -913,9 +965,13 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
                                         f"it is limited by {slowest_text}")
 
     recs: list[dict] = []
-    if verdict != "not input-bound":
+    if verdict != "not input-bound" or cause.get("borderline"):
+        # A borderline step gets the advice for the stage that would limit a faster step.
+        rule_cause = cause if not cause.get("borderline") else {
+            "id": slowest["kind"] if slowest["kind"] != "native" else slowest["id"],
+            "stage": slowest["id"]}
         # try_variants=False: the same rules with variant_seconds 0, which run nothing.
-        recs = _recommend(dataset, cause, stages, alone, step, step_run,
+        recs = _recommend(dataset, rule_cause, stages, alone, step, step_run,
                           variant_seconds if try_variants else 0.0, log)
     # Measured gains that help first, then estimates, then what was measured not to help.
     recs.sort(key=lambda r: (0 if r["helps"] else 2 if r["measured"] else 1, -(r["gain"] or 0)))
@@ -937,7 +993,8 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
         "cause": cause,
         "recommendations": recs,
         "thresholds": {"input_bound_wait_fraction": INPUT_BOUND_WAIT_FRACTION,
-                       "helps_gain": HELPS_GAIN, "keeps_up_margin": KEEPS_UP_MARGIN},
+                       "helps_gain": HELPS_GAIN, "keeps_up_margin": KEEPS_UP_MARGIN,
+                       "read_headroom": READ_HEADROOM},
     }
     timeline = [] if step_run is None else list(zip(step_run["waits"], step_run["computes"]))
     return Report(data, timeline)
@@ -995,9 +1052,17 @@ def build_preset(paths: list[str], preset: str, batch: int, interleave: int | No
 _EXIT_OK, _EXIT_ERROR, _EXIT_USAGE, _EXIT_DATA_LOSS = 0, 1, 2, 3
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as the other subcommands print them (docs/cli.md), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(_EXIT_USAGE, f"recordflow: usage error: {message}\n"
+                               f"Run '{self.prog} --help' for usage.\n")
+
+
 def main(argv: list[str] | None = None, prog: str = "recordflow doctor") -> int:
     """`recordflow doctor GLOB... [options]` (the C++ `recordflow doctor` runs this)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=prog,
         description="Runs an input pipeline over the given TFRecord files alone and with a "
                     "(simulated) training step; reports its ceiling, whether the step waits "
