@@ -57,6 +57,7 @@ KEEPS_UP_MARGIN = 1.25
 # the whole pipeline delivers.
 READ_HEADROOM = 1.5
 _MAX_PREFETCH_BYTES = 1 << 30
+_HTML_MAX_STEPS = 5000
 
 
 def _cores() -> int:
@@ -184,7 +185,7 @@ def _run_alone(ds: Dataset, seconds: float) -> dict:
 def _run_with_step(ds: Dataset, step: Callable[[Any], Any], seconds: float) -> dict:
     """Iterates ``ds`` and calls ``step`` on each element for ``seconds``; times each step's
     wait for its element and its compute. The first element (start-up) is left out."""
-    it = ds.iterator()
+    it = ds._with_ops(ds._stage_ops()).iterator()  # a copy: the user's ds.stats() stays theirs
     waits: list[float] = []
     computes: list[float] = []
     try:
@@ -861,6 +862,8 @@ def _render_html(d: dict, timeline: list[tuple[float, float]]) -> str:
     esc = html.escape
     bars = []
     width, height = 960, 220
+    shown = len(timeline)
+    timeline = timeline[:_HTML_MAX_STEPS]  # a page of 2 rects per step must stay viewable
     if timeline:
         total = sum(w + c for w, c in timeline)
         scale = width / max(total, 1e-9)
@@ -886,7 +889,7 @@ def _render_html(d: dict, timeline: list[tuple[float, float]]) -> str:
 <h2>Per-step timeline</h2>
 <p>Each bar is one training step, its width the step's wall time, its height split into
 <span style="color:#e45756">waiting for data</span> and
-<span style="color:#4c78a8">compute</span>.</p>
+<span style="color:#4c78a8">compute</span>.{f" The first {len(timeline)} of {shown} steps." if shown > len(timeline) else ""}</p>
 {svg}
 <h2>Report</h2>
 <pre>{esc(_render_text(d))}</pre>
