@@ -161,6 +161,11 @@ def _run_alone(ds: Dataset, seconds: float) -> dict:
         except StopIteration:
             raise ValueError("the dataset yields no elements: nothing to diagnose") from None
         t_first = time.perf_counter()
+        # Start-up (building the pipeline, opening files) is not the consumer's steady work:
+        # its share is measured from here on.
+        wait_at_first = it.stats()["consumer_wait_seconds"]
+        python_at_first = sum(st["timer"].seconds / st["parallelism"]
+                              for st in python_stages if st["timer"] is not None)
         n = 0
         exhausted = False
         while time.perf_counter() - t_first < seconds:
@@ -178,7 +183,11 @@ def _run_alone(ds: Dataset, seconds: float) -> dict:
     rate = n / elapsed if n > 0 and elapsed > 0 else 1.0 / max(t_first - t_start, 1e-9)
     return {"time_to_first_element_s": t_first - t_start, "elements": n + 1,
             "seconds": t_end - t_start, "elements_per_s": rate, "exhausted": exhausted,
-            "stats": stats, "python_stages": python_stages,
+            "stats": stats, "python_stages": python_stages, "steady_seconds": elapsed,
+            "steady_elements": n, "steady_wait_seconds": stats["consumer_wait_seconds"] - wait_at_first,
+            "steady_python_seconds": sum(st["timer"].seconds / st["parallelism"]
+                                         for st in python_stages if st["timer"] is not None)
+                                     - python_at_first,
             "element_bytes": _element_bytes(first)}
 
 
@@ -264,13 +273,15 @@ def _stages(run: dict) -> list[dict]:
         out.append(entry)
     # What the consuming thread did besides waiting for the engine and running Python stages:
     # turning engine elements into NumPy/dicts and the loop itself.
-    consumer = max(0.0, py_wall - stats["consumer_wait_seconds"] - python_busy)
+    # Measured after the first element, so that start-up is not counted as its work.
+    steady = max(run["steady_seconds"], 1e-9)
+    consumer = max(0.0, steady - run["steady_wait_seconds"] - run["steady_python_seconds"])
     out.append({"id": "python_consumer", "kind": "python_consumer",
                 "name": "Python consumer (element conversion, the loop)",
-                "elements": run["elements"], "busy_seconds": consumer,
+                "elements": run["steady_elements"], "busy_seconds": consumer,
                 "wait_output_seconds": None, "parallelism": 1, "buffer_size": None,
-                "buffer_fill": None, "utilization": consumer / py_wall,
-                "seconds_per_element": consumer / max(run["elements"], 1)})
+                "buffer_fill": None, "utilization": consumer / steady,
+                "seconds_per_element": consumer / max(run["steady_elements"], 1)})
     return out
 
 
@@ -947,21 +958,21 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
     slowest = _slowest(stages)
     batch_size = _batch_size(dataset)
     rate = alone["elements_per_s"]
-    if try_variants:
-        # The stream's busy time includes waiting for interleave reads queued on the thread
-        # pool that the executor's work shares; when that pool is saturated the stream looks
-        # busy without being the limit. Time the stream alone to know.
-        log("timing the record stream alone ...")
-        read_alone = _read_alone_rate(dataset, min(variant_seconds, 1.0))
-        read = next(s for s in stages if s["id"] == "read")
-        read["alone_records_per_s"] = read_alone
-        if (slowest["id"] == "read" and read_alone is not None
-                and read_alone >= READ_HEADROOM * rate * (batch_size or 1)):
-            read["utilization_note"] = (f"alone the stream gives {read_alone:,.0f} records/s, "
-                                        f"{read_alone / (rate * (batch_size or 1)):.1f}x what the "
-                                        "pipeline delivers: not the limit")
-            others = [s for s in stages if s["id"] != "read"]
-            slowest = _slowest(others)
+    # The stream's busy time includes waiting for interleave reads queued on the thread
+    # pool that the executor's work shares; when that pool is saturated the stream looks
+    # busy without being the limit. Time the stream alone to know (a measurement, not a
+    # variant: done with try_variants=False too).
+    log("timing the record stream alone ...")
+    read_alone = _read_alone_rate(dataset, min(variant_seconds, seconds, 1.0))
+    read = next(s for s in stages if s["id"] == "read")
+    read["alone_records_per_s"] = read_alone
+    if (slowest["id"] == "read" and read_alone is not None
+            and read_alone >= READ_HEADROOM * rate * (batch_size or 1)):
+        read["utilization_note"] = (f"alone the stream gives {read_alone:,.0f} records/s, "
+                                    f"{read_alone / (rate * (batch_size or 1)):.1f}x what the "
+                                    "pipeline delivers: not the limit")
+        others = [s for s in stages if s["id"] != "read"]
+        slowest = _slowest(others)
     ceiling = {"elements_per_s": rate * (batch_size or 1),
                "batches_per_s": rate if batch_size else None, "batch_size": batch_size,
                "iterator_elements_per_s": rate, "seconds": alone["seconds"],
