@@ -58,6 +58,7 @@ KEEPS_UP_MARGIN = 1.25
 READ_HEADROOM = 1.5
 _MAX_PREFETCH_BYTES = 1 << 30
 _HTML_MAX_STEPS = 5000
+_GAIN_CAP = 10.0  # estimated upper bounds beyond this say nothing more useful
 
 
 def _cores() -> int:
@@ -329,7 +330,7 @@ def _free_gain(stages: list[dict], stage_id: str, records_per_s: float | None = 
             bounds.append(alone / records_per_s)
         elif s["utilization"] > 0.1:
             bounds.append(1.0 / s["utilization"])
-    return max(1.0, min(bounds + [10.0]))
+    return max(1.0, min(bounds + [_GAIN_CAP]))
 
 
 # ------------------------------------------------------------------------ variants
@@ -860,6 +861,8 @@ def _render_text(d: dict) -> str:
                           f"{100 * r['wait_fraction_after']:.0f}%")
                 if r["helps"] is False:
                     g += " (no real gain here)"
+            elif r["gain"] >= _GAIN_CAP:
+                g = f"estimated up to {_GAIN_CAP:.0f}x or more (capped)"
             else:
                 g = f"estimated up to {r['gain']:.2f}x"
             add(f"  {i}. {r['title']}")
