@@ -34,6 +34,7 @@ from recordflow.example import (
 )
 from recordflow.converter import convert, encode_jpeg, extract, probe_image
 from recordflow import vision
+from recordflow.doctor import diagnose
 from recordflow.errors import (
     AlreadyExistsError,
     CancelledError,
@@ -55,6 +56,7 @@ __all__ = [
     "AUTOTUNE",
     "Dataset",
     "vision",
+    "diagnose",
     "Iterator",
     "Example",
     "SequenceExample",

@@ -140,6 +140,36 @@ class Dataset:
         consumer waits, within the memory budget)."""
         return self._with("prefetch", int(n))
 
+    # ---------------------------------------------------------------- rewriting (rf.doctor)
+    # rf.diagnose tries variants of a user's pipeline (an interleave added, a map made parallel,
+    # a bigger prefetch) by rebuilding it with one stage changed. Stages are the tuples that the
+    # transformations above append: (name, *args), e.g. ("map", fn, num_parallel).
+    def _stage_ops(self) -> tuple:
+        """The transformations of this Dataset, in order, as (name, *args) tuples."""
+        return self._ops
+
+    def _with_ops(self, ops: Sequence[tuple]) -> "Dataset":
+        """The same source with the transformations ``ops`` (from _stage_ops, changed)."""
+        return Dataset(self._source, tuple(ops))
+
+    def _source_paths(self) -> list[str] | None:
+        """The files this Dataset reads (globs expanded), or None for in-memory records."""
+        if self._source[0] != "files":
+            return None
+        return _expand(self._source[1])
+
+    def _with_source_files(self, paths: Sequence[str], compression: str | None) -> "Dataset":
+        """The same transformations over other files (the other from_files options kept)."""
+        if self._source[0] != "files":
+            raise ValueError("not a Dataset of files")
+        _, _, _, shuffle_files, seed, on_corruption, verify = self._source
+        return Dataset(("files", [str(p) for p in paths], compression, shuffle_files, seed,
+                        on_corruption, verify), self._ops)
+
+    def _source_compression(self) -> str | None:
+        """The compression given to from_files (None: from each file name)."""
+        return self._source[2] if self._source[0] == "files" else None
+
     # ---------------------------------------------------------------- running
     def _split(self) -> tuple[list, list]:
         native, python = [], []
@@ -154,17 +184,7 @@ class Dataset:
         src = self._source
         if src[0] == "files":
             _, paths, compression, shuffle_files, seed, on_corruption, verify = src
-            expanded = []
-            for p in paths:
-                if any(ch in p for ch in "*?["):
-                    matched = sorted(_glob.glob(p))
-                    if not matched:
-                        from recordflow.errors import NotFoundError
-                        raise NotFoundError(f"no files match '{p}'")
-                    expanded += matched
-                else:
-                    expanded.append(p)
-            ds = _core.PipelineDataset.from_files(expanded, compression, shuffle_files, seed,
+            ds = _core.PipelineDataset.from_files(_expand(paths), compression, shuffle_files, seed,
                                                   on_corruption, verify)
         else:
             ds = _core.PipelineDataset.from_records(src[1])
@@ -217,6 +237,21 @@ class Dataset:
 
     def __repr__(self) -> str:
         return f"rf.Dataset({self.describe()})"
+
+
+def _expand(paths: list[str]) -> list[str]:
+    """Globs expanded (each sorted; each must match something), plain paths kept."""
+    expanded = []
+    for p in paths:
+        if any(ch in p for ch in "*?["):
+            matched = sorted(_glob.glob(p))
+            if not matched:
+                from recordflow.errors import NotFoundError
+                raise NotFoundError(f"no files match '{p}'")
+            expanded += matched
+        else:
+            expanded.append(p)
+    return expanded
 
 
 def _to_python(element: tuple, keys: list | None):

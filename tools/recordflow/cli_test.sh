@@ -760,5 +760,20 @@ run inspect --help
 name="recordflow inspect --help"
 expect_rc 0; expect_out_has "Usage: recordflow inspect"
 
+# ---- doctor ----------------------------------------------------------------------------------
+# `recordflow doctor` execs Python's recordflow.doctor (python/tests/test_doctor.py tests the
+# report itself, with the package installed). Here: the launcher's errors, without the package.
+name="doctor: an interpreter that cannot start is a clear error, exit 1"
+RECORDFLOW_PYTHON="$T/no-such-python" run doctor good.tfrecord
+expect_rc 1; expect_err_has "recordflow: NotFound: "; expect_err_has "RECORDFLOW_PYTHON"
+name="doctor: a Python without the recordflow package is a clear error, exit 1"
+printf '#!/bin/sh\nexec python3 -S -I "$@"\n' >"$T/bare-python"  # -S: no site-packages
+chmod +x "$T/bare-python"
+RECORDFLOW_PYTHON="$T/bare-python" run doctor good.tfrecord
+expect_rc 1; expect_err_has "cannot import the recordflow package"
+name="recordflow --help lists doctor"
+run --help
+expect_rc 0; expect_out_has "doctor"
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
       cli::AddInspectCommand(app),
       cli::AddConvertCommand(app),
       cli::AddExtractCommand(app),
+      cli::AddDoctorCommand(app),
   };
   // CLI11 reports parse failures by exception; they stop here and never reach the library.
   try {

@@ -1,0 +1,1210 @@
+"""rf.diagnose and `recordflow doctor`: does training wait on data, where, and what would help.
+
+The doctor runs a pipeline in three phases and reports what it measured:
+
+1. **Alone**: the pipeline as fast as it goes, for ``seconds``. Gives the ceiling (elements/s,
+   batches/s), the time to the first element, and each stage's *utilization*: the fraction of
+   its available time it was busy (native stages from the engine's own ``it.stats()``; Python
+   map/filter stages timed per call by a wrapper the doctor puts around the callable). The stage
+   closest to 100% is the slowest stage: it sets the ceiling.
+2. **With the step** (``step_fn(batch)``, or ``step_seconds`` simulated by sleeping, which uses
+   no CPU, like a step on an accelerator): the time each step waited for its batch and the time
+   it computed. The fraction of time spent waiting decides the verdict: input-bound when it is
+   at least 10%.
+3. **Variants**: for the cause found, the pipeline is rebuilt with one change (an interleave
+   added, a Python map made parallel or removed, a bigger prefetch) and timed briefly, so the
+   expected gain of each recommendation is measured. Changes that cannot be tried in a few
+   seconds (decode on a GPU, re-converting files) come with an estimate, marked as such.
+
+docs/doctor.md explains the rules and how to read the report. Example::
+
+    report = rf.diagnose(ds, step_seconds=0.05)
+    print(report)                  # the terminal report
+    report.to_dict()["cause"]      # {"id": "python_map", "stage": "python_map_0", ...}
+    report.write_html("timeline.html")
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from recordflow import dataset as _dataset
+from recordflow.dataset import AUTOTUNE, Dataset
+
+__all__ = ["diagnose", "Report", "main"]
+
+# A step that waits for data at least this fraction of its time is input-bound: below it, a
+# faster pipeline would change the step rate by less than the noise of a training job.
+INPUT_BOUND_WAIT_FRACTION = 0.10
+# A measured variant "helps" when it is at least this much faster: smaller differences are
+# within run-to-run noise on a loaded machine.
+HELPS_GAIN = 1.10
+# The pipeline keeps up on average when its ceiling is at least this multiple of the rate the
+# step consumes batches at; if the step still waits, the buffer cannot absorb the step's bursts.
+KEEPS_UP_MARGIN = 1.25
+# The record stream is not the limit when, timed alone, it gives this multiple of the records
+# the whole pipeline delivers.
+READ_HEADROOM = 1.5
+_MAX_PREFETCH_BYTES = 1 << 30
+_HTML_MAX_STEPS = 5000
+_GAIN_CAP = 10.0  # estimated upper bounds beyond this say nothing more useful
+
+
+def _cores() -> int:
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+# ------------------------------------------------------------------------ instrumentation
+class _Timed:
+    """Wraps a Python map/filter callable and adds up calls and seconds (thread-safe: a
+    parallel map calls it from several threads)."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.calls = 0
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self, x):
+        t0 = time.perf_counter()
+        try:
+            return self.fn(x)
+        finally:
+            dt = time.perf_counter() - t0
+            with self._lock:
+                self.calls += 1
+                self.seconds += dt
+
+
+def _callable_name(fn: Any) -> str:
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    return name or type(fn).__name__
+
+
+def _python_start(ops: tuple) -> int:
+    """Index of the first transformation that runs in Python (len(ops) when none does)."""
+    for i, op in enumerate(ops):
+        if op[0] not in _dataset._NATIVE:
+            return i
+    return len(ops)
+
+
+def _instrument(ds: Dataset) -> tuple[Dataset, list[dict]]:
+    """The dataset with each Python map/filter callable wrapped in a _Timed, and a description
+    of each Python-side stage (id, kind, name, parallelism, timer)."""
+    ops = list(ds._stage_ops())
+    start = _python_start(tuple(ops))
+    python_stages = []
+    counts: dict[str, int] = {}
+    for i in range(start, len(ops)):
+        op = ops[i]
+        kind = op[0]
+        k = counts.get(kind, 0)
+        counts[kind] = k + 1
+        stage = {"id": f"python_{kind}_{k}", "kind": f"python_{kind}", "op_index": i,
+                 "timer": None, "parallelism": 1}
+        if kind in ("map", "filter"):
+            timer = _Timed(op[1])
+            ops[i] = (kind, timer) + tuple(op[2:])
+            stage["timer"] = timer
+            stage["name"] = f"python {kind}({_callable_name(op[1])})"
+            if kind == "map" and op[2] > 1:
+                stage["parallelism"] = op[2]
+        else:
+            stage["name"] = f"python {kind}"
+        python_stages.append(stage)
+    return ds._with_ops(ops), python_stages
+
+
+def _element_bytes(element: Any) -> int:
+    if isinstance(element, np.ndarray):
+        return element.nbytes
+    if isinstance(element, (bytes, bytearray)):
+        return len(element)
+    if isinstance(element, Mapping):
+        return sum(_element_bytes(v) for v in element.values())
+    if isinstance(element, (list, tuple)):
+        return sum(_element_bytes(v) for v in element)
+    values = getattr(element, "values", None)  # rf.Ragged
+    if isinstance(values, np.ndarray):
+        return values.nbytes
+    return 0
+
+
+def _batch_size(ds: Dataset) -> int | None:
+    sizes = [op[1] for op in ds._stage_ops() if op[0] == "batch"]
+    return sizes[-1] if sizes else None
+
+
+# ------------------------------------------------------------------------ measuring
+def _run_alone(ds: Dataset, seconds: float) -> dict:
+    """Iterates ``ds`` as fast as it goes for ``seconds`` after its first element."""
+    inst, python_stages = _instrument(ds)
+    t_start = time.perf_counter()
+    it = inst.iterator()
+    try:
+        try:
+            first = next(it)
+        except StopIteration:
+            raise ValueError("the dataset yields no elements: nothing to diagnose") from None
+        t_first = time.perf_counter()
+        # Start-up (building the pipeline, opening files) is not the consumer's steady work:
+        # its share is measured from here on.
+        wait_at_first = it.stats()["consumer_wait_seconds"]
+        python_at_first = sum(st["timer"].seconds / st["parallelism"]
+                              for st in python_stages if st["timer"] is not None)
+        n = 0
+        exhausted = False
+        while time.perf_counter() - t_first < seconds:
+            try:
+                next(it)
+            except StopIteration:
+                exhausted = True
+                break
+            n += 1
+        t_end = time.perf_counter()
+        stats = it.stats()
+    finally:
+        it.close()
+    elapsed = t_end - t_first
+    rate = n / elapsed if n > 0 and elapsed > 0 else 1.0 / max(t_first - t_start, 1e-9)
+    return {"time_to_first_element_s": t_first - t_start, "elements": n + 1,
+            "seconds": t_end - t_start, "elements_per_s": rate, "exhausted": exhausted,
+            "stats": stats, "python_stages": python_stages, "steady_seconds": elapsed,
+            "steady_elements": n, "steady_wait_seconds": stats["consumer_wait_seconds"] - wait_at_first,
+            "steady_python_seconds": sum(st["timer"].seconds / st["parallelism"]
+                                         for st in python_stages if st["timer"] is not None)
+                                     - python_at_first,
+            "element_bytes": _element_bytes(first)}
+
+
+def _run_with_step(ds: Dataset, step: Callable[[Any], Any], seconds: float) -> dict:
+    """Iterates ``ds`` and calls ``step`` on each element for ``seconds``; times each step's
+    wait for its element and its compute. The first element (start-up) is left out."""
+    it = ds._with_ops(ds._stage_ops()).iterator()  # a copy: the user's ds.stats() stays theirs
+    waits: list[float] = []
+    computes: list[float] = []
+    try:
+        t_start = time.perf_counter()
+        try:
+            first = next(it)
+        except StopIteration:
+            raise ValueError("the dataset yields no elements: nothing to diagnose") from None
+        step(first)
+        t_first = time.perf_counter()
+        exhausted = False
+        while time.perf_counter() - t_first < seconds:
+            a = time.perf_counter()
+            try:
+                element = next(it)
+            except StopIteration:
+                exhausted = True
+                break
+            b = time.perf_counter()
+            step(element)
+            c = time.perf_counter()
+            waits.append(b - a)
+            computes.append(c - b)
+        stats = it.stats()
+    finally:
+        it.close()
+    wait, compute = sum(waits), sum(computes)
+    total = wait + compute
+    return {"steps": len(waits), "wait_s": wait, "compute_s": compute,
+            "wait_fraction": wait / total if total > 0 else 0.0,
+            "steps_per_s": len(waits) / total if total > 0 else 0.0,
+            "mean_wait_ms": 1e3 * wait / max(len(waits), 1),
+            "mean_compute_ms": 1e3 * compute / max(len(waits), 1),
+            "max_compute_ms": 1e3 * max(computes, default=0.0),
+            "startup_s": t_first - t_start, "exhausted": exhausted, "stats": stats,
+            "waits": waits, "computes": computes}
+
+
+def _stages(run: dict) -> list[dict]:
+    """Per-stage figures of an alone run: native stages from it.stats(), Python stages from
+    the timers, and the Python consumer's own time (conversion, the loop)."""
+    stats = run["stats"]
+    wall = max(stats["wall_seconds"], 1e-9)
+    native_ids = ["read", "process", "prefetch"]
+    out = []
+    for i, s in enumerate(stats["stages"]):
+        sid = native_ids[i] if i < len(native_ids) else f"native_{i}"
+        parallel = max(int(s["parallelism"]), 1)
+        util = None
+        if sid == "read":
+            util = s["busy_seconds"] / wall  # one producer thread pulls the record stream
+        elif sid == "process":
+            util = s["busy_seconds"] / (wall * parallel)
+        out.append({"id": sid, "kind": "native", "name": s["name"],
+                    "elements": int(s["elements"]), "busy_seconds": s["busy_seconds"],
+                    "wait_output_seconds": s["wait_output_seconds"],
+                    "parallelism": int(s["parallelism"]), "buffer_size": int(s["buffer_size"]),
+                    "buffer_fill": s["buffer_fill"] if sid == "prefetch" else None,
+                    "utilization": util, "seconds_per_element": None})
+    py_wall = max(run["seconds"], 1e-9)
+    python_busy = 0.0
+    for st in run["python_stages"]:
+        timer = st["timer"]
+        entry = {"id": st["id"], "kind": st["kind"], "name": st["name"], "elements": 0,
+                 "busy_seconds": None, "wait_output_seconds": None,
+                 "parallelism": st["parallelism"], "buffer_size": None, "buffer_fill": None,
+                 "utilization": None, "seconds_per_element": None}
+        if timer is not None:
+            entry["elements"] = timer.calls
+            entry["busy_seconds"] = timer.seconds
+            entry["seconds_per_element"] = timer.seconds / timer.calls if timer.calls else None
+            # A parallel map's threads share the GIL; sleeping or native code inside the callable
+            # does run in parallel, so its capacity is its thread count.
+            entry["utilization"] = timer.seconds / (py_wall * st["parallelism"])
+            python_busy += timer.seconds / st["parallelism"]
+        out.append(entry)
+    # What the consuming thread did besides waiting for the engine and running Python stages:
+    # turning engine elements into NumPy/dicts and the loop itself.
+    # Measured after the first element, so that start-up is not counted as its work.
+    steady = max(run["steady_seconds"], 1e-9)
+    consumer = max(0.0, steady - run["steady_wait_seconds"] - run["steady_python_seconds"])
+    out.append({"id": "python_consumer", "kind": "python_consumer",
+                "name": "Python consumer (element conversion, the loop)",
+                "elements": run["steady_elements"], "busy_seconds": consumer,
+                "wait_output_seconds": None, "parallelism": 1, "buffer_size": None,
+                "buffer_fill": None, "utilization": consumer / steady,
+                "seconds_per_element": consumer / max(run["steady_elements"], 1)})
+    return out
+
+
+def _in_series_cost(stages: list[dict], elements: int) -> list[tuple[dict, float]]:
+    """Python-side stages with their cost per delivered element on the consuming thread
+    (a parallel map's time divided by its threads), costliest first."""
+    out = []
+    for st in stages:
+        if st["kind"].startswith("python_") and st["busy_seconds"] is not None:
+            out.append((st, st["busy_seconds"] / max(st["parallelism"], 1) / max(elements, 1)))
+    return sorted(out, key=lambda x: -x[1])
+
+
+def _read_alone_rate(ds: Dataset, seconds: float) -> float | None:
+    """Records/s of ``ds``'s record stream alone (its transformations before the first parse,
+    map, filter or batch), batched natively so the consumer is not the limit."""
+    ops = list(ds._stage_ops())
+    stream = []
+    for op in ops:
+        if op[0] in ("parse", "native_map", "map", "filter", "batch", "prefetch"):
+            break
+        stream.append(op)
+    stream.append(("batch", 256, False))
+    try:
+        return _run_alone(ds._with_ops(stream), seconds)["elements_per_s"] * 256
+    except Exception:  # the check is advisory; the utilizations still stand
+        return None
+
+
+def _slowest(stages: list[dict]) -> dict:
+    ranked = [s for s in stages if s["utilization"] is not None]
+    return max(ranked, key=lambda s: s["utilization"])
+
+
+def _free_gain(stages: list[dict], stage_id: str, records_per_s: float | None = None) -> float:
+    """Estimated speed-up if stage ``stage_id`` cost nothing: the next limit then sets the pace.
+    For a stage timed alone (the record stream) that limit is its measured rate; for the others
+    1 / utilization (utilizations scale with the rate). An upper bound, capped at 10x."""
+    bounds = []
+    for s in stages:
+        if s["id"] == stage_id or s["utilization"] is None:
+            continue
+        alone = s.get("alone_records_per_s")
+        if alone and records_per_s:
+            bounds.append(alone / records_per_s)
+        elif s["utilization"] > 0.1:
+            bounds.append(1.0 / s["utilization"])
+    return max(1.0, min(bounds + [_GAIN_CAP]))
+
+
+# ------------------------------------------------------------------------ variants
+def _insert_interleave(ds: Dataset, cycle: int) -> Dataset:
+    ops = list(ds._stage_ops())
+    i = 0
+    while i < len(ops) and ops[i][0] == "shard":  # a file-level shard stays first
+        i += 1
+    ops.insert(i, ("interleave", cycle, 1, AUTOTUNE, True))
+    return ds._with_ops(ops)
+
+
+def _replace_op(ds: Dataset, index: int, op: tuple | None) -> Dataset:
+    ops = list(ds._stage_ops())
+    if op is None:
+        del ops[index]
+    else:
+        ops[index] = op
+    return ds._with_ops(ops)
+
+
+def _with_prefetch(ds: Dataset, n: int) -> Dataset:
+    """``ds`` with its engine-side prefetch set to ``n`` (added when it has none). A prefetch
+    after a Python callable does nothing (Python stages run on the consuming thread), so the
+    one that counts is the last native one."""
+    ops = list(ds._stage_ops())
+    start = _python_start(tuple(ops))
+    native_prefetch = [i for i in range(start) if ops[i][0] == "prefetch"]
+    if native_prefetch:
+        ops[native_prefetch[-1]] = ("prefetch", n)
+    else:
+        ops.insert(start, ("prefetch", n))
+    return ds._with_ops(ops)
+
+
+def _prefetch_setting(ds: Dataset) -> int | None:
+    ops = ds._stage_ops()
+    start = _python_start(ops)
+    found = [op[1] for op in ops[:start] if op[0] == "prefetch"]
+    return found[-1] if found else None
+
+
+def _vision_target(op: tuple) -> int | None:
+    """The shorter side a pre-resize at conversion should keep for a vision preset map."""
+    desc = repr(op[1])
+    m = re.search(r"imagenet_eval\((\d+), (\d+)\)", desc)
+    if m:
+        return int(m.group(2))
+    m = re.search(r"imagenet_train\((\d+)\)", desc)
+    if m:
+        return round(int(m.group(1)) * 256 / 224)
+    return None
+
+
+def _image_sizes(ds: Dataset, key: str = "image/encoded", samples: int = 16) -> list | None:
+    """(width, height) of the first images of the first file (headers only)."""
+    from recordflow import Example, RecordReader, probe_image
+    paths = ds._source_paths()
+    if not paths:
+        return None
+    pixels = []
+    try:
+        for record in RecordReader(paths[0], ds._source_compression()):
+            image = Example.parse(record).get(key)
+            if isinstance(image, list):
+                image = image[0] if image else None
+            if isinstance(image, (bytes, bytearray)):
+                info = probe_image(bytes(image))
+                pixels.append((info["width"], info["height"]))
+            if len(pixels) >= samples:
+                break
+    except Exception:  # an estimate only: never fail the report over it
+        return None
+    if not pixels:
+        return None
+    return pixels
+
+
+def _sample_pipeline(ds: Dataset, paths: list[str], compression: str | None) -> Dataset:
+    """``ds``'s transformations over the sample files ``paths``: a file-level shard is dropped
+    (it would empty a one-file sample) and a repeat added when there is none, so that the
+    sample runs as long as the timing needs."""
+    ops = list(ds._stage_ops())
+    while ops and ops[0][0] == "shard":
+        ops.pop(0)
+    if not any(op[0] == "repeat" for op in ops):
+        ops.insert(0, ("repeat", -1))
+    return ds._with_ops(ops)._with_source_files(paths, compression)
+
+
+def _file_layout_variants(ds: Dataset, paths: list[str], compressed: bool, seconds: float,
+                          sid: str, log) -> list[dict]:
+    """Measures, on a sample of the files rewritten in a temporary directory, what storing
+    them uncompressed and storing them as one larger file would change. Both variants and
+    their baseline run the same transformations on the same records."""
+    import tempfile
+    from recordflow import RecordReader, RecordWriter
+    recs: list[dict] = []
+    many = len(paths) > 1
+    if not (compressed or many):
+        return recs
+    sizes = [os.path.getsize(p) for p in paths if os.path.exists(p)]
+    mean = sum(sizes) / max(len(sizes), 1)
+    small = many and mean < 32 << 20
+    if not (compressed or small):
+        return recs
+    if seconds <= 0:  # try_variants=False: the rules' advice, without numbers
+        if compressed:
+            recs.append(_Rec.make("uncompressed_files", sid, "store the records uncompressed",
+                                  "Compressed TFRecords cost an inflate of every byte."))
+        if small:
+            recs.append(_Rec.make("fewer_larger_files", sid,
+                                  f"fewer, larger files (now {len(paths)} of {mean / 2**20:.1f} MiB)",
+                                  "Each file costs an open and a read-ahead restart."))
+        return recs
+    compression = ds._source_compression()
+    out_compression = "GZIP" if compressed else ""
+    sample, records, total = [], [], 0
+    try:
+        for path in paths[:16]:
+            file_records = list(RecordReader(path, compression))
+            sample.append(path)
+            records.append(file_records)
+            total += sum(len(r) for r in file_records)
+            if total > 32 << 20:
+                break
+    except Exception as e:  # an unreadable file fails the baseline too; report, don't crash
+        return [_Rec.make("uncompressed_files" if compressed else "fewer_larger_files", sid,
+                          "rewrite the files", "", error=f"{type(e).__name__}: {e}")]
+    with tempfile.TemporaryDirectory(prefix="rf-doctor-") as tmp:
+        log(f"trying file layouts on a sample of {len(sample)} file(s), {total / 2**20:.1f} MiB ...")
+        try:
+            base = _run_alone(_sample_pipeline(ds, sample, compression), seconds)["elements_per_s"]
+        except Exception as e:
+            return [_Rec.make("uncompressed_files" if compressed else "fewer_larger_files", sid,
+                              "rewrite the files", "", error=f"{type(e).__name__}: {e}")]
+        detail_tail = (f" Measured on a sample ({len(sample)} file(s), {total / 2**20:.1f} MiB of "
+                       "records) rewritten that way, against the same sample as it is.")
+        if compressed:
+            plain = []
+            for i, file_records in enumerate(records):
+                path = os.path.join(tmp, f"plain-{i:05d}.tfrecord")
+                with RecordWriter(path) as w:
+                    for r in file_records:
+                        w.write(r)
+                plain.append(path)
+            recs.append(_measure_alone(
+                "uncompressed", _sample_pipeline(ds, plain, ""), base, seconds,
+                "uncompressed_files", sid,
+                "store the records uncompressed (recordflow convert without --compression)",
+                "Compressed TFRecords cost an inflate of every byte on the reading thread."
+                + detail_tail, log))
+        if small:
+            path = os.path.join(tmp, "joined.tfrecord" + (".gz" if compressed else ""))
+            with RecordWriter(path, compression=out_compression or None) as w:
+                for file_records in records:
+                    for r in file_records:
+                        w.write(r)
+            recs.append(_measure_alone(
+                "fewer_larger", _sample_pipeline(ds, [path], out_compression), base, seconds,
+                "fewer_larger_files", sid,
+                f"fewer, larger files (now {len(paths)} files of {mean / 2**20:.1f} MiB on average; "
+                "100-200 MiB shards are typical): recordflow convert --shards N",
+                "Each file costs an open, a read-ahead restart and (compressed) a new inflater."
+                + detail_tail, log))
+    return recs
+
+
+def _cache_variant(ds: Dataset, paths: list[str], stages: list[dict], seconds: float, sid: str,
+                   log) -> dict:
+    """.cache() before the first repeat, measured on a sample of the files (the first epoch
+    of a sample is short, so the timing sees mostly cached epochs)."""
+    title = "cache the records after the first epoch: .cache() before .repeat() (or .cache(path))"
+    total = sum(os.path.getsize(p) for p in paths if os.path.exists(p))
+    detail = (f"Later epochs then skip reading (and inflating); the files hold {total / 2**20:.0f} "
+              "MiB (compressed size), which .cache() keeps in memory and .cache(path) on a local disk.")
+    if seconds <= 0 or not paths:
+        return _Rec.make("cache", sid, title, detail)
+    sample, size = [], 0
+    for p in paths[:16]:
+        sample.append(p)
+        size += os.path.getsize(p) if os.path.exists(p) else 0
+        if size > 16 << 20:
+            break
+    compression = ds._source_compression()
+    base_ds = _sample_pipeline(ds, sample, compression)
+    ops = list(base_ds._stage_ops())
+    first_repeat = next(i for i, op in enumerate(ops) if op[0] == "repeat")
+    ops.insert(first_repeat, ("cache", ""))
+    log(f"trying: .cache() on a sample of {len(sample)} file(s) ...")
+    try:
+        base = _run_alone(base_ds, seconds)["elements_per_s"]
+    except Exception as e:
+        return _Rec.make("cache", sid, title, detail, error=f"{type(e).__name__}: {e}")
+    rec = _measure_alone("cache", base_ds._with_ops(ops), base, seconds, "cache", sid, title,
+                         detail + f" Measured on a sample of {len(sample)} file(s) against the "
+                         "same sample uncached.", lambda m: None)
+    return rec
+
+
+def _pre_resize_variant(ds: Dataset, target: int, seconds: float, sid: str, title: str,
+                        detail: str, log, key: str = "image/encoded") -> dict | None:
+    """Measures pre-resizing on a sample: up to 128 records re-encoded with the shorter side at
+    ``target`` (as convert --resize-shorter does: resize, JPEG quality 95), against the same
+    records as they are, both uncompressed in one file. None when it cannot be tried."""
+    import tempfile
+    from recordflow import Example, RecordReader, RecordWriter, encode_jpeg, vision
+    paths = ds._source_paths()
+    if not paths or seconds <= 0:
+        return None
+    original, resized = [], []
+    try:
+        for path in paths:
+            for record in RecordReader(path, ds._source_compression()):
+                features = Example.parse(record)
+                image = features.get(key)
+                if not isinstance(image, list) or not image:
+                    return None
+                pixels = vision.decode_image(image[0])
+                h, w = pixels.shape[:2]
+                if min(h, w) > target:
+                    nh, nw = round(h * target / min(h, w)), round(w * target / min(h, w))
+                    pixels = vision.resize(pixels, (nh, nw))
+                    features[key] = [encode_jpeg(np.ascontiguousarray(pixels), 95)]
+                    if "image/height" in features:
+                        features["image/height"] = [nh]
+                    if "image/width" in features:
+                        features["image/width"] = [nw]
+                original.append(record)
+                resized.append(Example(features).serialize())
+                if len(original) >= 128:
+                    break
+            if len(original) >= 128:
+                break
+    except Exception:  # not images this code can rewrite: fall back to the estimate
+        return None
+    with tempfile.TemporaryDirectory(prefix="rf-doctor-") as tmp:
+        files = []
+        for name, records in (("original", original), ("resized", resized)):
+            path = os.path.join(tmp, f"{name}.tfrecord")
+            with RecordWriter(path) as w:
+                for r in records:
+                    w.write(r)
+            files.append(path)
+        log(f"trying: pre-resized images on a sample of {len(original)} records ...")
+        try:
+            base = _run_alone(_sample_pipeline(ds, files[:1], ""), seconds)["elements_per_s"]
+        except Exception as e:
+            return _Rec.make("pre_resize", sid, title, detail, error=f"{type(e).__name__}: {e}")
+        return _measure_alone("pre_resize", _sample_pipeline(ds, files[1:], ""), base, seconds,
+                              "pre_resize", sid, title,
+                              detail + f" Measured on a sample of {len(original)} records "
+                              "re-encoded that way, against the same records as they are.",
+                              lambda m: None)
+
+
+class _Rec:
+    """Builds one recommendation entry."""
+
+    @staticmethod
+    def make(rid: str, stage: str | None, title: str, detail: str, *, gain: float | None = None,
+             measured: bool = False, metric: str | None = None, baseline: float | None = None,
+             variant: float | None = None, error: str | None = None) -> dict:
+        return {"id": rid, "stage": stage, "title": title, "detail": detail,
+                "gain": None if gain is None else round(gain, 3), "measured": measured,
+                "helps": None if gain is None or not measured else gain >= HELPS_GAIN,
+                "metric": metric, "baseline": baseline, "variant": variant, "error": error}
+
+
+def _measure_alone(label: str, variant: Dataset, baseline_rate: float, seconds: float,
+                   rid: str, stage: str, title: str, detail: str, log) -> dict:
+    if seconds <= 0:  # try_variants=False: the rule's advice, without a number
+        return _Rec.make(rid, stage, title, detail)
+    log(f"trying: {title} ...")
+    try:
+        r = _run_alone(variant, seconds)
+    except Exception as e:  # a variant that fails is reported, never fatal
+        return _Rec.make(rid, stage, title, detail, error=f"{type(e).__name__}: {e}")
+    gain = r["elements_per_s"] / max(baseline_rate, 1e-9)
+    return _Rec.make(rid, stage, title, detail, gain=gain, measured=True,
+                     metric="elements_per_s", baseline=baseline_rate,
+                     variant=r["elements_per_s"])
+
+
+def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
+               step_run: dict | None, variant_seconds: float, log) -> list[dict]:
+    ops = ds._stage_ops()
+    start = _python_start(ops)
+    cores = _cores()
+    base = alone["elements_per_s"]
+    records_rate = base * (_batch_size(ds) or 1)
+    recs: list[dict] = []
+    sid = cause["stage"]
+    kind = cause["id"]
+
+    if kind == "python_map":
+        op_index = next(s for s in _instrument(ds)[1] if s["id"] == sid)["op_index"]
+        op = ops[op_index]
+        later_callables = any(o[0] in ("map", "filter") for o in ops[op_index + 1:])
+        if op[2] <= 1 or op[2] == AUTOTUNE:
+            n = max(4, cores)
+            recs.append(_measure_alone(
+                "parallel", _replace_op(ds, op_index, ("map", op[1], n)), base, variant_seconds,
+                "python_map_parallel", sid, f"run the Python map on threads: .map(fn, num_parallel={n})",
+                "A Python map runs on the consuming thread; with num_parallel it runs on a thread "
+                "pool. Helps when fn sleeps, does I/O or calls code that releases the GIL "
+                "(NumPy, PIL, recordflow ops); pure-Python work stays serial under the GIL.", log))
+        title = "move the Python map to a native op (rf.vision presets, .parse) or into the engine"
+        detail = ("Native ops run in C++ on the pipeline's threads, off the GIL. The gain shown "
+                  "is the pipeline with this map removed: the upper bound a native op can reach.")
+        if later_callables:
+            recs.append(_Rec.make("python_map_native", sid, title, detail,
+                                  gain=_free_gain(stages, sid, records_rate), measured=False))
+        else:
+            recs.append(_measure_alone("native", _replace_op(ds, op_index, None), base,
+                                       variant_seconds, "python_map_native", sid, title, detail, log))
+        if any(o[0] == "batch" for o in ops[op_index + 1:]) and not any(o[0] == "batch" for o in ops[:op_index]):
+            recs.append(_Rec.make(
+                "python_map_after_batch", sid, "batch before the Python map and vectorize it",
+                "A batch after a Python callable is built in Python, one element at a time; a "
+                "native batch first gives the map whole NumPy columns (one call per batch).",
+                gain=None, measured=False))
+    elif kind == "python_filter":
+        recs.append(_Rec.make(
+            "python_filter_native", sid, "filter at conversion time, or on batches in a map",
+            "A Python filter runs per element on the consuming thread.",
+            gain=_free_gain(stages, sid, records_rate), measured=False))
+    elif kind == "python_consumer":
+        if _batch_size(ds) is None:
+            recs.append(_Rec.make(
+                "batch_natively", sid, "batch in the engine (.batch(n) before any Python stage)",
+                "Each element crosses into Python separately; batches cross once per batch.",
+                gain=None, measured=False))
+        else:
+            recs.append(_Rec.make(
+                "fewer_python_elements", sid, "larger batches, or fewer Python stages",
+                "The consuming thread's per-element work (conversion to NumPy, the loop) sets the pace.",
+                gain=None, measured=False))
+    elif kind == "read":
+        paths = ds._source_paths() or []
+        interleaves = [i for i in range(start) if ops[i][0] == "interleave"]
+        compressed = ds._source_compression() not in (None, "") or any(
+            p.endswith((".gz", ".gzip", ".zz", ".zlib")) for p in paths)
+        if len(paths) > 1 and not interleaves:
+            cycle = min(len(paths), max(cores, 4))
+            recs.append(_measure_alone(
+                "interleave", _insert_interleave(ds, cycle), base, variant_seconds,
+                "parallel_reads", sid,
+                f"read files in parallel: .interleave(cycle_length={cycle}) after from_files",
+                "Without interleave one thread reads (and inflates, for GZIP/ZLIB) the files one "
+                "at a time; interleave reads several on the thread pool.", log))
+        elif interleaves:
+            i = interleaves[-1]
+            op = ops[i]
+            cycle = min(max(len(paths), 1), max(2 * op[1] if op[1] > 0 else cores, cores))
+            if op[1] != AUTOTUNE and (op[1] < cycle or (op[3] != AUTOTUNE and op[3] < cores)):
+                recs.append(_measure_alone(
+                    "interleave", _replace_op(ds, i, ("interleave", cycle, op[2], AUTOTUNE, op[4])),
+                    base, variant_seconds, "parallel_reads", sid,
+                    f"more parallel reads: .interleave(cycle_length={cycle}, num_parallel=rf.AUTOTUNE)",
+                    "The interleave reads fewer files at once than the machine can inflate/read.", log))
+        recs += _file_layout_variants(ds, paths, compressed, variant_seconds, sid, log)
+        if any(o[0] == "repeat" for o in ops) and not any(o[0] == "cache" for o in ops):
+            recs.append(_cache_variant(ds, paths, stages, variant_seconds, sid, log))
+    elif kind == "process":
+        maps = [i for i in range(start) if ops[i][0] == "native_map"]
+        for i in maps:
+            op = ops[i]
+            if op[2] != AUTOTUNE and op[2] < cores:
+                recs.append(_measure_alone(
+                    "map_parallel", _replace_op(ds, i, ("native_map", op[1], AUTOTUNE)), base,
+                    variant_seconds, "map_parallel", sid,
+                    "more parallel map work: .map(op, num_parallel=rf.AUTOTUNE)",
+                    f"The native map runs on {op[2]} thread(s) of {cores} cores.", log))
+        vision = [ops[i] for i in maps if _vision_target(ops[i]) is not None]
+        if vision:
+            upper = _free_gain(stages, sid, records_rate)
+            recs.append(_Rec.make(
+                "decode_on_gpu", sid, "decode JPEGs on the GPU (nvJPEG, e.g. DALI's mixed decoder)",
+                "Decode + crop + resize is the pipeline's work; on a GPU it leaves the CPU. "
+                "Estimated gain: the pipeline if this stage cost nothing (upper bound).",
+                gain=upper, measured=False))
+            target = _vision_target(vision[0])
+            dims = _image_sizes(ds)
+            if dims:
+                now = np.mean([w * h for w, h in dims])
+                after = np.mean([w * h * (target / min(w, h)) ** 2 if min(w, h) > target else w * h
+                                 for w, h in dims])
+                ratio = float(now / max(after, 1.0))
+                if ratio > 1.3:
+                    title = f"pre-resize at conversion: recordflow convert --resize-shorter {target}"
+                    detail = (f"The images average {np.mean([w for w, _ in dims]):.0f}x"
+                              f"{np.mean([h for _, h in dims]):.0f} px, {ratio:.1f}x the pixels "
+                              "they would have after the resize; decode cost grows with pixels.")
+                    measured = _pre_resize_variant(ds, target, variant_seconds, sid, title,
+                                                   detail, log)
+                    recs.append(measured or _Rec.make(
+                        "pre_resize", sid, title,
+                        detail + " Estimated gain: the smaller of that ratio and the stage's "
+                        "upper bound (DCT-scaled decoding already wins part of it).",
+                        gain=min(ratio, upper), measured=False))
+        if not maps:
+            recs.append(_Rec.make(
+                "parse_fewer_features", sid, "parse only the features you use",
+                "Parsing is the busiest stage; each key in the spec costs a column.",
+                gain=None, measured=False))
+    elif kind == "prefetch":
+        element = max(alone["element_bytes"], 1)
+        n = int(min(64, max(8, _MAX_PREFETCH_BYTES // element)))
+        current = _prefetch_setting(ds)
+        if variant_seconds <= 0:
+            return [_Rec.make("bigger_prefetch", sid, f"a bigger prefetch buffer: .prefetch({n})",
+                              "The buffer is too small to absorb the step's bursts.")]
+        log(f"trying: prefetch({n}) with the step ...")
+        title = f"a bigger prefetch buffer: .prefetch({n}) (or .prefetch() to autotune)"
+        detail = (f"The pipeline keeps up on average ({cause.get('ceiling_over_demand', 0):.1f}x the "
+                  "step's rate) but its buffer "
+                  + (f"(prefetch({current})) " if current not in (None, AUTOTUNE) else "")
+                  + "is too small to absorb the step's bursts; a bigger one lets it work ahead "
+                  "during long steps.")
+        try:
+            r = _run_with_step(_with_prefetch(ds, n), step, variant_seconds)
+            gain = r["steps_per_s"] / max(step_run["steps_per_s"], 1e-9)
+            rec = _Rec.make("bigger_prefetch", sid, title, detail, gain=gain, measured=True,
+                            metric="steps_per_s", baseline=step_run["steps_per_s"],
+                            variant=r["steps_per_s"])
+            rec["wait_fraction_before"] = step_run["wait_fraction"]
+            rec["wait_fraction_after"] = r["wait_fraction"]
+            recs.append(rec)
+        except Exception as e:
+            recs.append(_Rec.make("bigger_prefetch", sid, title, detail,
+                                  error=f"{type(e).__name__}: {e}"))
+    return recs
+
+
+# ------------------------------------------------------------------------ the report
+class Report:
+    """What rf.diagnose measured and concluded. ``str(report)``: the terminal report;
+    :meth:`to_dict`: the same as plain data (``--json``); :meth:`write_html`: a timeline of
+    per-step wait vs compute."""
+
+    def __init__(self, data: dict, timeline: list[tuple[float, float]]):
+        self._data = data
+        self._timeline = timeline
+
+    def to_dict(self) -> dict:
+        """The report as JSON-serializable data (see docs/doctor.md for the fields)."""
+        return json.loads(json.dumps(self._data))
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    @property
+    def timeline(self) -> list[tuple[float, float]]:
+        """(wait_seconds, compute_seconds) of each measured step (empty without a step)."""
+        return list(self._timeline)
+
+    def __str__(self) -> str:
+        return _render_text(self._data)
+
+    def __repr__(self) -> str:
+        cause = self._data["cause"]
+        return f"<rf.doctor.Report verdict={self._data['verdict']!r} cause={cause['id']!r}>"
+
+    def write_html(self, path: str) -> None:
+        """Writes a self-contained HTML page: the report and a per-step wait/compute timeline."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(_render_html(self._data, self._timeline))
+
+
+def _fmt_rate(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+
+
+def _render_text(d: dict) -> str:
+    lines = []
+    add = lines.append
+    add("recordflow doctor")
+    add(f"  pipeline: {d['pipeline']}")
+    c = d["ceiling"]
+    rate = f"{_fmt_rate(c['elements_per_s'])} elements/s"
+    if c["batches_per_s"] is not None:
+        rate += f" ({_fmt_rate(c['batches_per_s'])} batches/s of {c['batch_size']})"
+    add(f"  input ceiling: {rate}, measured alone for {c['seconds']:.1f} s"
+        + ("  (dataset ended early)" if c["exhausted"] else ""))
+    add(f"  time to first element: {1e3 * d['time_to_first_element_s']:.0f} ms")
+    s = d["step"]
+    if s is not None:
+        add(f"  with the step ({s['mode']}): {s['steps']} steps, {s['steps_per_s']:.1f} steps/s, "
+            f"wait {s['mean_wait_ms']:.1f} ms + compute {s['mean_compute_ms']:.1f} ms per step")
+        add(f"  time waiting for data: {100 * s['wait_fraction']:.1f}% of step time")
+    add("")
+    add(f"VERDICT: {d['verdict'].upper()}" + (f" - {d['verdict_detail']}" if d["verdict_detail"] else ""))
+    add(f"CAUSE: {d['cause']['explanation']}")
+    add("")
+    add("stages (utilization = busy share of the stage's capacity; the highest sets the ceiling):")
+    add(f"  {'util':>6} {'elements':>9} {'busy s':>8} {'threads':>7} {'buffer':>9}  stage")
+    for st in d["stages"]:
+        util = "-" if st["utilization"] is None else f"{100 * st['utilization']:.0f}%"
+        busy = "-" if st["busy_seconds"] is None else f"{st['busy_seconds']:.2f}"
+        buf = "-"
+        if st["buffer_size"]:
+            fill = st["buffer_fill"]
+            buf = f"{st['buffer_size']}" + ("" if fill is None else f" {100 * fill:.0f}%")
+        mark = "  <- slowest" if st["id"] == d["slowest_stage"] else ""
+        per = ""
+        if st["seconds_per_element"] is not None and st["kind"].startswith("python_m"):
+            per = f" [{1e3 * st['seconds_per_element']:.2f} ms/element]"
+        threads = st["parallelism"] or "-"
+        add(f"  {util:>6} {st['elements']:>9} {busy:>8} {threads:>7} {buf:>9}  "
+            f"[{st['id']}] {st['name']}{per}{mark}")
+        if st.get("utilization_note"):
+            add(f"  {'':>6} {'':>9} {'':>8} {'':>7} {'':>9}  ({st['utilization_note']})")
+    add("")
+    if d["recommendations"]:
+        add("what would help (gain: measured by running the variant, or estimated):")
+        for i, r in enumerate(d["recommendations"], 1):
+            if r["error"]:
+                g = f"could not be tried ({r['error']})"
+            elif r["gain"] is None:
+                g = "gain not estimated"
+            elif r["measured"]:
+                g = f"measured {r['gain']:.2f}x"
+                if r["metric"] == "steps_per_s":
+                    g += (f" steps/s, waiting {100 * r['wait_fraction_before']:.0f}% -> "
+                          f"{100 * r['wait_fraction_after']:.0f}%")
+                if r["helps"] is False:
+                    g += " (no real gain here)"
+            elif r["gain"] >= _GAIN_CAP:
+                g = f"estimated up to {_GAIN_CAP:.0f}x or more (capped)"
+            else:
+                g = f"estimated up to {r['gain']:.2f}x"
+            add(f"  {i}. {r['title']}")
+            add(f"     {g}. {r['detail']}")
+    else:
+        add("what would help: " + (d["verdict_detail"] or "nothing found"))
+    return "\n".join(lines) + "\n"
+
+
+def _render_html(d: dict, timeline: list[tuple[float, float]]) -> str:
+    esc = html.escape
+    bars = []
+    width, height = 960, 220
+    shown = len(timeline)
+    timeline = timeline[:_HTML_MAX_STEPS]  # a page of 2 rects per step must stay viewable
+    if timeline:
+        total = sum(w + c for w, c in timeline)
+        scale = width / max(total, 1e-9)
+        tallest = max(w + c for w, c in timeline)
+        x = 0.0
+        for i, (w, c) in enumerate(timeline):
+            h_w = (height - 20) * w / max(tallest, 1e-9)
+            h_c = (height - 20) * c / max(tallest, 1e-9)
+            bw = max((w + c) * scale, 0.5)
+            bars.append(f'<rect x="{x:.2f}" y="{height - h_c:.2f}" width="{bw:.2f}" height="{h_c:.2f}" '
+                        f'fill="#4c78a8"><title>step {i}: compute {1e3 * c:.1f} ms</title></rect>')
+            bars.append(f'<rect x="{x:.2f}" y="{height - h_c - h_w:.2f}" width="{bw:.2f}" '
+                        f'height="{h_w:.2f}" fill="#e45756"><title>step {i}: wait {1e3 * w:.1f} ms'
+                        f'</title></rect>')
+            x += (w + c) * scale
+    svg = (f'<svg width="{width}" height="{height}" style="border:1px solid #ccc">{"".join(bars)}</svg>'
+           if timeline else "<p>No step was given: no timeline (pass step_fn, step_seconds or --step-ms).</p>")
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>recordflow doctor</title>
+<style>body{{font-family:sans-serif;margin:2em}} pre{{background:#f6f6f6;padding:1em}}</style>
+</head><body>
+<h1>recordflow doctor</h1>
+<h2>Per-step timeline</h2>
+<p>Each bar is one training step, its width the step's wall time, its height split into
+<span style="color:#e45756">waiting for data</span> and
+<span style="color:#4c78a8">compute</span>.{f" The first {len(timeline)} of {shown} steps." if shown > len(timeline) else ""}</p>
+{svg}
+<h2>Report</h2>
+<pre>{esc(_render_text(d))}</pre>
+<h2>JSON</h2>
+<pre>{esc(json.dumps(d, indent=2))}</pre>
+</body></html>
+"""
+
+
+# ------------------------------------------------------------------------ the entry point
+def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
+             step_seconds: float | None = None, seconds: float = 3.0,
+             variant_seconds: float | None = None, try_variants: bool = True,
+             verbose: bool = False) -> Report:
+    """Diagnoses an input pipeline: its ceiling, whether a training step waits on it, its
+    slowest stage, and what would help (with gains measured by trying variants).
+
+    ``dataset``: any rf.Dataset (it is iterated several times: use a seeded or repeating one).
+    ``step_fn(batch)``: the training step, called on each element; or ``step_seconds``: a
+    simulated step that sleeps (no CPU, like a step on an accelerator). Without either, only the
+    ceiling and the slowest stage are reported. ``seconds``: how long each of the two main phases
+    runs; ``variant_seconds`` (default ``min(seconds, 2)``): how long each tried variant runs.
+    ``try_variants=False`` reports estimates only. ``verbose``: progress on stderr.
+
+    Returns a :class:`Report`: ``print(report)``, ``report.to_dict()``,
+    ``report.write_html(path)``. docs/doctor.md describes the fields and the rules.
+    """
+    if not isinstance(dataset, Dataset):
+        raise TypeError("diagnose takes an rf.Dataset")
+    if step_fn is not None and step_seconds is not None:
+        raise ValueError("give step_fn or step_seconds, not both")
+    if step_seconds is not None and step_seconds < 0:
+        raise ValueError("step_seconds must be >= 0")
+    if seconds <= 0:
+        raise ValueError("seconds must be > 0")
+    variant_seconds = min(seconds, 2.0) if variant_seconds is None else variant_seconds
+
+    def log(msg: str) -> None:
+        if verbose:
+            print(f"doctor: {msg}", file=sys.stderr, flush=True)
+
+    step = step_fn
+    mode = None
+    if step_fn is not None:
+        mode = f"step_fn {_callable_name(step_fn)}"
+    elif step_seconds is not None:
+        mode = f"simulated {1e3 * step_seconds:g} ms step"
+
+        def step(_batch, _s=float(step_seconds)):
+            time.sleep(_s)
+
+    log(f"running the pipeline alone for {seconds:g} s ...")
+    alone = _run_alone(dataset, seconds)
+    stages = _stages(alone)
+    slowest = _slowest(stages)
+    batch_size = _batch_size(dataset)
+    rate = alone["elements_per_s"]
+    # The stream's busy time includes waiting for interleave reads queued on the thread
+    # pool that the executor's work shares; when that pool is saturated the stream looks
+    # busy without being the limit. Time the stream alone to know (a measurement, not a
+    # variant: done with try_variants=False too).
+    log("timing the record stream alone ...")
+    read_alone = _read_alone_rate(dataset, min(variant_seconds, seconds, 1.0))
+    read = next(s for s in stages if s["id"] == "read")
+    read["alone_records_per_s"] = read_alone
+    if (slowest["id"] == "read" and read_alone is not None
+            and read_alone >= READ_HEADROOM * rate * (batch_size or 1)):
+        read["utilization_note"] = (f"alone the stream gives {read_alone:,.0f} records/s, "
+                                    f"{read_alone / (rate * (batch_size or 1)):.1f}x what the "
+                                    "pipeline delivers: not the limit")
+        others = [s for s in stages if s["id"] != "read"]
+        slowest = _slowest(others)
+    ceiling = {"elements_per_s": rate * (batch_size or 1),
+               "batches_per_s": rate if batch_size else None, "batch_size": batch_size,
+               "iterator_elements_per_s": rate, "seconds": alone["seconds"],
+               "exhausted": alone["exhausted"]}
+
+    step_run = None
+    if step is not None:
+        log(f"running the pipeline with the step for {seconds:g} s ...")
+        step_run = _run_with_step(dataset, step, seconds)
+
+    slowest_text = (f"the slowest stage, [{slowest['id']}] {slowest['name']} "
+                    f"({100 * slowest['utilization']:.0f}% busy)")
+    cause = {"id": slowest["kind"] if slowest["kind"] != "native" else slowest["id"],
+             "stage": slowest["id"], "explanation": ""}
+    verdict_detail = ""
+    if step_run is None:
+        verdict = "no step given"
+        verdict_detail = "pass a step (step_fn / step_seconds / --step-ms) to know whether training waits"
+        input_bound = None
+        cause["explanation"] = f"the ceiling is set by {slowest_text}"
+    else:
+        input_bound = step_run["wait_fraction"] >= INPUT_BOUND_WAIT_FRACTION
+        demand = 1.0 / max(step_run["mean_compute_ms"] / 1e3, 1e-9)  # elements/s the step takes
+        over = rate / demand
+        if not input_bound:
+            verdict = "not input-bound"
+            verdict_detail = (f"the step waits for data {100 * step_run['wait_fraction']:.1f}% of the "
+                              f"time; the pipeline's ceiling is {over:.1f}x what the step consumes: "
+                              "speed up the step, not the input")
+            cause = {"id": "step", "stage": None, "ceiling_over_demand": over,
+                     "explanation": ("the training step sets the pace; the pipeline has headroom "
+                                     f"({slowest_text})")}
+            if over < KEEPS_UP_MARGIN:
+                # Waiting little now, but with no margin: a faster step would wait.
+                cause["borderline"] = True
+                cause["explanation"] = (f"the training step sets the pace, but only just: the "
+                                        f"pipeline's ceiling alone is {over:.2f}x the step's rate, "
+                                        f"limited by {slowest_text}")
+                verdict_detail = (f"the step waits for data {100 * step_run['wait_fraction']:.1f}% of "
+                                  f"the time, but the pipeline has no margin ({over:.2f}x the step's "
+                                  "rate): a faster step would wait")
+        else:
+            verdict = "input-bound"
+            verdict_detail = (f"the step waits for data {100 * step_run['wait_fraction']:.1f}% of the time")
+            # Python stages run on the consuming thread, in series with the step: their time
+            # per element is waited for at every step, and no buffer can hide it.
+            in_series = _in_series_cost(stages, alone["elements"])
+            mean_wait = step_run["mean_wait_ms"] / 1e3
+            if in_series and in_series[0][1] >= 0.5 * mean_wait:
+                st, cost = in_series[0]
+                cause = {"id": st["kind"], "stage": st["id"], "ceiling_over_demand": over,
+                         "explanation": (f"[{st['id']}] {st['name']} runs on the consuming thread, "
+                                         f"in series with the step: {1e3 * cost:.2f} ms of the "
+                                         f"{1e3 * mean_wait:.2f} ms each step waits")}
+            elif over >= KEEPS_UP_MARGIN:
+                cause = {"id": "prefetch", "stage": "prefetch", "ceiling_over_demand": over,
+                         "explanation": (f"the pipeline is fast enough on average ({over:.1f}x the "
+                                         "step's rate) but the prefetch buffer is too small to absorb "
+                                         "the step's bursts: the step waits after every burst of short steps")}
+            else:
+                cause["ceiling_over_demand"] = over
+                cause["explanation"] = (f"the pipeline cannot keep up ({over:.2f}x the step's rate); "
+                                        f"it is limited by {slowest_text}")
+
+    recs: list[dict] = []
+    if verdict != "not input-bound" or cause.get("borderline"):
+        # A borderline step gets the advice for the stage that would limit a faster step.
+        rule_cause = cause if not cause.get("borderline") else {
+            "id": slowest["kind"] if slowest["kind"] != "native" else slowest["id"],
+            "stage": slowest["id"]}
+        # try_variants=False: the same rules with variant_seconds 0, which run nothing.
+        recs = _recommend(dataset, rule_cause, stages, alone, step, step_run,
+                          variant_seconds if try_variants else 0.0, log)
+    # Measured gains that help first, then estimates, then what was measured not to help.
+    recs.sort(key=lambda r: (0 if r["helps"] else 2 if r["measured"] else 1, -(r["gain"] or 0)))
+
+    data = {
+        "pipeline": dataset.describe(),
+        "cores": _cores(),
+        "ceiling": ceiling,
+        "time_to_first_element_s": alone["time_to_first_element_s"],
+        "stages": stages,
+        "slowest_stage": slowest["id"],
+        "step": None if step_run is None else {
+            k: step_run[k] for k in ("steps", "steps_per_s", "wait_fraction", "mean_wait_ms",
+                                     "mean_compute_ms", "max_compute_ms", "wait_s", "compute_s")
+        } | {"mode": mode},
+        "input_bound": input_bound,
+        "verdict": verdict,
+        "verdict_detail": verdict_detail,
+        "cause": cause,
+        "recommendations": recs,
+        "thresholds": {"input_bound_wait_fraction": INPUT_BOUND_WAIT_FRACTION,
+                       "helps_gain": HELPS_GAIN, "keeps_up_margin": KEEPS_UP_MARGIN,
+                       "read_headroom": READ_HEADROOM},
+    }
+    timeline = [] if step_run is None else list(zip(step_run["waits"], step_run["computes"]))
+    return Report(data, timeline)
+
+
+# ------------------------------------------------------------------------ the command
+PRESETS = ("imagenet_train", "imagenet_eval", "records", "parse")
+
+
+def _infer_spec(path: str, compression: str | None) -> dict:
+    """A VarLen spec of every feature of the first record (dtype from its values)."""
+    from recordflow import Example, RecordReader, VarLen
+    for record in RecordReader(path, compression):
+        spec = {}
+        for key, value in Example.parse(record).items():
+            values = value if isinstance(value, (list, tuple, np.ndarray)) else [value]
+            first = values[0] if len(values) else None
+            if isinstance(first, (bytes, str)):
+                spec[key] = VarLen("bytes")
+            elif isinstance(first, (float, np.floating)):
+                spec[key] = VarLen("float32")
+            else:
+                spec[key] = VarLen("int64")
+        return spec
+    raise ValueError(f"'{path}' has no records: cannot infer the features to parse")
+
+
+def build_preset(paths: list[str], preset: str, batch: int, interleave: int | None = None,
+                 compression: str | None = None) -> Dataset:
+    """The pipeline `recordflow doctor --preset` diagnoses: the files read with interleave
+    (``interleave`` files at once; 0: one at a time; None: min(files, cores)), repeated, then
+    the preset's work, batched, prefetched (autotuned)."""
+    from recordflow import vision
+    ds = Dataset.from_files(paths, compression=compression, shuffle_files=preset == "imagenet_train",
+                            seed=0)
+    files = ds._source_paths()
+    cycle = min(len(files), _cores()) if interleave is None else interleave
+    if cycle > 1:
+        ds = ds.interleave(cycle_length=cycle)
+    ds = ds.repeat()
+    if preset == "imagenet_train":
+        ds = (ds.shuffle(1024, seed=0).batch(batch, drop_remainder=True)
+              .map(vision.imagenet_train(224, seed=0)))
+    elif preset == "imagenet_eval":
+        ds = ds.batch(batch).map(vision.imagenet_eval(224, 256))
+    elif preset == "parse":
+        ds = ds.batch(batch).parse(_infer_spec(files[0], compression))
+    elif preset == "records":
+        ds = ds.batch(batch)
+    else:
+        raise ValueError(f"unknown preset '{preset}' (one of {', '.join(PRESETS)})")
+    return ds.prefetch()
+
+
+_EXIT_OK, _EXIT_ERROR, _EXIT_USAGE, _EXIT_DATA_LOSS = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as the other subcommands print them (docs/cli.md), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(_EXIT_USAGE, f"recordflow: usage error: {message}\n"
+                               f"Run '{self.prog} --help' for usage.\n")
+
+
+def main(argv: list[str] | None = None, prog: str = "recordflow doctor") -> int:
+    """`recordflow doctor GLOB... [options]` (the C++ `recordflow doctor` runs this)."""
+    parser = _Parser(
+        prog=prog,
+        description="Runs an input pipeline over the given TFRecord files alone and with a "
+                    "(simulated) training step; reports its ceiling, whether the step waits "
+                    "on data, the slowest stage, and what would help, with gains measured by "
+                    "trying variants. See docs/doctor.md.",
+        epilog="exit codes: 0 report written; 1 error (no files, unreadable data, ...); "
+               "2 usage error; 3 corrupt data found")
+    parser.add_argument("files", nargs="+", metavar="GLOB", help="TFRecord files or glob patterns")
+    parser.add_argument("--preset", choices=PRESETS, default="records",
+                        help="the pipeline's work: imagenet_train (shuffle, random-resized-crop "
+                             "224, flip, normalize), imagenet_eval (resize 256, center crop 224), "
+                             "records (batches of raw records), parse (batches parsed with every "
+                             "feature of the first record). Default: records")
+    parser.add_argument("--batch", type=int, default=256, metavar="N", help="batch size (default 256)")
+    parser.add_argument("--step-ms", type=float, default=None, metavar="MS",
+                        help="simulate a training step of MS milliseconds (a sleep: no CPU, like "
+                             "a step on a GPU); without it only the ceiling is measured")
+    parser.add_argument("--seconds", type=float, default=3.0, metavar="S",
+                        help="seconds for each main phase (default 3; variants run min(S, 2))")
+    parser.add_argument("--interleave", type=int, default=None, metavar="N",
+                        help="files read at once (0 or 1: one at a time; default min(files, cores))")
+    parser.add_argument("--compression", choices=("GZIP", "ZLIB", "NONE"), default=None,
+                        help="compression of the files (default: from each file name)")
+    parser.add_argument("--no-variants", action="store_true",
+                        help="do not try variants: estimates only (faster)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--html", metavar="PATH", help="also write an HTML report with a "
+                                                       "per-step wait/compute timeline")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    args = parser.parse_args(argv)
+    if args.batch <= 0:
+        parser.error("--batch must be > 0")
+    if args.seconds <= 0:
+        parser.error("--seconds must be > 0")
+    if args.step_ms is not None and args.step_ms < 0:
+        parser.error("--step-ms must be >= 0")
+
+    from recordflow import errors
+    compression = None if args.compression is None else ("" if args.compression == "NONE" else args.compression)
+    try:
+        ds = build_preset(args.files, args.preset, args.batch, args.interleave, compression)
+        report = diagnose(ds, step_seconds=None if args.step_ms is None else args.step_ms / 1e3,
+                          seconds=args.seconds, try_variants=not args.no_variants,
+                          verbose=not args.quiet and not args.json)
+        if args.html:
+            report.write_html(args.html)
+        if args.json:
+            out = report.to_dict()
+            out["preset"] = args.preset
+            out["files"] = len(ds._source_paths() or [])
+            sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        else:
+            sys.stdout.write(str(report))
+            if args.html:
+                sys.stdout.write(f"timeline: {args.html}\n")
+        sys.stdout.flush()
+    except errors.DataLossError as e:
+        print(f"recordflow: DataLoss: {e}", file=sys.stderr)
+        return _EXIT_DATA_LOSS
+    except (errors.Error, OSError, ValueError) as e:
+        name = type(e).__name__
+        print(f"recordflow: {name[:-5] if name.endswith('Error') and name != 'Error' else name}: {e}",
+              file=sys.stderr)
+        return _EXIT_ERROR
+    return _EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
