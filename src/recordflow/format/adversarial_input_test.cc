@@ -1,11 +1,15 @@
 // Adversarial inputs for the format layer that record_corruption_test.cc does not already
 // cover: decompression bombs, files that change while they are read, and truncation at every
 // record boundary of a real file on disk. See docs/reliability.md for the whole catalogue.
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -14,6 +18,7 @@
 #include "recordflow/format/compression.h"
 #include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_test_util.h"
+#include "recordflow/format/record_writer.h"
 
 namespace recordflow::format {
 namespace {
@@ -302,6 +307,42 @@ TEST(AdversarialFileTest, UnreadableFileIsPermissionDeniedNamingIt) {
   auto reader = RecordReader::Open(path);
   EXPECT_EQ(reader.status().code(), StatusCode::kPermissionDenied);
   EXPECT_TRUE(Contains(reader.status().message(), path));
+}
+
+TEST(AdversarialFileTest, DiskFullWhileRewritingKeepsTheOldFileIntact) {
+  // RecordWriterTest.DiskFullIsResourceExhausted shows a new file never appears; here a good
+  // file already sits under the name and the rewrite runs out of space (RLIMIT_FSIZE): the
+  // old records must survive untouched, and no temp file may be left behind.
+  const std::string dir = MakeTempDir();
+  const std::string path = dir + "/data.tfrecord";
+  const auto old_payloads = NumberedPayloads(20, 100);
+  WriteFile(path, Frame(old_payloads));
+  auto writer = RecordWriter::Open(path);
+  ASSERT_TRUE(writer.ok());
+  struct rlimit old_limit;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  struct rlimit limit = old_limit;
+  limit.rlim_cur = 50000;
+  signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limit), 0);
+  Status s;
+  for (int i = 0; i < 200 && s.ok(); ++i) {
+    s = (*writer)->WriteRecord(testing::Bytes(std::string(1000, 'n')));
+  }
+  if (s.ok()) s = (*writer)->Close();
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), "data.tfrecord")) << s.message();
+  writer->reset();
+  auto reread = ReadAllFromMemory([&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }());
+  EXPECT_TRUE(reread.status.ok()) << reread.status.ToString();
+  EXPECT_EQ(reread.records, old_payloads);
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 1) << "a temp file was left behind";
 }
 
 }  // namespace
