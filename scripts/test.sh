@@ -41,9 +41,9 @@ if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
   cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRF_SANITIZE=thread \
         -DRF_BUILD_CLI=OFF >/dev/null
   cmake --build build/tsan -j "$JOBS" --target recordflow_tests
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./build/tsan/recordflow_tests \
-      --gtest_brief=1 --gtest_repeat=2 \
-      --gtest_filter='PipelineTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*:VisionTest.*'
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" RF_SOAK_SECONDS=5 \
+      ./build/tsan/recordflow_tests --gtest_brief=1 --gtest_repeat=2 \
+      --gtest_filter='PipelineTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*:VisionTest.*:SoakTest.*:GlobReliabilityTest.*'
 
   echo "== Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-15}s (clang, ASan+UBSan) =="
   cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
