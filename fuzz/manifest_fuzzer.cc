@@ -29,7 +29,7 @@ void ReadAs(const std::string& name, const uint8_t* data, size_t size) {
   const std::string path = ScratchDir() + "/" + name;
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return;
-  std::fwrite(data, 1, size, f);
+  if (size > 0) std::fwrite(data, 1, size, f);  // data may be null when size is 0
   std::fclose(f);
   recordflow::convert::ConvertOptions options;
   auto listing = recordflow::convert::ReadManifest(path, options);
