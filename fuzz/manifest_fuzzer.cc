@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -16,13 +17,22 @@
 
 namespace {
 
+// Never destroyed, so that the exit handler that removes the folder can still name it.
 const std::string& ScratchDir() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/rf_manifest_fuzz_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0700);
+  static const std::string* dir = [] {
+    // tmpfs when there is one: every input is written once as CSV and once as JSONL.
+    const char* base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    auto* d = new std::string(std::string(base) + "/rf_manifest_fuzz_" +
+                              std::to_string(::getpid()));
+    ::mkdir(d->c_str(), 0700);
+    std::atexit([] {
+      const std::string& folder = ScratchDir();
+      for (const char* name : {"/m.csv", "/m.jsonl"}) ::unlink((folder + name).c_str());
+      ::rmdir(folder.c_str());
+    });
     return d;
   }();
-  return dir;
+  return *dir;
 }
 
 void ReadAs(const std::string& name, const uint8_t* data, size_t size) {
