@@ -249,7 +249,7 @@ TEST(AdversarialFileTest, FileTruncatedWhileReadIsDataLossAfterIntactRecords) {
   EXPECT_TRUE(Contains(status.message(), "record index 100")) << status.message();
 }
 
-TEST(AdversarialFileTest, FileGrowingWhileReadGivesASnapshotOrMore) {
+TEST(AdversarialFileTest, FileGrowingWhileReadGivesTheSnapshotAtOpen) {
   // A writer appends whole records while a reader is in the middle of the file: the reader
   // returns exactly the records present at open, each intact, and never reports damage that is
   // not there. (It used to read past the size it had checked lengths against and report the
