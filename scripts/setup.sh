@@ -14,6 +14,7 @@ apt_packages=(g++ make zlib1g-dev libisal-dev libcli11-dev libgtest-dev libgmock
               libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev)  # image codecs (convert)
 if [[ $with_test == 1 ]]; then
   apt_packages+=(clang libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes
+  apt_packages+=(clang-tidy)  # static checks (.clang-tidy; scripts/test.sh)
   apt_packages+=(opencv-doc)  # sample photos for the ImageNet-like demo/benchmark data
 fi
 

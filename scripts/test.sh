@@ -4,8 +4,9 @@
 # under TSan), replays and briefly runs the fuzz targets, installs the Python package and runs pytest (including the TensorFlow
 # compatibility tests, which run TensorFlow itself).
 #
-# Environment: RF_FUZZ_SECONDS (default 20) bounds the libFuzzer run; RF_SKIP_SANITIZERS=1
-# skips the sanitizer build.
+# Environment: RF_FUZZ_SECONDS (default 15) bounds each libFuzzer run; RF_SOAK_SECONDS (default
+# 60) the pipeline soak; RF_SKIP_SANITIZERS=1 skips the sanitizer build. Longer local runs of
+# the fuzzers and the soak alone: scripts/reliability.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -19,6 +20,16 @@ cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DRF_BUILD_BENCH
 cmake --build build/release -j "$JOBS"
 (cd build/release && ctest --output-on-failure -j "$JOBS")
 
+echo "== Soak: epochs and iterator churn for ${RF_SOAK_SECONDS:-60}s; RSS must stay flat =="
+RF_SOAK_SECONDS="${RF_SOAK_SECONDS:-60}" ./build/release/recordflow_tests --gtest_brief=1 \
+    --gtest_filter='SoakTest.*:MemoryBoundTest.*'
+
+echo "== clang-tidy over src/ and tools/ (.clang-tidy; warnings are errors) =="
+tidy_start=$SECONDS
+run-clang-tidy -quiet -j "$JOBS" -p build/release "$ROOT/(src|tools)/" >build/clang-tidy.log 2>&1 ||
+  { grep -E "error:|warning:" -A3 build/clang-tidy.log | head -n 80; exit 1; }
+echo "clang-tidy: clean in $((SECONDS - tidy_start))s"
+
 if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
   echo "== C++: unit tests under AddressSanitizer + UndefinedBehaviorSanitizer =="
   cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRF_SANITIZE=address,undefined \
@@ -30,20 +41,20 @@ if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
   cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRF_SANITIZE=thread \
         -DRF_BUILD_CLI=OFF >/dev/null
   cmake --build build/tsan -j "$JOBS" --target recordflow_tests
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./build/tsan/recordflow_tests \
-      --gtest_brief=1 --gtest_repeat=2 \
-      --gtest_filter='PipelineTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*:VisionTest.*'
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" RF_SOAK_SECONDS=5 \
+      ./build/tsan/recordflow_tests --gtest_brief=1 --gtest_repeat=2 \
+      --gtest_filter='PipelineTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*:VisionTest.*:SoakTest.*:GlobReliabilityTest.*'
 
-  echo "== Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-20}s (clang, ASan+UBSan) =="
+  echo "== Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-15}s (clang, ASan+UBSan) =="
   cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRF_BUILD_FUZZERS=ON \
         -DRF_BUILD_TESTS=OFF -DRF_BUILD_CLI=OFF -DRF_SANITIZE=address,undefined >/dev/null
-  for target in record_reader example checkpoint image_probe image_decode; do
+  for target in record_reader example checkpoint image_probe image_decode manifest; do
     cmake --build build/fuzz -j "$JOBS" --target "${target}_fuzzer"
     fuzz_work=$(mktemp -d)
     mkdir "$fuzz_work/corpus"
     cp "fuzz/corpus/$target"/* "$fuzz_work/corpus/"
-    if ! "./build/fuzz/${target}_fuzzer" -max_total_time="${RF_FUZZ_SECONDS:-20}" \
+    if ! "./build/fuzz/${target}_fuzzer" -max_total_time="${RF_FUZZ_SECONDS:-15}" \
           -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$fuzz_work/" \
           "$fuzz_work/corpus" >"$fuzz_work/log" 2>&1; then
       tail -n 60 "$fuzz_work/log"

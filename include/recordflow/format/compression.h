@@ -61,6 +61,9 @@ class OutputStream {
   virtual void Abort() = 0;
 };
 
+// Default for InputStreamOptions::max_decompressed_bytes: 1 TiB per compressed file.
+inline constexpr uint64_t kDefaultMaxDecompressedBytes = uint64_t{1} << 40;
+
 // Which DEFLATE decoder reads GZIP/ZLIB streams. Both give identical bytes and errors of the
 // same codes; ISA-L's igzip is several times faster where it is compiled in.
 enum class Inflater { kAuto, kZlib, kIsal };
@@ -73,6 +76,11 @@ struct InputStreamOptions {
   size_t read_size = 1 << 20;
   // kAuto: ISA-L when available, else zlib. kIsal without ISA-L is kUnimplemented.
   Inflater inflater = Inflater::kAuto;
+  // Safety limit against decompression bombs: a GZIP/ZLIB stream that inflates to more than
+  // this many bytes fails with kResourceExhausted (naming the file and the limit) instead of
+  // streaming on. DEFLATE expands up to ~1032:1, so a 1 GiB file can carry ~1 TiB. Ignored for
+  // uncompressed files (their size is their size).
+  uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes;
 };
 
 // Opens `path` for sequential reading, decompressing as `compression` says.
@@ -84,7 +92,9 @@ Result<std::unique_ptr<InputStream>> OpenInputStream(const std::string& path,
 std::unique_ptr<InputStream> NewMemoryInputStream(std::span<const std::byte> data,
                                                   Compression compression,
                                                   std::string name = "<memory>",
-                                                  Inflater inflater = Inflater::kAuto);
+                                                  Inflater inflater = Inflater::kAuto,
+                                                  uint64_t max_decompressed_bytes =
+                                                      kDefaultMaxDecompressedBytes);
 
 struct OutputStreamOptions {
   // zlib level: -1 is zlib's default (6), 0 stores, 9 is smallest.

@@ -65,6 +65,9 @@ struct RecordReaderOptions {
   // Safety limit: a length field above this is kResourceExhausted, never allocated. Values
   // above kMaxRecordSizeLimit (2^48) are lowered to it.
   uint64_t max_record_size = uint64_t{1} << 30;
+  // Safety limit on the bytes a GZIP/ZLIB file may inflate to (see InputStreamOptions);
+  // kResourceExhausted past it. Applies to Open(); FromStream takes the stream as given.
+  uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes;
 };
 
 // Reads records front to back from one TFRecord file.

@@ -167,6 +167,14 @@ Result<ExtractSummary> Extract(const std::vector<std::string>& files, const std:
       std::string name = filename ? SanitizePathComponent((*filename)[0], fallback) : fallback;
       fs::create_directories(root + dir, ec);
       if (ec) return ErrnoToStatus(ec.value(), "cannot create", root + dir);
+      // Names are single sanitized components and files are opened O_NOFOLLOW, but a class
+      // folder that is a symlink (planted in a non-empty output folder) would carry the write
+      // elsewhere: refuse it.
+      if (fs::is_symlink(fs::symlink_status(root + dir, ec))) {
+        return FailedPreconditionError("'" + root + dir +
+                                       "' is a symlink; extract writes only inside '" + root +
+                                       "'");
+      }
       // A name taken (in this run, or on disk without overwrite) gets a -N suffix.
       std::string rel = dir + "/" + name;
       int fd = -1;

@@ -211,7 +211,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
 
   // `key` is null for errors that concern the whole record.
   auto record_error = [&](size_t r, const Status& s, const std::string* key) {
-    std::string msg = s.message();
+    const std::string& msg = s.message();
     std::string where = "record " + std::to_string(options.first_record_index + r);
     if (key != nullptr) where = "feature '" + *key + "' of " + where;
     first_error.Report(r, Status(s.code(), where + ": " + msg));

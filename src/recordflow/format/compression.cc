@@ -40,7 +40,12 @@ class FileInputStream final : public InputStream {
       : file_(std::move(file)), name_(file_->path()) {
     file_->AdviseSequential();
   }
+  // Reads only up to the size the file had at open: a reader sees a snapshot of a file that
+  // another process appends to, instead of a record half written past the size it checks
+  // lengths against (which would look like truncation). A file that shrinks reads short.
   Result<size_t> Read(std::span<std::byte> dst) override {
+    const uint64_t left = file_->size() > offset_ ? file_->size() - offset_ : 0;
+    if (dst.size() > left) dst = dst.first(static_cast<size_t>(left));
     RF_ASSIGN_OR_RETURN(size_t n, file_->ReadAt(offset_, dst));
     offset_ += n;
     return n;
@@ -276,21 +281,54 @@ class IsalInputStream final : public InputStream {
 };
 #endif
 
+// Caps the bytes an inflater may produce (decompression bombs). Asks the inflater for at most
+// one byte past the limit, so crossing it costs no more than the limit itself.
+class OutputLimitInputStream final : public InputStream {
+ public:
+  OutputLimitInputStream(std::unique_ptr<InputStream> source, uint64_t limit)
+      : source_(std::move(source)), limit_(limit) {}
+
+  Result<size_t> Read(std::span<std::byte> dst) override {
+    if (!error_.ok()) return error_;
+    const uint64_t room = limit_ - produced_;  // produced_ <= limit_ until the error
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(dst.size(), room + 1));
+    RF_ASSIGN_OR_RETURN(size_t n, source_->Read(dst.first(want)));
+    produced_ += n;
+    if (produced_ > limit_) {
+      error_ = ResourceExhaustedError("'" + name() + "' inflates to more than " +
+                                      std::to_string(limit_) +
+                                      " bytes (max_decompressed_bytes limit; a decompression "
+                                      "bomb?)");
+      return error_;
+    }
+    return n;
+  }
+  const std::string& name() const override { return source_->name(); }
+
+ private:
+  std::unique_ptr<InputStream> source_;
+  uint64_t limit_;
+  uint64_t produced_ = 0;
+  Status error_;
+};
+
 Result<std::unique_ptr<InputStream>> NewInflater(std::unique_ptr<InputStream> raw,
                                                  Compression compression, size_t read_size,
-                                                 Inflater inflater) {
+                                                 Inflater inflater,
+                                                 uint64_t max_decompressed_bytes) {
+  std::unique_ptr<InputStream> stream;
 #if defined(RF_HAVE_ISAL)
   if (inflater != Inflater::kZlib) {
-    return std::unique_ptr<InputStream>(
-        std::make_unique<IsalInputStream>(std::move(raw), compression, read_size));
+    stream = std::make_unique<IsalInputStream>(std::move(raw), compression, read_size);
   }
 #else
   if (inflater == Inflater::kIsal) {
     return UnimplementedError("this build of recordflow has no ISA-L inflater");
   }
 #endif
+  if (!stream) stream = std::make_unique<ZlibInputStream>(std::move(raw), compression, read_size);
   return std::unique_ptr<InputStream>(
-      std::make_unique<ZlibInputStream>(std::move(raw), compression, read_size));
+      std::make_unique<OutputLimitInputStream>(std::move(stream), max_decompressed_bytes));
 }
 
 class RawOutputStream final : public OutputStream {
@@ -396,16 +434,19 @@ Result<std::unique_ptr<InputStream>> OpenInputStream(const std::string& path,
   RF_ASSIGN_OR_RETURN(auto file, io::RandomAccessFile::Open(path));
   std::unique_ptr<InputStream> raw = std::make_unique<FileInputStream>(std::move(file));
   if (compression == Compression::kNone) return raw;
-  return NewInflater(std::move(raw), compression, options.read_size, options.inflater);
+  return NewInflater(std::move(raw), compression, options.read_size, options.inflater,
+                     options.max_decompressed_bytes);
 }
 
 std::unique_ptr<InputStream> NewMemoryInputStream(std::span<const std::byte> data,
                                                   Compression compression, std::string name,
-                                                  Inflater inflater) {
+                                                  Inflater inflater,
+                                                  uint64_t max_decompressed_bytes) {
   std::unique_ptr<InputStream> raw = std::make_unique<MemoryInputStream>(data, std::move(name));
   if (compression == Compression::kNone) return raw;
   if (inflater == Inflater::kIsal && !IsalInflaterAvailable()) inflater = Inflater::kZlib;
-  return NewInflater(std::move(raw), compression, 64 * 1024, inflater).value();
+  return NewInflater(std::move(raw), compression, 64 * 1024, inflater, max_decompressed_bytes)
+      .value();
 }
 
 bool IsalInflaterAvailable() {

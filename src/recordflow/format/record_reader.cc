@@ -47,6 +47,7 @@ Result<std::unique_ptr<RecordReader>> RecordReader::Open(const std::string& path
   InputStreamOptions stream_options;
   stream_options.read_size = 256 * 1024;
   stream_options.inflater = options.inflater;
+  stream_options.max_decompressed_bytes = options.max_decompressed_bytes;
   RF_ASSIGN_OR_RETURN(auto stream, OpenInputStream(path, compression, stream_options));
   return std::unique_ptr<RecordReader>(
       new RecordReader(std::move(stream), options, compression));

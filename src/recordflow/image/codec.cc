@@ -46,8 +46,11 @@ void JpegErrorExit(j_common_ptr cinfo) {
 void JpegEmitMessage(j_common_ptr cinfo, int msg_level) {
   auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
   // A warning (level -1). "Premature end of JPEG file" means the pixels past the cut are made
-  // up by the decoder: that is corrupt data, not a cosmetic problem.
-  if (msg_level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF && !err->premature_end) {
+  // up by the decoder: that is corrupt data, not a cosmetic problem. So is "premature end of
+  // data segment", what a header claiming more pixels than the entropy-coded data holds gives.
+  const bool made_up_pixels =
+      cinfo->err->msg_code == JWRN_JPEG_EOF || cinfo->err->msg_code == JWRN_HIT_MARKER;
+  if (msg_level < 0 && made_up_pixels && !err->premature_end) {
     err->premature_end = true;
     (*cinfo->err->format_message)(cinfo, err->message);
   }

@@ -420,7 +420,15 @@ Result<std::string> PipelineIterator::Checkpoint() {
     if (!s.ok()) break;
     s = save_unit(u, 0);
   }
-  if (s.ok() && !stream_done_) s = stream_->Save(w);
+  if (s.ok() && !stream_done_) {
+    // Without mu_: saving an interleave waits for its read-ahead tasks, which run on the pool
+    // behind workers that finish units under mu_; holding it here deadlocked once every pool
+    // thread waited for it (found by SoakTest). paused_ keeps the producer off stream_, and
+    // only this (consumer) thread calls GetNext/Checkpoint.
+    lock.unlock();
+    s = stream_->Save(w);
+    lock.lock();
+  }
   paused_ = false;
   cv_.notify_all();
   if (!s.ok()) return s;

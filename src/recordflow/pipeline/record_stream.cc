@@ -273,8 +273,11 @@ class InterleaveIterator final : public RecordIterator {
       w.U64(s.file);
       w.U64(s.consumed_offset);
       w.U64(s.consumed_index);
-      // Records read ahead are dropped: the restored reader reads them again.
+      // Records read ahead are dropped: the restored reader reads them again. Their offsets
+      // go too: left behind, the next records taken would report stale (earlier) offsets, and
+      // a later checkpoint would replay records already delivered.
       s.ready.clear();
+      s.next_offsets.clear();
       s.ready_bytes = 0;
       s.reader.reset();
       s.eof = false;

@@ -1,0 +1,318 @@
+// Pipeline reliability: what a glob may match besides record files, a memory bound for a large
+// shuffle over 100k records, and a soak of epochs and iterator churn whose RSS must stay flat.
+//
+// RSS figures are process-wide (VmRSS from /proc/self/status), so they include allocator
+// caching; the bounds below leave room for that and nothing else. Under sanitizers (shadow
+// memory, quarantine) RSS says nothing about leaks: the memory tests only run their workload
+// there and leave leak detection to LeakSanitizer.
+//
+// RF_SOAK_SECONDS sets the soak's length (default 6 s under ctest; CI runs 60 s, see
+// scripts/test.sh and docs/reliability.md).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "recordflow/example/example.h"
+#include "recordflow/format/record_test_util.h"
+#include "recordflow/format/record_writer.h"
+#include "recordflow/pipeline/dataset.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RF_RSS_MEANINGFUL 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RF_RSS_MEANINGFUL 0
+#endif
+#endif
+#ifndef RF_RSS_MEANINGFUL
+#define RF_RSS_MEANINGFUL 1
+#endif
+
+namespace recordflow::pipeline {
+namespace {
+
+using format::testing::Bytes;
+using format::testing::MakeTempDir;
+
+template <typename T>
+T Ok(Result<T> r) {
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return std::move(r).value();
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Resident set size of this process, in bytes.
+uint64_t RssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// `files` files of `per_file` Examples {"id": int64, "payload": `payload` bytes}.
+std::vector<std::string> WriteExamples(const std::string& dir, int files, int per_file,
+                                       size_t payload) {
+  std::vector<std::string> paths;
+  for (int f = 0; f < files; ++f) {
+    const std::string path = dir + "/part-" + std::to_string(100 + f) + ".tfrecord";
+    auto w = format::RecordWriter::Open(path);
+    EXPECT_TRUE(w.ok());
+    for (int j = 0; j < per_file; ++j) {
+      example::Features features;
+      features["id"] = example::Feature::Int64s({int64_t{f} * per_file + j});
+      features["payload"] = example::Feature::Bytes({std::string(payload, static_cast<char>(j))});
+      EXPECT_TRUE((*w)->WriteRecord(Bytes(example::SerializeExample(features))).ok());
+    }
+    EXPECT_TRUE((*w)->Close().ok());
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+std::vector<example::FeatureSpec> Spec() {
+  return {example::FeatureSpec::FixedLen("id", example::DType::kInt64),
+          example::FeatureSpec::FixedLen("payload", example::DType::kBytes)};
+}
+
+// Drains `it`; returns the record count, or the first error.
+Result<uint64_t> Drain(Iterator& it, std::vector<int64_t>* ids = nullptr) {
+  uint64_t n = 0;
+  Element e;
+  while (true) {
+    RF_ASSIGN_OR_RETURN(bool more, it.GetNext(&e));
+    if (!more) return n;
+    n += e.num_records();
+    if (ids != nullptr && e.parsed) {
+      ids->insert(ids->end(), e.columns[0].int64s.begin(), e.columns[0].int64s.end());
+    }
+  }
+}
+
+TEST(GlobReliabilityTest, ZeroByteFilesAndDirectoriesMatchedByAGlob) {
+  const std::string dir = MakeTempDir();
+  const auto paths = WriteExamples(dir, 2, 10, 8);
+  std::ofstream(dir + "/part-150.tfrecord").close();  // zero bytes: no records, no error
+  auto ds = Ok(Dataset::FromFiles({dir + "/part-*.tfrecord"}));
+  auto it = Ok(ds.MakeIterator());
+  auto n = Drain(*it);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 20u);
+
+  // A directory the glob matches: the records before it arrive, then an error naming it.
+  std::filesystem::create_directory(dir + "/part-120.tfrecord");
+  ds = Ok(Dataset::FromFiles({dir + "/part-*.tfrecord"}));
+  it = Ok(ds.MakeIterator());
+  Element e;
+  uint64_t before = 0;
+  Result<bool> got = true;
+  while ((got = it->GetNext(&e)).ok() && *got) ++before;
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(before, 20u);  // part-100 and part-101 sort before part-120
+  EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << got.status().ToString();
+  EXPECT_TRUE(Contains(got.status().message(), dir + "/part-120.tfrecord"))
+      << got.status().message();
+  EXPECT_TRUE(Contains(got.status().message(), "is a directory")) << got.status().message();
+}
+
+TEST(GlobReliabilityTest, UnreadableAndVanishedFilesMatchedByAGlob) {
+  const std::string dir = MakeTempDir();
+  WriteExamples(dir, 1, 5, 8);
+  // A dangling symlink (a file deleted after it was listed looks the same to the reader).
+  ASSERT_EQ(::symlink((dir + "/gone").c_str(), (dir + "/part-110.tfrecord").c_str()), 0);
+  auto ds = Ok(Dataset::FromFiles({dir + "/part-*.tfrecord"}));
+  auto it = Ok(ds.MakeIterator());
+  auto n = Drain(*it);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kNotFound) << n.status().ToString();
+  EXPECT_TRUE(Contains(n.status().message(), dir + "/part-110.tfrecord"))
+      << n.status().message();
+
+  if (::geteuid() != 0) {  // root reads files whatever their mode
+    ASSERT_EQ(::unlink((dir + "/part-110.tfrecord").c_str()), 0);
+    WriteExamples(dir, 1, 5, 8);  // rewrites part-100; now make a second, unreadable file
+    std::filesystem::copy_file(dir + "/part-100.tfrecord", dir + "/part-105.tfrecord");
+    ASSERT_EQ(::chmod((dir + "/part-105.tfrecord").c_str(), 0), 0);
+    it = Ok(Ok(Dataset::FromFiles({dir + "/part-*.tfrecord"})).MakeIterator());
+    n = Drain(*it);
+    EXPECT_EQ(n.status().code(), StatusCode::kPermissionDenied) << n.status().ToString();
+    EXPECT_TRUE(Contains(n.status().message(), "part-105")) << n.status().message();
+  }
+}
+
+// 100k records of ~600 bytes (about 60 MB of files) through interleave(4, parallel) ->
+// shuffle(50000) -> batch(64) -> parse -> prefetch, under a 64 MiB executor budget.
+// Stated bound on what the pipeline holds (docs/reliability.md): shuffle buffer 50000 records
+// x ~0.7 KB (record + Element overhead) ~ 35 MB + read-ahead 4 slots x 8 MiB = 32 MiB +
+// executor budget 64 MiB: 131 MiB. The RSS growth must stay under that, and a shuffle-free
+// run of the same pipeline under 96 MiB (read-ahead + budget).
+TEST(MemoryBoundTest, LargeShuffleOver100kRecordsStaysUnderItsBound) {
+  const std::string dir = MakeTempDir();
+  const auto paths = WriteExamples(dir, 8, 12'500, 560);
+  auto build = [&](size_t shuffle) {
+    Dataset ds = Ok(Dataset::FromFiles(paths));
+    ds = Ok(ds.Interleave({.cycle_length = 4, .block_length = 1, .num_parallel = 4}));
+    if (shuffle > 0) ds = Ok(ds.Shuffle({.buffer_size = shuffle, .seed = 7}));
+    ds = Ok(Ok(Ok(ds.Batch(64)).Parse(Spec())).Prefetch(kAutotune));
+    return ds;
+  };
+  IteratorOptions options;
+  options.memory_budget = 64 << 20;
+  for (size_t shuffle : {size_t{0}, size_t{50'000}}) {
+    const uint64_t rss_before = RssBytes();
+    uint64_t rss_peak = rss_before;
+    auto it = Ok(build(shuffle).MakeIterator(options));
+    Element e;
+    uint64_t records = 0;
+    std::vector<bool> seen(100'000, false);
+    while (true) {
+      auto more = it->GetNext(&e);
+      ASSERT_TRUE(more.ok()) << more.status().ToString();
+      if (!*more) break;
+      for (int64_t id : e.columns[0].int64s) {
+        ASSERT_FALSE(seen[id]) << id;
+        seen[id] = true;
+      }
+      records += e.num_records();
+      if (records % 6400 == 0) rss_peak = std::max(rss_peak, RssBytes());
+    }
+    rss_peak = std::max(rss_peak, RssBytes());
+    EXPECT_EQ(records, 100'000u);
+    const double growth_mib = static_cast<double>(rss_peak - rss_before) / (1 << 20);
+    std::printf("[memory] shuffle(%zu) over 100k records: RSS %.1f -> peak %.1f MiB (+%.1f MiB)\n",
+                shuffle, rss_before / 1048576.0, rss_peak / 1048576.0, growth_mib);
+    if (RF_RSS_MEANINGFUL) EXPECT_LT(growth_mib, shuffle > 0 ? 131.0 : 96.0);
+  }
+}
+
+// A checkpoint after every batch of an interleave with read-ahead, then a restore: exactly the
+// records not yet delivered follow. Regression: Save dropped the read-ahead records but kept
+// their offsets, so later records reported stale offsets and a later checkpoint replayed
+// delivered records (1-5 duplicates in a third of the runs). (The deadlock the soak found in
+// Checkpoint is guarded by SoakTest.)
+TEST(PipelineTest, CheckpointAfterEveryBatchWithReadaheadRestoresExactlyTheRest) {
+  const std::string dir = MakeTempDir();
+  const auto paths = WriteExamples(dir, 4, 500, 100);
+  Dataset ds = Ok(Dataset::FromFiles(paths));
+  ds = Ok(ds.Interleave({.cycle_length = 4, .block_length = 1, .num_parallel = 4}));
+  ds = Ok(Ok(Ok(ds.Batch(8)).Parse(Spec())).Prefetch(kAutotune));
+  for (int round = 0; round < 10; ++round) {
+    auto it = Ok(ds.MakeIterator());
+    Element e;
+    uint64_t read = 0;
+    std::string state;
+    // A checkpoint after every batch: each one races the read-ahead refills and the workers.
+    for (int i = 0; i < 100; ++i) {
+      ASSERT_TRUE(*it->GetNext(&e));
+      read += e.num_records();
+      state = Ok(it->Checkpoint());
+    }
+    auto restored = Ok(ds.Restore(Bytes(state)));
+    auto n = Drain(*restored);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_EQ(*n + read, 2000u);
+  }
+}
+
+int SoakSeconds() {
+  const char* s = std::getenv("RF_SOAK_SECONDS");
+  return s != nullptr ? std::max(1, std::atoi(s)) : 6;
+}
+
+// Repeated epochs and iterator churn: iterators created, read part-way, checkpointed,
+// destroyed mid-stream (with read-ahead and prefetch in flight), restored, read on; every
+// tenth round a full epoch checked for exactly-once. RSS after a warm-up must stay flat.
+TEST(SoakTest, EpochsAndIteratorChurnKeepRssFlat) {
+  const std::string dir = MakeTempDir();
+  const auto paths = WriteExamples(dir, 6, 2000, 200);
+  Dataset ds = Ok(Dataset::FromFiles(paths, {.shuffle_files = true, .seed = 3}));
+  ds = Ok(ds.Interleave({.cycle_length = 3, .block_length = 2, .num_parallel = 3}));
+  ds = Ok(ds.Shuffle({.buffer_size = 3000, .seed = 5}));
+  ds = Ok(Ok(Ok(ds.Batch(32)).Parse(Spec())).Prefetch(kAutotune));
+  IteratorOptions options;
+  options.memory_budget = 32 << 20;
+
+  const auto start = std::chrono::steady_clock::now();
+  const double total = SoakSeconds();
+  const double warmup = std::max(1.0, total * 0.25);
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  std::mt19937_64 rng(11);
+  uint64_t rounds = 0, records = 0, full_epochs = 0, restores = 0;
+  uint64_t rss_warm = 0, rss_max_after_warm = 0, rss_min_after_warm = ~uint64_t{0};
+  while (elapsed() < total) {
+    if (rounds % 10 == 9) {
+      auto it = Ok(ds.MakeIterator(options));
+      std::vector<int64_t> ids;
+      auto n = Drain(*it, &ids);
+      ASSERT_TRUE(n.ok()) << n.status().ToString();
+      ASSERT_EQ(*n, 12'000u);
+      std::sort(ids.begin(), ids.end());
+      ASSERT_TRUE(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
+      records += *n;
+      ++full_epochs;
+    } else {
+      auto it = Ok(ds.MakeIterator(options));
+      Element e;
+      const int take = static_cast<int>(rng() % 200);
+      for (int i = 0; i < take; ++i) {
+        auto more = it->GetNext(&e);
+        ASSERT_TRUE(more.ok()) << more.status().ToString();
+        if (!*more) break;
+        records += e.num_records();
+      }
+      if (rounds % 2 == 0) {
+        auto state = Ok(it->Checkpoint());
+        it.reset();  // destroyed with read-ahead and prefetch in flight
+        auto restored = Ok(ds.Restore(Bytes(state), options));
+        for (int i = 0; i < 20; ++i) {
+          auto more = restored->GetNext(&e);
+          ASSERT_TRUE(more.ok()) << more.status().ToString();
+          if (!*more) break;
+          records += e.num_records();
+        }
+        ++restores;
+      }
+    }
+    ++rounds;
+    const uint64_t rss = RssBytes();
+    if (elapsed() >= warmup) {
+      if (rss_warm == 0) rss_warm = rss;
+      rss_max_after_warm = std::max(rss_max_after_warm, rss);
+      rss_min_after_warm = std::min(rss_min_after_warm, rss);
+    }
+  }
+  if (rss_warm == 0) rss_warm = rss_max_after_warm = rss_min_after_warm = RssBytes();
+  const uint64_t rss_end = RssBytes();
+  const double drift_mib =
+      (static_cast<double>(rss_end) - static_cast<double>(rss_warm)) / (1 << 20);
+  std::printf(
+      "[soak] %.0f s: %llu rounds, %llu full epochs, %llu checkpoint/restores, %llu records; "
+      "RSS after warm-up %.1f MiB, min %.1f, max %.1f, end %.1f MiB, drift %+.1f MiB\n",
+      elapsed(), static_cast<unsigned long long>(rounds),
+      static_cast<unsigned long long>(full_epochs), static_cast<unsigned long long>(restores),
+      static_cast<unsigned long long>(records), rss_warm / 1048576.0,
+      rss_min_after_warm / 1048576.0, rss_max_after_warm / 1048576.0, rss_end / 1048576.0,
+      drift_mib);
+  EXPECT_GT(full_epochs, 0u);
+  // Measured drift is ~0 (allocator caching settles during the warm-up); a leak of one
+  // batch (~8 KB) per round, or of an iterator's read-ahead (up to 3 x 8 MiB), crosses 24 MiB
+  // within the CI soak's ~2000 rounds.
+  if (RF_RSS_MEANINGFUL) EXPECT_LT(drift_mib, 24.0);
+}
+
+}  // namespace
+}  // namespace recordflow::pipeline
