@@ -59,6 +59,40 @@ GOALS = {"tfdata": 2.0, "dali": 1.0, "torch": 3.0, "bare": 0.85}
 QUALITY = (85, 97)
 
 
+CONFIGS = """Configurations (bench/suite_worker.py; each its library's documented best practice):
+- recordflow: `rf.Dataset.from_files(files, shuffle_files=True).interleave().shuffle(B).repeat()
+  .batch(256, drop_remainder=True).map(rf.vision.imagenet_train(224)).prefetch()` (eval:
+  `imagenet_eval(224, 256)`, no shuffle); batches arrive as NumPy arrays.
+- tf.data: `from_tensor_slices(files).shuffle().interleave(TFRecordDataset, cycle_length=16,
+  num_parallel_calls=AUTOTUNE, deterministic=False).shuffle(B).repeat().map(f, AUTOTUNE,
+  deterministic=False).batch(256).prefetch(AUTOTUNE)`, f = parse_single_example,
+  extract_jpeg_shape + sample_distorted_bounding_box (area 0.08-1, aspect 3/4-4/3),
+  decode_and_crop_jpeg, resize 224 bilinear (TF's default, no antialias: cheaper than the
+  others' antialiased resize), random_flip_left_right, normalize (TF Model Garden's ImageNet
+  input). Eval: decode_jpeg, antialiased resize of the shorter side to 256, center crop, normalize.
+  Batches are consumed as EagerTensors (no `.numpy()`).
+- PyTorch DataLoader: an IterableDataset over the shards with the `tfrecord` package's
+  TFRecordDataset and .idx files (each worker reads its slice of every shard; the package's
+  shuffle queue, B / workers records per worker), PIL decode, torchvision RandomResizedCrop(224),
+  RandomHorizontalFlip, ToTensor, Normalize (eval: Resize(256), CenterCrop(224)),
+  batch_size=256, num_workers = cores, persistent_workers=True, prefetch_factor=2.
+- DALI (CPU): `pipeline_def(batch_size=256, num_threads=cores, device_id=None)`,
+  `fn.readers.tfrecord` with the .idx files (random_shuffle, initial_fill=B),
+  `fn.decoders.image_random_crop(device="cpu")`, `fn.resize` 224x224,
+  `fn.crop_mirror_normalize` (coin-flip mirror) to float32 HWC (eval: `fn.decoders.image`,
+  `resize(resize_shorter=256)`, `crop_mirror_normalize(crop=224)`); `pipe.run()` per batch.
+- bare decode: bench/jpeg_decode_bench.cc, TurboJPEG `tjDecompress2` of the same JPEG bytes to
+  full-size RGB, one thread per core, no reading, parsing, cropping or resizing.
+
+CPU-s / 1000 img: CPU time of the contender's process and all its children (DataLoader
+workers) during the measured batches. Peak PSS: the largest sum over the process tree of the
+proportional set size (shared pages split between processes, so forked workers are not counted
+twice), sampled every 0.1 s from start to end; RSS summed the same way in brackets. Other
+processes (cores): the machine's busy CPU time during the measured batches less the
+contender's own, per second of wall time: what the other jobs on this machine took.
+"""
+
+
 class Log:
     def __init__(self):
         self.t0 = time.perf_counter()
@@ -411,7 +445,8 @@ def run_micro(out_dir: Path, quick: bool, only: list[str] | None, log: Log) -> d
                         if l.startswith("|") or l.startswith("- ") or l.startswith("#")
                         or "target" in l]
                 text = "\n".join(keep)
-            res[name] = {"command": " ".join(str(c) for c in cmd).replace(str(HERE.parent) + "/", ""),
+            shown = " ".join("python" if str(c) == sys.executable else str(c) for c in cmd)
+            res[name] = {"command": shown.replace(str(HERE.parent) + "/", ""),
                          "returncode": r.returncode, "seconds": dt,
                          "machine_cores_busy": busy / dt if dt else None,
                          "load_avg_end": os.getloadavg()[0], "markdown": text,
@@ -448,14 +483,16 @@ def markdown(meta: dict, summary: dict, checks_res: dict, errors: dict, micro: d
              f"rotating order; medians.\n")
     peers = meta["versions"]
     L.append("Contenders: " + "; ".join(f"{LABELS[k]}: {v}" for k, v in peers.items()) + ".\n")
+    L.append(CONFIGS)
     for mode in ("train", "eval"):
         rows = summary.get(mode, {})
         if not rows:
             continue
         L.append(f"\n## {mode.capitalize()} pipeline\n")
         L.append("| Contender | images/s (median) | all runs | CPU-s / 1000 img | cores used | "
-                 "other processes (cores) | time to first batch (s) | peak PSS MiB (RSS) |")
-        L.append("|---|---:|---|---:|---:|---:|---:|---:|")
+                 "other processes (cores) | load avg | time to first batch (s) | "
+                 "peak PSS MiB (RSS) |")
+        L.append("|---|---:|---|---:|---:|---:|---:|---:|---:|")
         for c in CONTENDERS + ["bare"]:
             r = rows.get(c)
             if r is None:
@@ -463,8 +500,8 @@ def markdown(meta: dict, summary: dict, checks_res: dict, errors: dict, micro: d
             L.append(f"| {LABELS[c]} | {r['images_per_s']:.1f} | "
                      f"{', '.join(f'{x:.0f}' for x in r['images_per_s_all'])} | "
                      f"{r['cpu_s_per_1000']:.2f} | {r['cores_used']:.2f} | "
-                     f"{'' if r['others_cores'] is None else format(r['others_cores'], '.2f')} | "
-                     f"{r.get('ttfb_s', float('nan')):.2f} | "
+                     f"{r['others_cores']:.2f} | {r['load_avg']:.2f} | "
+                     + (f"{r['ttfb_s']:.2f} | " if "ttfb_s" in r else "- | ")
                      + (f"{r['peak_pss_mib']:.0f} ({r['peak_rss_mib']:.0f})" if 'peak_pss_mib' in r else "-")
                      + " |")
         if mode == "eval" and "bare" in rows:
@@ -615,11 +652,13 @@ def main() -> int:
             pythons.pop(c, None)
 
     versions = {"recordflow": rf.__version__ if hasattr(rf, "__version__") else "?"}
-    try:
-        import tensorflow as _tf_probe  # noqa: F401  (version only; the runs are in children)
-        versions["tfdata"] = f"tensorflow {_tf_probe.__version__}"
-    except ImportError:
-        pass
+    import importlib.metadata as md
+    for dist in ("tensorflow-cpu", "tensorflow"):
+        try:
+            versions["tfdata"] = f"{dist} {md.version(dist)}"
+            break
+        except md.PackageNotFoundError:
+            pass
     for c, code in (("torch", "import torch, torchvision, tfrecord; print('torch', torch.__version__, '+ torchvision', torchvision.__version__, '+ tfrecord (pip)')"),
                     ("dali", "import nvidia.dali as d; print('nvidia-dali-cuda120', d.__version__)")):
         if c in pythons:
