@@ -409,11 +409,11 @@ def micro_commands(quick: bool) -> list[tuple[str, list, list[str]]]:
          ["parse.md"]),
         ("pipeline", [py, b / "bench_pipeline.py", "--quick"] + (["--no-one-core"] if quick else []),
          ["pipeline.md"]),
-        ("image", one + [py, b / "bench_image.py", "--images", "60" if quick else "150", "--repeat",
+        ("image", one + [py, b / "bench_image.py", "--images", "60" if quick else "120", "--repeat",
                          "1" if quick else "2"], []),
         ("overhead", [py, b / "bench_overhead.py", "--quick"], []),
         ("convert", [py, b / "bench_convert.py", "--classes", "10", "--images-per-class",
-                     "30" if quick else "100", "--runs", "1" if quick else "2", "--warmup",
+                     "30" if quick else "60", "--runs", "1" if quick else "2", "--warmup",
                      "0" if quick else "1"], []),
     ]
     return cmds
@@ -558,6 +558,28 @@ def markdown(meta: dict, summary: dict, checks_res: dict, errors: dict, micro: d
     return "\n".join(L) + "\n", ratios
 
 
+def docs_section(md: str) -> str:
+    """suite.md as a section of docs/benchmarks.md: headings one level down, the collected
+    microbenchmark tables folded into a <details> block."""
+    lines = md.splitlines()
+    out, folded = [], False
+    for line in lines:
+        if line.startswith("#"):
+            line = "#" + line
+        if line == "### Microbenchmarks":
+            out += [line, "", "<details><summary>The microbenchmarks' tables from this run"
+                    "</summary>", ""]
+            folded = True
+            continue
+        if folded and line == "### Elapsed per section":
+            out += ["", "</details>", ""]
+            folded = False
+        out.append(line)
+    if folded:
+        out += ["", "</details>"]
+    return "\n".join(out) + "\n"
+
+
 def chart(summary: dict, path: Path, title: str) -> bool:
     try:
         import matplotlib
@@ -592,7 +614,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: 600 images, short runs")
     ap.add_argument("--runs", type=int, help="measured runs per contender (default 3)")
     ap.add_argument("--images", type=int, help="dataset size (default 3000; quick 600)")
-    ap.add_argument("--batches", type=int, help="measured batches of 256 per run (default 10; quick 2)")
+    ap.add_argument("--batches", type=int, help="measured batches of 256 per run (default 8; quick 2)")
     ap.add_argument("--warmup-batches", type=int, help="unmeasured batches after the first (default 2; quick 1)")
     ap.add_argument("--shuffle", type=int, help="shuffle buffer in records (default 2048; quick 512)")
     ap.add_argument("--contenders", nargs="+", choices=CONTENDERS + ["bare"],
@@ -606,7 +628,7 @@ def main() -> int:
     q = args.quick
     args.runs = args.runs or 3
     args.images = args.images or (600 if q else 3000)
-    args.batches = args.batches or (2 if q else 10)
+    args.batches = args.batches or (2 if q else 8)
     args.warmup_batches = args.warmup_batches if args.warmup_batches is not None else (1 if q else 2)
     args.shuffle = args.shuffle or (512 if q else 2048)
     classes = 10
@@ -685,6 +707,7 @@ def main() -> int:
             "versions": versions, "sections": log.sections}
     md, ratios = markdown(meta, summary, chk, errors, micro)
     (args.out / "suite.md").write_text(md)
+    (args.out / "suite-docs.md").write_text(docs_section(md))
     (args.out / "suite.json").write_text(json.dumps(
         {"meta": meta, "summary": summary, "ratios": ratios, "raw": res["raw"], "errors": errors,
          "checks": chk, "micro": micro}, indent=1, default=str))
