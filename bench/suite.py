@@ -558,8 +558,9 @@ def markdown(meta: dict, summary: dict, checks_res: dict, errors: dict, micro: d
                      f"{r['machine_cores_busy']:.2f} |")
         for name, r in micro.items():
             L.append(f"\n### {name}\n\n`{r['command']}`\n")
-            L.append(r["markdown"].replace("\n# ", "\n#### ").replace("\n## ", "\n#### ")
-                     .replace("\n### ", "\n#### ").strip())
+            # The scripts' own headings go below this section's level.
+            L.append(("\n" + r["markdown"]).replace("\n# ", "\n#### ")
+                     .replace("\n## ", "\n#### ").replace("\n### ", "\n#### ").strip())
             if r["returncode"]:
                 L.append(f"\nFAILED (exit {r['returncode']}): {r['stderr_tail']}")
     L.append("\n## Elapsed per section\n")
