@@ -399,16 +399,19 @@ def summarize(raw: dict, cores: int) -> dict:
 
 
 # ----------------------------------------------------------------------------- 5. micro
-def micro_commands(quick: bool) -> list[tuple[str, list, list[str]]]:
+def micro_commands(quick: bool, out: Path) -> list[tuple[str, list, list[str]]]:
     py = sys.executable
     b = HERE
     one = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+    # Only a non-default --out is passed on, so the commands shown stay the plain ones.
+    o = out.resolve() != (HERE / "out").resolve()
     cmds = [
-        ("records", [py, b / "bench_records.py", "--quick"], ["records.md"]),
-        ("parse", [py, b / "bench_parse.py", "--quick"] + (["--no-one-core", "--no-rf-alone"] if quick else []),
-         ["parse.md"]),
-        ("pipeline", [py, b / "bench_pipeline.py", "--quick"] + (["--no-one-core"] if quick else []),
-         ["pipeline.md"]),
+        ("records", [py, b / "bench_records.py", "--quick"] + (["--out-dir", out] if o else []),
+         ["records.md"]),
+        ("parse", [py, b / "bench_parse.py", "--quick"] + (["--out", out] if o else []) +
+         (["--no-one-core", "--no-rf-alone"] if quick else []), ["parse.md"]),
+        ("pipeline", [py, b / "bench_pipeline.py", "--quick"] + (["--out", out] if o else []) +
+         (["--no-one-core"] if quick else []), ["pipeline.md"]),
         ("image", one + [py, b / "bench_image.py", "--images", "60" if quick else "120", "--repeat",
                          "1" if quick else "2"], []),
         ("overhead", [py, b / "bench_overhead.py", "--quick"], []),
@@ -423,7 +426,7 @@ def run_micro(out_dir: Path, quick: bool, only: list[str] | None, log: Log) -> d
     res = {}
     mdir = out_dir / "micro"
     mdir.mkdir(parents=True, exist_ok=True)
-    for name, cmd, md_files in micro_commands(quick):
+    for name, cmd, md_files in micro_commands(quick, out_dir):
         if only and name not in only:
             continue
         with log.section(f"micro: {name}"):
