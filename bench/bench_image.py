@@ -25,6 +25,7 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import benchlib  # noqa: E402
 import recordflow as rf  # noqa: E402
 from PIL import Image  # noqa: E402
 
@@ -223,12 +224,7 @@ def main():
     add("eval preset", "Pillow (torchvision-style)", pil_eval, idx)
     if tf is not None:
         def tf_eval_map(b):
-            img = tf.io.decode_jpeg(b, channels=3)
-            hw = tf.cast(tf.shape(img)[:2], tf.float32)
-            s = 256.0 / tf.reduce_min(hw)
-            img = tf.image.resize(img, tf.cast(hw * s, tf.int32), antialias=True)
-            img = tf.image.resize_with_crop_or_pad(img, size, size)
-            return (img / 255.0 - MEAN) / STD
+            return benchlib.tf_decode_eval(tf, b, size, 256)
 
         def tf_eval(ii):
             ds = tf.data.Dataset.from_tensor_slices([jpegs[i] for i in ii]).map(tf_eval_map, num_parallel_calls=1).batch(32)

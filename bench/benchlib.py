@@ -70,3 +70,81 @@ def fmt_rate(x: float) -> str:
     if x >= 1e3:
         return f"{x / 1e3:.1f} k"
     return f"{x:.0f}"
+
+
+# ---------------------------------------------------------------------------- load on the machine
+def cpu_busy_seconds() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat (all cores)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / tick, sum(fields[:8]) / tick
+
+
+def cpu_flags(wanted=("sse4_2", "avx", "avx2", "avx512f", "avx512bw", "avx512vl", "bmi2",
+                      "fma", "sha_ni", "vaes")) -> list[str]:
+    """The SIMD-relevant flags of /proc/cpuinfo that this CPU has."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            have = set(line.split(":", 1)[1].split())
+            return [f for f in wanted if f in have]
+    return []
+
+
+# ---------------------------------------------------------------------------- TF image pipelines
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def tf_decode_eval(tf, jpeg, size: int = 224, resize: int = 256):
+    """tf.data's eval preprocessing of one JPEG: decode, shorter side to `resize` (bilinear,
+    antialiased, as torchvision/Pillow), center crop `size`, normalize. float32 HWC."""
+    img = tf.io.decode_jpeg(jpeg, channels=3)
+    h, w = tf.shape(img)[0], tf.shape(img)[1]
+    # torchvision's Resize(int): the shorter side becomes `resize` exactly, the longer one
+    # int(resize * long / short).
+    long_side = tf.cast(resize * tf.maximum(h, w) / tf.minimum(h, w), tf.int32)
+    new_hw = tf.cond(h <= w, lambda: tf.stack([resize, long_side]),
+                     lambda: tf.stack([long_side, resize]))
+    img = tf.image.resize(img, new_hw, antialias=True)
+    img = tf.image.resize_with_crop_or_pad(img, size, size)
+    return (img / 255.0 - IMAGENET_MEAN) / IMAGENET_STD
+
+
+def _tf_parse(tf, record):
+    f = tf.io.parse_single_example(record, {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64)})
+    return f["image/encoded"], f["image/class/label"]
+
+
+def tf_imagenet_train_map(tf, size: int = 224):
+    """A serialized Example -> (image, label) the way TensorFlow's ImageNet input pipelines do
+    it (TF Model Garden): parse, sample_distorted_bounding_box on the JPEG's header shape
+    (area 8-100%, aspect 3/4-4/3, 10 attempts), decode_and_crop_jpeg (decodes only the crop),
+    bilinear resize to size x size (TF's default, not antialiased), random flip, normalize."""
+    bbox = tf.constant([0.0, 0.0, 1.0, 1.0], tf.float32, [1, 1, 4])
+
+    def fn(record):
+        jpeg, label = _tf_parse(tf, record)
+        shape = tf.image.extract_jpeg_shape(jpeg)
+        begin, crop, _ = tf.image.sample_distorted_bounding_box(
+            shape, bounding_boxes=bbox, min_object_covered=0.1, aspect_ratio_range=(3 / 4, 4 / 3),
+            area_range=(0.08, 1.0), max_attempts=10, use_image_if_no_bounding_boxes=True)
+        oy, ox, _ = tf.unstack(begin)
+        h, w, _ = tf.unstack(crop)
+        img = tf.image.decode_and_crop_jpeg(jpeg, tf.stack([oy, ox, h, w]), channels=3)
+        img = tf.image.resize(img, [size, size])
+        img = tf.image.random_flip_left_right(img)
+        return (img / 255.0 - IMAGENET_MEAN) / IMAGENET_STD, label
+
+    return fn
+
+
+def tf_imagenet_eval_map(tf, size: int = 224, resize: int = 256):
+    """A serialized Example -> (image, label): tf_decode_eval of its JPEG."""
+    def fn(record):
+        jpeg, label = _tf_parse(tf, record)
+        return tf.cast(tf_decode_eval(tf, jpeg, size, resize), tf.float32), label
+
+    return fn

@@ -3,11 +3,16 @@
 #   scripts/setup.sh          build dependencies (apt) and Python build tools (pip)
 #   scripts/setup.sh --test   also the test and benchmark peers (TensorFlow, PyTorch, JAX,
 #                             pytest, NumPy)
+#   scripts/setup.sh --bench  --test, plus what bench/suite.py needs here: TurboJPEG for the
+#                             bare-decode reference, matplotlib (the suite itself creates
+#                             bench/.venv-peers with torch+torchvision, tfrecord and DALI)
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 
 with_test=0
+with_bench=0
 [[ "${1:-}" == "--test" ]] && with_test=1
+[[ "${1:-}" == "--bench" ]] && with_test=1 && with_bench=1
 
 apt_packages=(g++ make zlib1g-dev libisal-dev libcli11-dev libgtest-dev libgmock-dev
               libbenchmark-dev
@@ -17,6 +22,7 @@ if [[ $with_test == 1 ]]; then
   apt_packages+=(clang-tidy)  # static checks (.clang-tidy; scripts/test.sh)
   apt_packages+=(opencv-doc)  # sample photos for the ImageNet-like demo/benchmark data
 fi
+[[ $with_bench == 1 ]] && apt_packages+=(libturbojpeg0-dev)  # bench/jpeg_decode_bench.cc
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -42,6 +48,7 @@ fi
 # Demo data generator (recordflow.datasets): Pillow, and the sample photos that ship inside
 # scikit-image and scikit-learn.
 pip_packages+=("pillow" "scikit-image" "scikit-learn")
+[[ $with_bench == 1 ]] && pip_packages+=("matplotlib")  # bench/suite.py's chart
 need_pip=0
 for spec in "${pip_packages[@]}"; do
   name=${spec%%[<>=]*}

@@ -90,7 +90,7 @@ def source_photos(min_side: int = 256) -> list[tuple[str, object]]:
     return found
 
 
-def _make_one(src, rng: random.Random, path: str) -> int:
+def _make_one(src, rng: random.Random, path: str, quality: tuple[int, int] = (75, 95)) -> int:
     Image = _pil()
     w, h = src.size
     # Random crop: 25-100% of the area, aspect 3/4..4/3, as ImageNet photos vary.
@@ -117,16 +117,18 @@ def _make_one(src, rng: random.Random, path: str) -> int:
                                                               (size[1], size[0], 1))
     pixels = np.asarray(img, dtype=np.float32) + noise
     img = Image.fromarray(np.clip(pixels + 0.5, 0, 255).astype(np.uint8))
-    quality = rng.randint(75, 95)
+    quality = rng.randint(*quality)
     subsampling = 0 if rng.random() < 0.2 else 2  # PIL: 0 = 4:4:4, 2 = 4:2:0
     img.save(path, "JPEG", quality=quality, subsampling=subsampling)
     return os.path.getsize(path)
 
 
 def make_imagenet_like(out_dir: str, classes: int = 10, images_per_class: int = 100,
-                       seed: int = 0, workers: int | None = None) -> dict:
+                       seed: int = 0, workers: int | None = None,
+                       quality: tuple[int, int] = (75, 95)) -> dict:
     """Writes OUT_DIR/<synset-like class>/<class>_<n>.JPEG; returns {"classes", "images",
-    "bytes", "sources"}. Deterministic for the same arguments."""
+    "bytes", "sources"}. Deterministic for the same arguments. ``quality``: the range each
+    image's JPEG quality is drawn from (higher: larger files; (85, 97) gives ~110 KB)."""
     photos = source_photos()
     os.makedirs(out_dir, exist_ok=True)
     names = [f"n{1440764 + 1117 * c:08d}" for c in range(classes)]
@@ -138,7 +140,7 @@ def make_imagenet_like(out_dir: str, classes: int = 10, images_per_class: int = 
             rng = random.Random(f"{seed}/{c}/{i}")
             jobs.append((src, rng, os.path.join(out_dir, name, f"{name}_{i:05d}.JPEG")))
     with concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
-        sizes = list(pool.map(lambda j: _make_one(*j), jobs))
+        sizes = list(pool.map(lambda j: _make_one(*j, quality), jobs))
     return {"classes": names, "images": len(jobs), "bytes": sum(sizes),
             "sources": [n for n, _ in photos[:classes]]}
 
@@ -152,8 +154,11 @@ def main(argv=None) -> int:
     q.add_argument("--classes", type=int, default=10)
     q.add_argument("--images-per-class", type=int, default=100)
     q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--quality", type=int, nargs=2, default=(75, 95), metavar=("MIN", "MAX"),
+                   help="JPEG quality range (default 75 95; 85 97 gives ~110 KB images)")
     args = p.parse_args(argv)
-    info = make_imagenet_like(args.out_dir, args.classes, args.images_per_class, args.seed)
+    info = make_imagenet_like(args.out_dir, args.classes, args.images_per_class, args.seed,
+                              quality=tuple(args.quality))
     print(f"wrote {info['images']} JPEGs in {len(info['classes'])} classes to {args.out_dir} "
           f"({info['bytes'] / 1e6:.1f} MB, {info['bytes'] / max(1, info['images']) / 1e3:.0f} KB "
           f"per image)")

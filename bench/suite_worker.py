@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""One contender of the image-pipeline suite (bench/suite.py), in a process of its own.
+
+    python bench/suite_worker.py CONTENDER MODE --files F... [--warmup-batches W] [--batches N]
+    python bench/suite_worker.py CONTENDER check --files F... --check-out X.npz
+
+CONTENDER: recordflow | tfdata | torch | dali. MODE: train | eval | check.
+
+Builds the contender's pipeline on the given TFRecord shards (each with FILE.idx), takes the
+first batch (time to first batch, from just before the pipeline is built), consumes W warm-up
+batches, then times N batches (wall and CPU seconds of this process and all its descendants,
+e.g. DataLoader workers), sampling the memory of the whole process tree meanwhile. Prints one
+JSON line on stdout. Batches are consumed in each library's native form (NumPy for recordflow,
+EagerTensor for tf.data, torch.Tensor for the DataLoader, TensorListCPU for DALI): a training
+loop would take them as they come.
+
+This file must not import recordflow at module level: torch and DALI run in a separate
+virtualenv (bench/.venv-peers) without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+import threading
+import time
+
+BATCH = 256
+SIZE = 224
+RESIZE = 256
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+IMAGE_KEY = "image/encoded"
+LABEL_KEY = "image/class/label"
+CHECK_IMAGES = 8
+
+
+# ----------------------------------------------------------------------------- process tree
+_TICK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _tree_pids(root: int) -> list[int]:
+    """root and all its descendants (through /proc/PID/task/TID/children)."""
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def _cpu_of(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _pss_rss_of(pid: int) -> tuple[int, int]:
+    pss = rss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    pss = int(line.split()[1]) * 1024
+                elif line.startswith("Rss:"):
+                    rss = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return pss, rss
+
+
+class TreeMonitor:
+    """Samples the process tree every `interval` s: peak PSS and RSS summed over the tree, and
+    the last CPU time seen of every pid (so a child that exits between two samples still counts
+    up to its last sample)."""
+
+    def __init__(self, interval: float = 0.1):
+        self.interval = interval
+        self.root = os.getpid()
+        self.peak_pss = self.peak_rss = 0
+        self.cpu_seen: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def sample(self) -> None:
+        pss = rss = 0
+        cpu = {}
+        for pid in _tree_pids(self.root):
+            p, r = _pss_rss_of(pid)
+            pss += p
+            rss += r
+            c = _cpu_of(pid)
+            if c is not None:
+                cpu[pid] = c
+        with self._lock:
+            self.peak_pss = max(self.peak_pss, pss)
+            self.peak_rss = max(self.peak_rss, rss)
+            self.cpu_seen.update(cpu)
+
+    def cpu_snapshot(self) -> dict[int, float]:
+        self.sample()
+        with self._lock:
+            return dict(self.cpu_seen)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+def machine_busy() -> float:
+    """Busy CPU seconds of the whole machine (all cores) since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (sum(v) - v[3] - v[4]) / _TICK  # all but idle and iowait
+
+
+def cpu_between(a: dict[int, float], b: dict[int, float]) -> float:
+    return sum(v - a.get(pid, 0.0) for pid, v in b.items())
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+# ----------------------------------------------------------------------------- contenders
+def rf_stream(files, mode, shuffle, seed=0):
+    import recordflow as rf
+    if mode == "train":
+        ds = (rf.Dataset.from_files(files, shuffle_files=True, seed=seed)
+              .interleave()
+              .shuffle(shuffle, seed=seed)
+              .repeat()
+              .batch(BATCH, drop_remainder=True)
+              .map(rf.vision.imagenet_train(SIZE, seed=seed))
+              .prefetch())
+    else:
+        ds = (rf.Dataset.from_files(files)
+              .interleave()
+              .repeat()
+              .batch(BATCH, drop_remainder=True)
+              .map(rf.vision.imagenet_eval(SIZE, RESIZE))
+              .prefetch())
+    for b in ds:
+        yield b["image"], b["label"]
+
+
+def tf_stream(files, mode, shuffle, seed=0):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import tensorflow as tf
+    import benchlib
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    if mode == "train":
+        ds = ds.shuffle(len(files), seed=seed)
+    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 16),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+    if mode == "train":
+        ds = ds.shuffle(shuffle, seed=seed)
+    ds = ds.repeat()
+    fn = benchlib.tf_imagenet_train_map(tf, SIZE) if mode == "train" else \
+        benchlib.tf_imagenet_eval_map(tf, SIZE, RESIZE)
+    ds = (ds.map(fn, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+          .batch(BATCH, drop_remainder=True)
+          .prefetch(tf.data.AUTOTUNE))
+    for image, label in ds:
+        yield image, label
+
+
+def torch_loader(files, mode, shuffle, seed=0, workers=None):
+    import numpy as np
+    import torch
+    from PIL import Image
+    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+    from tfrecord.torch.dataset import TFRecordDataset
+    import torchvision.transforms as T
+
+    if mode == "train":
+        tr = T.Compose([T.RandomResizedCrop(SIZE), T.RandomHorizontalFlip(), T.ToTensor(),
+                        T.Normalize(MEAN, STD)])
+    else:
+        tr = T.Compose([T.Resize(RESIZE), T.CenterCrop(SIZE), T.ToTensor(), T.Normalize(MEAN, STD)])
+
+    def transform(rec):
+        img = Image.open(io.BytesIO(bytes(rec[IMAGE_KEY]))).convert("RGB")
+        return tr(img), int(rec[LABEL_KEY][0])
+
+    description = {IMAGE_KEY: "byte", LABEL_KEY: "int"}
+
+    class Shards(IterableDataset):
+        """Every shard in turn (a new order each epoch for training), read with the tfrecord
+        package's TFRecordDataset and its .idx file: inside a DataLoader worker the package
+        reads only that worker's slice of each file (by the index), so the workers together
+        read every record once per epoch."""
+
+        def __iter__(self):
+            info = get_worker_info()
+            # The same file order in every worker (the seed has no worker id), so that the
+            # workers' slices of one file are read at about the same time.
+            rng = np.random.default_rng(seed)
+            while True:  # infinite: the benchmark takes as many batches as it needs
+                order = list(files)
+                if mode == "train":
+                    rng.shuffle(order)
+                for f in order:
+                    nw = info.num_workers if info else 1
+                    yield from TFRecordDataset(
+                        f, f + ".idx", description,
+                        shuffle_queue_size=max(1, shuffle // nw) if mode == "train" else None,
+                        transform=transform)
+
+    n = workers or cores()
+    return DataLoader(Shards(), batch_size=BATCH, num_workers=n, drop_last=True,
+                      persistent_workers=True, prefetch_factor=2)
+
+
+def torch_stream(files, mode, shuffle, seed=0):
+    import torch
+    torch.manual_seed(seed)
+    for image, label in torch_loader(files, mode, shuffle, seed):
+        yield image, label
+
+
+def dali_pipeline(files, mode, shuffle, seed=0, batch=BATCH):
+    from nvidia.dali import fn, pipeline_def, types
+    import nvidia.dali.tfrecord as tfrec
+
+    @pipeline_def(batch_size=batch, num_threads=cores(), device_id=None, seed=seed,
+                  prefetch_queue_depth=2)
+    def pipe():
+        inputs = fn.readers.tfrecord(
+            path=list(files), index_path=[f + ".idx" for f in files],
+            features={IMAGE_KEY: tfrec.FixedLenFeature((), tfrec.string, ""),
+                      LABEL_KEY: tfrec.FixedLenFeature([1], tfrec.int64, -1)},
+            random_shuffle=(mode == "train"), initial_fill=shuffle, name="Reader")
+        jpegs, labels = inputs[IMAGE_KEY], inputs[LABEL_KEY]
+        if mode == "train":
+            images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
+                                                   random_aspect_ratio=[3 / 4, 4 / 3],
+                                                   random_area=[0.08, 1.0], num_attempts=10)
+            images = fn.resize(images, resize_x=SIZE, resize_y=SIZE)
+            mirror = fn.random.coin_flip(probability=0.5)
+            images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="HWC",
+                                              mean=[m * 255 for m in MEAN],
+                                              std=[s * 255 for s in STD], mirror=mirror)
+        else:
+            images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+            images = fn.resize(images, resize_shorter=RESIZE)
+            images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="HWC",
+                                              crop=(SIZE, SIZE), mean=[m * 255 for m in MEAN],
+                                              std=[s * 255 for s in STD])
+        return images, labels
+
+    p = pipe()
+    p.build()
+    return p
+
+
+def dali_stream(files, mode, shuffle, seed=0):
+    p = dali_pipeline(files, mode, shuffle, seed)
+    while True:
+        images, labels = p.run()
+        yield images, labels
+
+
+STREAMS = {"recordflow": rf_stream, "tfdata": tf_stream, "torch": torch_stream,
+           "dali": dali_stream}
+
+
+def batch_len(images) -> int:
+    if hasattr(images, "shape") and not callable(images.shape):
+        return int(images.shape[0])
+    return len(images)  # DALI TensorListCPU
+
+
+# ----------------------------------------------------------------------------- check mode
+def check(contender: str, files: list[str], out: str) -> dict:
+    """Eval outputs of the first CHECK_IMAGES records of files[0] (in file order), and the first
+    train batch's shape, dtype and label range, for the suite to compare across contenders."""
+    import numpy as np
+    first = [files[0]]
+    if contender == "recordflow":
+        import recordflow as rf
+        b = next(iter(rf.Dataset.from_files(first).take(CHECK_IMAGES).batch(CHECK_IMAGES)
+                      .map(rf.vision.imagenet_eval(SIZE, RESIZE))))
+        ev, evl = np.asarray(b["image"]), np.asarray(b["label"])
+    elif contender == "tfdata":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import tensorflow as tf
+        import benchlib
+        ds = (tf.data.TFRecordDataset(first).take(CHECK_IMAGES)
+              .map(benchlib.tf_imagenet_eval_map(tf, SIZE, RESIZE)).batch(CHECK_IMAGES))
+        im, lb = next(iter(ds))
+        ev, evl = im.numpy(), lb.numpy()
+    elif contender == "torch":
+        import torch
+        from tfrecord.torch.dataset import TFRecordDataset
+        import torchvision.transforms as T
+        from PIL import Image
+        tr = T.Compose([T.Resize(RESIZE), T.CenterCrop(SIZE), T.ToTensor(), T.Normalize(MEAN, STD)])
+        ims, lbs = [], []
+        # No index: with one outside a DataLoader worker the package starts at a random record.
+        for rec in TFRecordDataset(first[0], None, {IMAGE_KEY: "byte", LABEL_KEY: "int"}):
+            img = Image.open(io.BytesIO(bytes(rec[IMAGE_KEY]))).convert("RGB")
+            ims.append(tr(img).permute(1, 2, 0).numpy())
+            lbs.append(int(rec[LABEL_KEY][0]))
+            if len(ims) == CHECK_IMAGES:
+                break
+        ev, evl = np.stack(ims), np.array(lbs)
+    elif contender == "dali":
+        p = dali_pipeline(first, "eval", 1, batch=CHECK_IMAGES)
+        im, lb = p.run()
+        ev, evl = im.as_array(), lb.as_array().reshape(-1)
+    else:
+        raise SystemExit(f"unknown contender {contender}")
+
+    # First train batch: shape, dtype, label range.
+    images, labels = next(STREAMS[contender](files, "train", 512))
+    if contender == "dali":
+        arr, lab = images.as_array(), labels.as_array().reshape(-1)
+    elif contender == "tfdata":
+        arr, lab = images.numpy(), labels.numpy()
+    elif contender == "torch":
+        arr, lab = images.permute(0, 2, 3, 1).numpy(), labels.numpy()
+    else:
+        arr, lab = np.asarray(images), np.asarray(labels)
+    np.savez(out, eval_images=ev.astype(np.float32), eval_labels=evl.astype(np.int64))
+    return {"contender": contender, "train_shape": list(arr.shape), "train_dtype": str(arr.dtype),
+            "train_label_min": int(lab.min()), "train_label_max": int(lab.max()),
+            "train_mean": float(arr.mean()), "train_std": float(arr.std()),
+            "eval_shape": list(ev.shape), "eval_labels": [int(x) for x in evl]}
+
+
+# ----------------------------------------------------------------------------- timing
+# Imported before the clock starts: time to first batch is the pipeline's, not the import's.
+IMPORTS = {"recordflow": ["recordflow"], "tfdata": ["tensorflow"],
+           "torch": ["torch", "torchvision.transforms", "tfrecord.torch.dataset", "PIL.Image"],
+           "dali": ["nvidia.dali", "nvidia.dali.fn", "nvidia.dali.tfrecord"]}
+
+
+def measure(contender: str, mode: str, files: list[str], warmup: int, batches: int,
+            shuffle: int) -> dict:
+    import importlib
+    ti = time.perf_counter()
+    for name in IMPORTS[contender]:
+        importlib.import_module(name)
+    import_s = time.perf_counter() - ti
+    mon = TreeMonitor()
+    c0 = mon.cpu_snapshot()
+    t0 = time.perf_counter()
+    it = STREAMS[contender](files, mode, shuffle)
+    images, _ = next(it)
+    ttfb = time.perf_counter() - t0
+    n_first = batch_len(images)
+    for _ in range(warmup):
+        next(it)
+    c1 = mon.cpu_snapshot()
+    m1 = machine_busy()
+    load1 = os.getloadavg()[0]
+    t1 = time.perf_counter()
+    n = 0
+    for _ in range(batches):
+        images, _ = next(it)
+        n += batch_len(images)
+    wall = time.perf_counter() - t1
+    c2 = mon.cpu_snapshot()
+    m2 = machine_busy()
+    mon.stop()
+    cpu = cpu_between(c1, c2)
+    return {"contender": contender, "mode": mode, "images": n, "wall_s": wall,
+            "cpu_s": cpu, "others_cores": max(0.0, (m2 - m1 - cpu) / wall),
+            "load_avg": load1, "startup_cpu_s": cpu_between(c0, c1),
+            "time_to_first_batch_s": ttfb, "import_s": import_s, "first_batch_images": n_first,
+            "images_per_s": n / wall, "peak_pss_bytes": mon.peak_pss,
+            "peak_rss_bytes": mon.peak_rss, "pids_seen": len(mon.cpu_seen), "cores": cores()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("contender", choices=sorted(STREAMS))
+    ap.add_argument("mode", choices=["train", "eval", "check"])
+    ap.add_argument("--files", nargs="+", required=True)
+    ap.add_argument("--warmup-batches", type=int, default=2)
+    ap.add_argument("--batches", type=int, default=10)
+    ap.add_argument("--shuffle", type=int, default=2048, help="shuffle buffer (records)")
+    ap.add_argument("--check-out", help="check mode: where to write the eval outputs (.npz)")
+    args = ap.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if args.mode == "check":
+        res = check(args.contender, args.files, args.check_out)
+    else:
+        res = measure(args.contender, args.mode, args.files, args.warmup_batches, args.batches,
+                      args.shuffle)
+    print("SUITE_RESULT " + json.dumps(res), flush=True)
+    # Exit without tearing down pipelines and worker pools politely: the numbers are out.
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
