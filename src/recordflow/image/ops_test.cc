@@ -96,7 +96,10 @@ Image Crop(const Image& img, Rect r) {
 
 double Psnr(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
   double se = 0;
-  for (size_t i = 0; i < a.size(); ++i) se += (a[i] - double{b[i]}) * (a[i] - double{b[i]});
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
+    se += d * d;
+  }
   if (se == 0) return 99;
   return 10 * std::log10(255.0 * 255.0 * a.size() / se);
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "recordflow/core/buffer_pool_internal.h"
 #include "recordflow/example/parse.h"
 
 namespace recordflow::vision {
@@ -21,6 +22,10 @@ using image::Rect;
 using pipeline::Element;
 using pipeline::Tensor;
 
+// Idle output batches kept per preset for reuse: the consumer drops one batch per batch taken,
+// so a couple suffice, and more would hold memory outside the iterator's budget.
+constexpr size_t kIdleOutputBuffers = 2;
+
 // How one record's source box is chosen from its header.
 enum class Mode { kTrain, kEval };
 
@@ -33,6 +38,8 @@ struct Preset {
   std::optional<example::ExampleParser> parser;
   image::NormalizeOptions normalize;
   std::shared_ptr<std::atomic<uint64_t>> skipped;
+  // Output batches come back here when the consumer drops them (see BufferPool for why).
+  std::shared_ptr<internal::BufferPool> outputs;
 };
 
 // Per pool thread: the decoder (libjpeg state) and every buffer a record needs, reused.
@@ -157,8 +164,8 @@ Status Run(const Preset& p, Element& e) {
   Tensor t;
   t.key = c.image_output;
   t.dtype = TensorDType(c.dtype);
-  // Not value-initialised: every byte is written below.
-  t.data = std::shared_ptr<std::byte[]>(new std::byte[std::max<size_t>(per_image * n, 1)]);
+  // Every byte handed out is written below.
+  t.data = p.outputs->Acquire(per_image * n);
   Column label;
   label.key = c.label_output;
   label.dtype = example::DType::kInt64;
@@ -217,6 +224,7 @@ Result<VisionOp> Make(std::shared_ptr<Preset> p, std::string name) {
   p->normalize.type = p->common.dtype;
   p->normalize.layout = p->common.layout;
   p->skipped = std::make_shared<std::atomic<uint64_t>>(0);
+  p->outputs = internal::BufferPool::Create(kIdleOutputBuffers);
   VisionOp op;
   op.skipped = p->skipped;
   op.name = std::move(name);
@@ -249,7 +257,7 @@ Result<VisionOp> ImagenetTrain(ImagenetTrainOptions options) {
     return InvalidArgumentError("scale and ratio must be increasing positive ranges");
   }
   auto p = std::make_shared<Preset>(Preset{Mode::kTrain, options, options, 0, 0,
-                                           std::nullopt, {}, {}});
+                                           std::nullopt, {}, {}, {}});
   p->seed = options.seed ? *options.seed : std::random_device{}() * 0x100000001ull;
   return Make(std::move(p), "imagenet_train(" + std::to_string(options.size) + ")");
 }
@@ -258,7 +266,7 @@ Result<VisionOp> ImagenetEval(ImagenetEvalOptions options) {
   RF_RETURN_IF_ERROR(CheckCommon(options));
   if (options.resize <= 0) return InvalidArgumentError("resize must be positive");
   auto p = std::make_shared<Preset>(Preset{Mode::kEval, options, {}, options.resize, 0,
-                                           std::nullopt, {}, {}});
+                                           std::nullopt, {}, {}, {}});
   return Make(std::move(p), "imagenet_eval(" + std::to_string(options.size) + ", " +
                                 std::to_string(options.resize) + ")");
 }
