@@ -62,8 +62,8 @@ Status MemoryAccount::CheckFixed(int stage, const std::string& what) const {
     others = " (with memory caches holding " + std::to_string(held(kCache)) + " bytes)";
   }
   const char* fix = stage == kShuffle
-                        ? "lower the shuffle's buffer_size, or raise IteratorOptions.memory_budget"
-                        : "cache to a file (Cache(path)), or raise IteratorOptions.memory_budget";
+                        ? "lower the shuffle's buffer_size, or raise the iterator's memory_budget"
+                        : "cache to a file (Cache(path)), or raise the iterator's memory_budget";
   return ResourceExhaustedError(std::string(StageName(stage)) + " " + what + ": holds " +
                                 std::to_string(held(stage)) + " bytes" + others +
                                 ", over the iterator's memory_budget of " +
