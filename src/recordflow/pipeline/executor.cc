@@ -108,6 +108,8 @@ Status PipelineIterator::PullUnit(Unit* u, bool* end_of_stream) {
   if (!replay_.empty()) {
     *u = std::move(replay_.front());
     replay_.pop_front();
+    // Charged again as a unit by the caller.
+    memory_.Release(MemoryAccount::kExecutor, UnitBytes(u->records, u->outputs));
     return Status();
   }
   if (!pending_error_.ok()) return pending_error_;
@@ -506,6 +508,8 @@ Status PipelineIterator::RestoreState(StateReader& r) {
       RF_ASSIGN_OR_RETURN(Record rec, ctx_.RestoreRecord(r));
       u.records.push_back(std::move(rec));
     }
+    // Saved units wait in memory until the producer takes them: counted from now.
+    memory_.Charge(MemoryAccount::kExecutor, UnitBytes(u.records, u.outputs));
     replay_.push_back(std::move(u));
   }
   // The stream of the saved epoch, at its saved place.

@@ -327,6 +327,8 @@ TEST(PipelineTest, CheckpointAfterEveryBatchWithReadaheadRestoresExactlyTheRest)
     auto n = Drain(*restored);
     ASSERT_TRUE(n.ok()) << n.status().ToString();
     EXPECT_EQ(*n + read, 2000u);
+    // The restored units and read-ahead were charged and released: the account balances.
+    EXPECT_EQ(restored->stats().memory_held, 0u);
   }
 }
 
