@@ -201,7 +201,10 @@ class Dataset:
         return ds, keys
 
     def iterator(self, memory_budget: int = 1 << 30) -> "Iterator":
-        """Starts the pipeline. ``memory_budget``: bytes the engine's buffers may hold."""
+        """Starts the pipeline. ``memory_budget``: bytes the engine's buffers may hold (shuffle
+        buffers, memory caches, interleave read-ahead, batches in flight; see
+        ``stats()["memory"]`` and docs/pipeline.md). A shuffle buffer or memory cache that
+        alone exceeds it raises ResourceExhaustedError."""
         native, python = self._split()
         ds, keys = self._native(native)
         it = Iterator(ds.make_iterator(memory_budget), keys, python)

@@ -119,6 +119,19 @@ class PyIterator {
     out["elements_delivered"] = s.elements_delivered;
     out["consumer_wait_seconds"] = s.consumer_wait_seconds;
     out["wall_seconds"] = s.wall_seconds;
+    nb::dict memory;  // the memory account (memory_budget), bytes
+    memory["budget"] = s.memory_budget;
+    memory["held"] = s.memory_held;
+    memory["peak"] = s.memory_peak;
+    nb::dict by_stage;
+    for (const auto& m : s.memory) {
+      nb::dict d;
+      d["held"] = m.held;
+      d["peak"] = m.peak;
+      by_stage[m.stage.c_str()] = d;
+    }
+    memory["stages"] = by_stage;
+    out["memory"] = memory;
     out["report"] = s.Report();
     return out;
   }

@@ -199,6 +199,22 @@ def test_stats_report(files):
     assert ds.stats()["wall_seconds"] == s["wall_seconds"] < 0.2 + s["wall_seconds"]
 
 
+def test_stats_memory_account(files):
+    ds = rf.Dataset.from_files(files).shuffle(1000, seed=3).batch(10).parse(SPEC)
+    it = ds.iterator(memory_budget=8 << 20)
+    n = sum(len(b["id"]) for b in it)
+    assert n == sum(COUNTS)
+    m = it.stats()["memory"]
+    assert m["budget"] == 8 << 20
+    assert m["held"] == 0  # everything released at the end of the stream
+    assert sum(COUNTS) * 8 <= m["stages"]["shuffle"]["peak"] <= m["peak"] <= m["budget"]
+    assert set(m["stages"]) == {"shuffle", "interleave read-ahead", "cache", "executor"}
+    assert "memory: held" in it.stats()["report"]
+    # A shuffle buffer over the budget: a clear error naming the stage, not unbounded growth.
+    with pytest.raises(rf.ResourceExhaustedError, match="shuffle.*memory_budget"):
+        list(ds.iterator(memory_budget=1024))
+
+
 def test_same_elements_as_tf_data(files):
     tf = pytest.importorskip("tensorflow")
     tf_spec = {"id": tf.io.FixedLenFeature([], tf.int64), "name": tf.io.FixedLenFeature([], tf.string),

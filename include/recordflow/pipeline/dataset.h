@@ -106,8 +106,14 @@ struct ShuffleOptions {
 };
 
 struct IteratorOptions {
-  // Upper bound on the bytes held in the executor's buffers (in-flight and ready batches);
-  // autotuned buffer sizes stay within it.
+  // Upper bound on the bytes the iterator holds in its buffers: shuffle buffers, in-memory
+  // caches, interleave read-ahead queues and the executor's in-flight and ready batches, all
+  // counted in one account (PipelineStats::memory_*). Shuffle buffers and memory caches are
+  // sized by the user: when they alone exceed the budget, GetNext fails with
+  // kResourceExhausted naming the stage. Read-ahead and executor batches use what is left and
+  // wait when it is spent, down to one record per read-ahead file and one batch in flight,
+  // which may go past the budget so that a too-small budget still makes progress.
+  // Elements already returned by GetNext belong to the caller and are not counted.
   size_t memory_budget = size_t{1} << 30;
 };
 
@@ -124,9 +130,22 @@ struct StageStats {
   int buffer_size = 0;             // output buffer capacity at the end
 };
 
+// Bytes one kind of buffer holds, summed over the stages of that kind.
+struct MemoryStats {
+  std::string stage;  // "shuffle", "interleave read-ahead", "cache", "executor"
+  uint64_t held = 0;  // now
+  uint64_t peak = 0;  // highest so far
+};
+
 struct PipelineStats {
   std::vector<StageStats> stages;
   uint64_t elements_delivered = 0;
+  // The memory account (IteratorOptions::memory_budget): bytes held now and the peak of the
+  // total, and per kind of buffer (the per-kind peaks need not coincide in time).
+  uint64_t memory_budget = 0;
+  uint64_t memory_held = 0;
+  uint64_t memory_peak = 0;
+  std::vector<MemoryStats> memory;
   double consumer_wait_seconds = 0;  // time GetNext spent waiting for an element
   double wall_seconds = 0;           // from the iterator's creation to its end (or to now)
   // Human-readable table.

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <deque>
 #include <thread>
+#include <utility>
 
 #include "executor_internal.h"
 #include "recordflow/core/thread_pool.h"
@@ -45,11 +46,24 @@ struct PipelineIterator::Unit {
   Status status;
   bool done = false;
   size_t bytes = 0;
+  size_t charged = 0;  // bytes charged to the memory account (records, then outputs)
 };
 
+namespace {
+// What a unit holds now: its input records (payloads may have moved into outputs) and outputs.
+size_t UnitBytes(const std::vector<Record>& records, const std::vector<Element>& outputs) {
+  size_t n = 0;
+  for (const Record& r : records) n += RecordBytes(r);
+  for (const Element& e : outputs) n += ElementBytes(e);
+  return n;
+}
+}  // namespace
+
 PipelineIterator::PipelineIterator(Plan plan, IteratorOptions options)
-    : plan_(std::move(plan)), options_(options), start_(Clock::now()) {
+    : plan_(std::move(plan)), options_(options), start_(Clock::now()),
+      memory_(options.memory_budget) {
   ctx_.fetcher = MakeFetcher(plan_.stream_end);
+  ctx_.memory = &memory_;
   stream_stats_.resize(1);
   stream_stats_[0].name = plan_.stream_description;
   const int cores = ThreadPool::Default().num_threads();
@@ -94,6 +108,8 @@ Status PipelineIterator::PullUnit(Unit* u, bool* end_of_stream) {
   if (!replay_.empty()) {
     *u = std::move(replay_.front());
     replay_.pop_front();
+    // Charged again as a unit by the caller.
+    memory_.Release(MemoryAccount::kExecutor, UnitBytes(u->records, u->outputs));
     return Status();
   }
   if (!pending_error_.ok()) return pending_error_;
@@ -128,7 +144,12 @@ void PipelineIterator::ProduceLoop() {
   while (true) {
     std::unique_lock lock(mu_);
     const auto wait_start = Clock::now();
-    cv_.wait(lock, [&] { return cancelled_ || (!paused_ && units_.size() < Capacity()); });
+    // Executor units are elastic buffers: a new one only while the budget has room, except
+    // that with none queued there is always one (progress whatever the budget).
+    cv_.wait(lock, [&] {
+      return cancelled_ ||
+             (!paused_ && units_.size() < Capacity() && (units_.empty() || memory_.Fits(1)));
+    });
     stream_stats_[0].wait_output_seconds += Seconds(wait_start);
     if (cancelled_) return;
     producing_ = true;
@@ -156,6 +177,8 @@ void PipelineIterator::ProduceLoop() {
       return;
     }
     if (!unit->records.empty()) {
+      unit->charged = UnitBytes(unit->records, unit->outputs);
+      memory_.Charge(MemoryAccount::kExecutor, unit->charged);
       units_.push_back(unit);
       Schedule(unit, lock);
     }
@@ -203,6 +226,14 @@ void PipelineIterator::Schedule(const std::shared_ptr<Unit>& unit, std::unique_l
     unit->status = std::move(s);
     unit->done = true;
     for (const Element& e : unit->outputs) unit->bytes += ElementBytes(e);
+    // Outputs replace (parse) or join (payloads kept for checkpoints) the input records.
+    const size_t now = UnitBytes(unit->records, unit->outputs);
+    if (now > unit->charged) {
+      memory_.Charge(MemoryAccount::kExecutor, now - unit->charged);
+    } else {
+      memory_.Release(MemoryAccount::kExecutor, unit->charged - now);
+    }
+    unit->charged = now;
     process_busy_ += busy;
     processed_elements_ += unit->outputs.size();
     --running_;
@@ -341,11 +372,15 @@ Result<bool> PipelineIterator::GetNext(Element* out) {
     if (!unit->status.ok()) {
       failed_ = true;
       Status s = unit->status;
+      for (auto& u : units_) {
+        if (u->done) memory_.Release(MemoryAccount::kExecutor, std::exchange(u->charged, 0));
+      }
       units_.clear();
       return s;
     }
     Element e = std::move(unit->outputs[unit->delivered++]);
     if (unit->delivered == unit->outputs.size()) {
+      memory_.Release(MemoryAccount::kExecutor, std::exchange(unit->charged, 0));
       units_.erase(std::find(units_.begin(), units_.end(), unit));
       cv_.notify_all();
     }
@@ -373,7 +408,10 @@ void PipelineIterator::Autotune() {
   const size_t max_units = static_cast<size_t>(parallelism_) * 4 + 16;
   if (Capacity() >= max_units) return;
   const size_t avg = delivered_ > 0 ? delivered_bytes_ / delivered_ : 0;
-  if (avg > 0 && (Capacity() + 1) * avg > options_.memory_budget) return;
+  // What the record stream's buffers (shuffle, read-ahead, cache) leave of the budget.
+  const size_t stream = memory_.held() - memory_.held(MemoryAccount::kExecutor);
+  const size_t left = memory_.budget() > stream ? memory_.budget() - stream : 0;
+  if (avg > 0 && (Capacity() + 1) * avg > left) return;
   ++buffer_;
   cv_.notify_all();
 }
@@ -470,6 +508,8 @@ Status PipelineIterator::RestoreState(StateReader& r) {
       RF_ASSIGN_OR_RETURN(Record rec, ctx_.RestoreRecord(r));
       u.records.push_back(std::move(rec));
     }
+    // Saved units wait in memory until the producer takes them: counted from now.
+    memory_.Charge(MemoryAccount::kExecutor, UnitBytes(u.records, u.outputs));
     replay_.push_back(std::move(u));
   }
   // The stream of the saved epoch, at its saved place.
@@ -505,6 +545,12 @@ PipelineStats PipelineIterator::stats() const {
   pf.buffer_fill = ready_samples_ > 0 ? ready_sum_ / ready_samples_ / std::max<size_t>(Capacity(), 1) : 0;
   p.stages.push_back(pf);
   p.elements_delivered = delivered_;
+  p.memory_budget = memory_.budget();
+  p.memory_held = memory_.held();
+  p.memory_peak = memory_.peak();
+  for (int i = 0; i < MemoryAccount::kNumStages; ++i) {
+    p.memory.push_back({MemoryAccount::StageName(i), memory_.held(i), memory_.peak(i)});
+  }
   p.consumer_wait_seconds = consumer_wait_;
   p.wall_seconds = ended_ ? std::chrono::duration<double>(end_ - start_).count() : Seconds(start_);
   return p;
@@ -532,6 +578,19 @@ std::string PipelineStats::Report() const {
                 static_cast<unsigned long long>(elements_delivered), wall_seconds,
                 consumer_wait_seconds, 100.0 * consumer_wait_seconds / std::max(wall_seconds, 1e-9));
   out += line;
+  if (memory_budget > 0) {
+    std::snprintf(line, sizeof(line),
+                  "memory: held %.1f MiB, peak %.1f MiB of a %.1f MiB budget (",
+                  memory_held / 1048576.0, memory_peak / 1048576.0, memory_budget / 1048576.0);
+    out += line;
+    for (size_t i = 0; i < memory.size(); ++i) {
+      std::snprintf(line, sizeof(line), "%s%s %.1f/%.1f", i > 0 ? ", " : "",
+                    memory[i].stage.c_str(), memory[i].held / 1048576.0,
+                    memory[i].peak / 1048576.0);
+      out += line;
+    }
+    out += " MiB held/peak)\n";
+  }
   return out;
 }
 

@@ -81,6 +81,8 @@ class PipelineIterator final : public Iterator {
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point end_;  // when GetNext first reported the end
   bool ended_ = false;
+  // Before ctx_: the caches in ctx_ release into it when they go.
+  MemoryAccount memory_;
   StreamContext ctx_;
   SeedTable seeds_;
   int parallelism_ = 1;

@@ -70,6 +70,9 @@ struct Record {
   RecordPosition position;
 };
 
+// What a record costs while a buffer holds it: its bytes and its bookkeeping.
+inline size_t RecordBytes(const Record& r) { return sizeof(Record) + r.data.capacity(); }
+
 // What a Dataset is made of: one Node per stage, each pointing at its input.
 struct Node {
   enum class Kind {
@@ -130,6 +133,45 @@ class RecordFetcher {
   bool can_fetch_ = false;
 };
 
+// The bytes one pipeline iterator holds in its buffers, against IteratorOptions::memory_budget.
+// Every record-holding buffer charges what it keeps and releases it when the records leave.
+// Two kinds of buffer use it differently:
+//   fixed    (shuffle buffer, memory cache): their size is the user's choice; they charge
+//            unconditionally and fail with ResourceExhausted (CheckFixed) once the fixed
+//            buffers alone exceed the budget, instead of growing without bound.
+//   elastic  (interleave read-ahead, executor units): they take only what is left (Fits) and
+//            wait otherwise, keeping one record per read-ahead slot and one executor unit as a
+//            floor so that the pipeline always makes progress.
+//
+// Thread safety: thread-safe (atomics; peaks are best-effort maxima of the running totals).
+class MemoryAccount {
+ public:
+  enum Stage : int { kShuffle, kInterleave, kCache, kExecutor, kNumStages };
+  static const char* StageName(int stage);
+
+  explicit MemoryAccount(size_t budget) : budget_(budget) {}
+  void Charge(int stage, size_t bytes);
+  void Release(int stage, size_t bytes);
+  // True when `bytes` more would keep the total within the budget.
+  bool Fits(size_t bytes) const { return held() + bytes <= budget_; }
+  // kResourceExhausted when the fixed buffers (shuffle + cache) exceed the budget; `stage` is
+  // the one that grew and `what` describes it ("buffer_size=50000").
+  Status CheckFixed(int stage, const std::string& what) const;
+
+  size_t budget() const { return budget_; }
+  size_t held() const { return total_.load(std::memory_order_relaxed); }
+  size_t peak() const { return total_peak_.load(std::memory_order_relaxed); }
+  size_t held(int stage) const { return held_[stage].load(std::memory_order_relaxed); }
+  size_t peak(int stage) const { return peak_[stage].load(std::memory_order_relaxed); }
+
+ private:
+  const size_t budget_;
+  std::atomic<size_t> total_{0};
+  std::atomic<size_t> total_peak_{0};
+  std::atomic<size_t> held_[kNumStages] = {};
+  std::atomic<size_t> peak_[kNumStages] = {};
+};
+
 // Shared by all stage iterators of one pipeline iterator.
 struct StreamContext {
   std::shared_ptr<RecordFetcher> fetcher;
@@ -139,6 +181,14 @@ struct StreamContext {
   std::map<const Node*, std::shared_ptr<struct CacheStore>> caches;
   // Per-stage stats, indexed as in Iterator::stats().
   std::vector<StageStats>* stats = nullptr;
+  // The iterator's memory account; null: nothing is counted (stand-alone stream tests).
+  MemoryAccount* memory = nullptr;
+  void Charge(int stage, size_t bytes) const {
+    if (memory != nullptr) memory->Charge(stage, bytes);
+  }
+  void Release(int stage, size_t bytes) const {
+    if (memory != nullptr) memory->Release(stage, bytes);
+  }
 
   // Saves a record as a reference (position) when it can be fetched back, else its bytes.
   void SaveRecord(StateWriter& w, const Record& r) const;

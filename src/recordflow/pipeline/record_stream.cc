@@ -223,7 +223,13 @@ class InterleaveIterator final : public RecordIterator {
     for (auto& s : slots_) s = std::make_shared<Slot>();
   }
 
-  ~InterleaveIterator() override { StopReadahead(); }
+  ~InterleaveIterator() override {
+    StopReadahead();
+    for (auto& sp : slots_) {
+      std::lock_guard lock(sp->mu);
+      DropReady(*sp);
+    }
+  }
 
   Result<bool> Next(Record* out) override {
     StatsScope scope(ctx_, stat_);
@@ -276,9 +282,11 @@ class InterleaveIterator final : public RecordIterator {
       // Records read ahead are dropped: the restored reader reads them again. Their offsets
       // go too: left behind, the next records taken would report stale (earlier) offsets, and
       // a later checkpoint would replay records already delivered.
-      s.ready.clear();
+      {
+        std::lock_guard lock(s.mu);
+        DropReady(s);
+      }
       s.next_offsets.clear();
-      s.ready_bytes = 0;
       s.reader.reset();
       s.eof = false;
     }
@@ -305,7 +313,11 @@ class InterleaveIterator final : public RecordIterator {
       RF_ASSIGN_OR_RETURN(s.consumed_index, r.U64("interleave slot record"));
       if (s.open && file >= src_.files->files.size()) return DataLossError("checkpoint: bad file");
       s.file = static_cast<uint32_t>(file);
-      s.ready.clear();
+      {
+        std::lock_guard lock(s.mu);
+        DropReady(s);
+      }
+      s.next_offsets.clear();
       s.reader.reset();
       s.eof = false;
       s.error = Status();
@@ -324,7 +336,7 @@ class InterleaveIterator final : public RecordIterator {
     uint64_t consumed_index = 0;
     std::unique_ptr<format::RecordReader> reader;  // owned by whoever fills
     std::deque<Record> ready RF_GUARDED_BY(mu);
-    size_t ready_bytes RF_GUARDED_BY(mu) = 0;
+    size_t ready_bytes RF_GUARDED_BY(mu) = 0;  // RecordBytes of `ready`, charged to the account
     bool eof RF_GUARDED_BY(mu) = false;
     bool filling RF_GUARDED_BY(mu) = false;
     Status error RF_GUARDED_BY(mu);
@@ -349,14 +361,23 @@ class InterleaveIterator final : public RecordIterator {
       s.consumed_offset = s.consumed_index = 0;
       RF_ASSIGN_OR_RETURN(s.reader, OpenAt(src_, s.file, 0, 0));
       std::lock_guard lock(s.mu);
-      s.ready.clear();
-      s.ready_bytes = 0;
+      DropReady(s);
       s.eof = false;
       s.error = Status();
       s.open = true;
     }
     return Status();
   }
+
+  // Empties a slot's read-ahead queue and releases its bytes. s.mu held.
+  void DropReady(Slot& s) {
+    s.ready.clear();
+    ctx_->Release(MemoryAccount::kInterleave, s.ready_bytes);
+    s.ready_bytes = 0;
+  }
+
+  // Read-ahead is elastic: it goes on only while the iterator's buffers fit the budget.
+  bool RoomToReadAhead() const { return ctx_->memory == nullptr || ctx_->memory->Fits(1); }
 
   // Files fill the cycle in slot order at the start (tf.data's order).
   bool AllOpenBefore() const { return true; }
@@ -386,17 +407,22 @@ class InterleaveIterator final : public RecordIterator {
       if (!s.ready.empty()) {
         *out = std::move(s.ready.front());
         s.ready.pop_front();
-        s.ready_bytes -= out->data.size();
+        const size_t cost = RecordBytes(*out);
+        s.ready_bytes -= cost;
+        ctx_->Release(MemoryAccount::kInterleave, cost);
         s.consumed_offset = s.next_offsets.front();
         s.next_offsets.erase(s.next_offsets.begin());
         s.consumed_index = out->position.index + 1;
-        if (!s.filling && !s.eof && s.error.ok() && s.ready.size() < kReadaheadRecords / 2) {
+        if (!s.filling && !s.eof && s.error.ok() && s.ready.size() < kReadaheadRecords / 2 &&
+            RoomToReadAhead()) {
           StartFill(s, lock);
         }
         return true;
       }
       if (!s.error.ok()) return s.error;
       if (s.eof) return false;
+      // An empty queue always gets a fill (it reads at least one record, budget or not):
+      // read-ahead never blocks the only reader.
       if (!s.filling) StartFill(s, lock);
       s.cv.wait(lock);
     }
@@ -415,6 +441,12 @@ class InterleaveIterator final : public RecordIterator {
   // Runs on the pool: reads until the queue is full, the file ends or we are stopped.
   void Fill(Slot& s) {
     while (true) {
+      {
+        // Over budget: stop reading ahead (the consumer restarts the fill when it has room or
+        // the queue runs dry), but never before the queue holds a record.
+        std::lock_guard lock(s.mu);
+        if (!s.ready.empty() && !RoomToReadAhead()) break;
+      }
       Record r;
       Result<bool> got = stop_.load() ? Result<bool>(false) : ReadFrom(*s.reader, s.file, &r);
       const uint64_t next_offset = s.reader->offset();
@@ -428,7 +460,9 @@ class InterleaveIterator final : public RecordIterator {
         s.eof = true;
         break;
       }
-      s.ready_bytes += r.data.size();
+      const size_t cost = RecordBytes(r);
+      s.ready_bytes += cost;
+      ctx_->Charge(MemoryAccount::kInterleave, cost);
       s.ready.push_back(std::move(r));
       s.next_offsets.push_back(next_offset);
       s.cv.notify_all();
@@ -493,16 +527,28 @@ class ShuffleIterator final : public RecordIterator {
         input_done_ = true;
         break;
       }
-      buffer_.push_back(std::move(r));
+      RF_RETURN_IF_ERROR(Keep(std::move(r)));
     }
-    if (buffer_.empty()) return false;
+    if (buffer_.empty()) {
+      // Drained: the vector's slots go too (a repeat builds a new buffer).
+      buffer_.shrink_to_fit();
+      ctx_->Release(MemoryAccount::kShuffle, held_);
+      held_ = 0;
+      return false;
+    }
     const size_t i = static_cast<size_t>(rng_.Below(buffer_.size()));
     std::swap(buffer_[i], buffer_.back());
     *out = std::move(buffer_.back());
     buffer_.pop_back();
+    // The record's bytes leave; its slot stays in the vector's capacity (charged in Keep).
+    const size_t cost = out->data.capacity();
+    held_ -= cost;
+    ctx_->Release(MemoryAccount::kShuffle, cost);
     scope.Done(*out);
     return true;
   }
+
+  ~ShuffleIterator() override { ctx_->Release(MemoryAccount::kShuffle, held_); }
 
   Status Save(StateWriter& w) override {
     w.RngState(rng_);
@@ -518,14 +564,34 @@ class ShuffleIterator final : public RecordIterator {
     RF_ASSIGN_OR_RETURN(uint64_t n, r.U64("shuffle buffer size"));
     if (n > size_) return DataLossError("checkpoint: shuffle buffer larger than buffer_size");
     buffer_.clear();
+    buffer_.shrink_to_fit();
+    ctx_->Release(MemoryAccount::kShuffle, held_);
+    held_ = 0;
     for (uint64_t i = 0; i < n; ++i) {
       RF_ASSIGN_OR_RETURN(Record rec, ctx_->RestoreRecord(r));
-      buffer_.push_back(std::move(rec));
+      RF_RETURN_IF_ERROR(Keep(std::move(rec)));
     }
     return input_->Restore(r);
   }
 
  private:
+  // Adds a record to the buffer and charges it; the buffer is a fixed buffer of the memory
+  // account: past the budget it fails rather than grow.
+  // Charged: each record's payload capacity, and the vector's capacity in Record slots (it
+  // grows by doubling, so up to twice the records' bookkeeping).
+  Status Keep(Record&& r) {
+    const size_t slots_before = buffer_.capacity();
+    size_t cost = r.data.capacity();
+    buffer_.push_back(std::move(r));
+    cost += (buffer_.capacity() - slots_before) * sizeof(Record);
+    held_ += cost;
+    if (ctx_->memory == nullptr) return Status();
+    ctx_->memory->Charge(MemoryAccount::kShuffle, cost);
+    return ctx_->memory->CheckFixed(MemoryAccount::kShuffle,
+                                    "buffer (buffer_size=" + std::to_string(size_) + ", " +
+                                        std::to_string(buffer_.size()) + " records so far)");
+  }
+
   std::unique_ptr<RecordIterator> input_;
   size_t size_;
   Rng rng_;
@@ -533,6 +599,7 @@ class ShuffleIterator final : public RecordIterator {
   int stat_;
   bool input_done_ = false;
   std::vector<Record> buffer_;
+  size_t held_ = 0;  // bytes charged to the memory account
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -708,7 +775,12 @@ class TakeSkipIterator final : public RecordIterator {
 // ---------------------------------------------------------------------------------------------
 // The records a Cache stage kept in its first epoch.
 struct CacheStore {
+  ~CacheStore() {
+    if (memory != nullptr) memory->Release(MemoryAccount::kCache, held);
+  }
   std::vector<Record> records;  // memory cache
+  MemoryAccount* memory = nullptr;
+  size_t held = 0;  // bytes of `records` charged to `memory`
   std::unique_ptr<format::RecordWriter> writer;  // file cache being written
   bool complete = false;
 };
@@ -734,7 +806,7 @@ class CacheIterator final : public RecordIterator {
       return false;
     }
     if (node_->cache_path.empty()) {
-      store_->records.push_back(*out);
+      RF_RETURN_IF_ERROR(Keep(Record(*out)));
     } else {
       if (!store_->writer) {
         RF_ASSIGN_OR_RETURN(store_->writer, format::RecordWriter::Open(node_->cache_path));
@@ -776,9 +848,12 @@ class CacheIterator final : public RecordIterator {
     }
     RF_ASSIGN_OR_RETURN(uint64_t n, r.U64("cache count"));
     store_->records.clear();
+    store_->records.shrink_to_fit();
+    ctx_->Release(MemoryAccount::kCache, store_->held);
+    store_->held = 0;
     for (uint64_t i = 0; i < n; ++i) {
       RF_ASSIGN_OR_RETURN(Record rec, ctx_->RestoreRecord(r));
-      store_->records.push_back(std::move(rec));
+      RF_RETURN_IF_ERROR(Keep(std::move(rec)));
     }
     if (replaying_) {
       store_->complete = true;
@@ -791,6 +866,22 @@ class CacheIterator final : public RecordIterator {
   }
 
  private:
+  // A memory cache is a fixed buffer of the memory account: past the budget it fails.
+  // Charged like a shuffle buffer: payload capacity and the vector's slots.
+  Status Keep(Record&& r) {
+    const size_t slots_before = store_->records.capacity();
+    size_t cost = r.data.capacity();
+    store_->records.push_back(std::move(r));
+    cost += (store_->records.capacity() - slots_before) * sizeof(Record);
+    if (ctx_->memory == nullptr) return Status();
+    store_->memory = ctx_->memory;
+    store_->held += cost;
+    ctx_->memory->Charge(MemoryAccount::kCache, cost);
+    return ctx_->memory->CheckFixed(
+        MemoryAccount::kCache,
+        "in memory (" + std::to_string(store_->records.size()) + " records so far)");
+  }
+
   Result<bool> Replay(Record* out) {
     if (node_->cache_path.empty()) {
       if (next_ >= store_->records.size()) return false;

@@ -21,6 +21,55 @@ uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 }  // namespace
 
+const char* MemoryAccount::StageName(int stage) {
+  switch (stage) {
+    case kShuffle: return "shuffle";
+    case kInterleave: return "interleave read-ahead";
+    case kCache: return "cache";
+    case kExecutor: return "executor";
+    default: return "?";
+  }
+}
+
+namespace {
+void RaiseTo(std::atomic<size_t>& peak, size_t value) {
+  size_t seen = peak.load(std::memory_order_relaxed);
+  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+}  // namespace
+
+void MemoryAccount::Charge(int stage, size_t bytes) {
+  if (bytes == 0) return;
+  RaiseTo(peak_[stage], held_[stage].fetch_add(bytes, std::memory_order_relaxed) + bytes);
+  RaiseTo(total_peak_, total_.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+}
+
+void MemoryAccount::Release(int stage, size_t bytes) {
+  if (bytes == 0) return;
+  held_[stage].fetch_sub(bytes, std::memory_order_relaxed);
+  total_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+Status MemoryAccount::CheckFixed(int stage, const std::string& what) const {
+  const size_t fixed = held(kShuffle) + held(kCache);
+  if (fixed <= budget_) return Status();
+  std::string others;
+  if (stage != kShuffle && held(kShuffle) > 0) {
+    others = " (with shuffle buffers holding " + std::to_string(held(kShuffle)) + " bytes)";
+  }
+  if (stage != kCache && held(kCache) > 0) {
+    others = " (with memory caches holding " + std::to_string(held(kCache)) + " bytes)";
+  }
+  const char* fix = stage == kShuffle
+                        ? "lower the shuffle's buffer_size, or raise the iterator's memory_budget"
+                        : "cache to a file (Cache(path)), or raise the iterator's memory_budget";
+  return ResourceExhaustedError(std::string(StageName(stage)) + " " + what + ": holds " +
+                                std::to_string(held(stage)) + " bytes" + others +
+                                ", over the iterator's memory_budget of " +
+                                std::to_string(budget_) + " bytes; " + fix);
+}
+
 void Rng::Seed(uint64_t seed) {
   for (uint64_t& s : state) s = SplitMix(seed);
 }
