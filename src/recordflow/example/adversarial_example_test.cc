@@ -8,6 +8,7 @@
 
 #include "recordflow/example/example.h"
 #include "recordflow/example/parse.h"
+#include "recordflow/example/wire_test_util.h"
 
 namespace recordflow::example {
 namespace {
@@ -20,19 +21,11 @@ bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-std::string Varint(uint64_t v) {
-  std::string out;
-  while (v >= 0x80) {
-    out += static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
-  }
-  out += static_cast<char>(v);
-  return out;
-}
+using testing::Varint;
 
 // A length-delimited field `field` holding `body`.
 std::string Field(int field, const std::string& body) {
-  return Varint(static_cast<uint64_t>(field) << 3 | 2) + Varint(body.size()) + body;
+  return testing::LengthDelimited(static_cast<uint64_t>(field), body);
 }
 
 TEST(AdversarialExampleTest, MillionDeepGroupsFailWithoutRecursingThatDeep) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "recordflow/example/wire_test_util.h"
 #include "recordflow/format/record_reader.h"
 
 namespace recordflow::example {
@@ -35,19 +36,9 @@ std::vector<std::string> Keys(const Schema& schema) {
   return out;
 }
 
-// Protobuf wire pieces, for records SerializeExample cannot produce.
-std::string Varint(uint64_t v) {
-  std::string out;
-  while (v >= 0x80) {
-    out += static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
-  }
-  out += static_cast<char>(v);
-  return out;
-}
-std::string LengthDelimited(uint32_t field, const std::string& payload) {
-  return Varint(field << 3 | 2) + Varint(payload.size()) + payload;
-}
+using testing::LengthDelimited;
+using testing::Varint;
+
 // An Example with one map entry whose Feature bytes are given verbatim.
 std::string ExampleWithRawFeature(const std::string& key, const std::string& feature) {
   const std::string entry = LengthDelimited(1, key) + LengthDelimited(2, feature);

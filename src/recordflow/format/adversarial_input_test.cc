@@ -25,7 +25,9 @@ namespace {
 
 using testing::Frame;
 using testing::MakeTempDir;
+using testing::ReadAll;
 using testing::ReadAllFromMemory;
+using testing::ReadAllResult;
 
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -129,23 +131,14 @@ TEST_P(BombTest, LimitAppliesThroughOpenAndSkipStillWorksUnderIt) {
   options.max_decompressed_bytes = 3 << 20;
   auto reader = RecordReader::Open(path, options);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  const ReadAllResult all = ReadAll(**reader);
+  EXPECT_GE(all.records.size(), 1u);  // see the read-ahead note above
+  EXPECT_LE(all.records.size(), 2u);
+  EXPECT_EQ(all.status.code(), StatusCode::kResourceExhausted) << all.status.ToString();
+  EXPECT_TRUE(Contains(all.status.message(), path)) << all.status.message();
+  EXPECT_EQ(all.stats.records_skipped, 0u);
+
   std::span<const std::byte> record;
-  int records = 0;
-  Status status;
-  while (true) {
-    auto more = (*reader)->ReadRecord(&record);
-    if (!more.ok()) {
-      status = more.status();
-      break;
-    }
-    if (!*more) break;
-    ++records;
-  }
-  EXPECT_GE(records, 1);  // see the read-ahead note above
-  EXPECT_LE(records, 2);
-  EXPECT_EQ(status.code(), StatusCode::kResourceExhausted) << status.ToString();
-  EXPECT_TRUE(Contains(status.message(), path)) << status.message();
-  EXPECT_EQ((*reader)->corruption_stats().records_skipped, 0u);
 
   // A stream exactly at the limit is fine: the limit is "more than", not "equal to".
   const std::string small = Frame({std::string(1000, '\0')});
@@ -180,19 +173,13 @@ TEST(AdversarialFileTest, TruncatedOnDiskAtEveryRecordBoundaryAndInside) {
     WriteFile(path, full.substr(0, cut));
     auto reader = RecordReader::Open(path);
     ASSERT_TRUE(reader.ok());
-    std::span<const std::byte> record;
-    size_t got = 0;
-    Status status;
-    while (true) {
-      auto more = (*reader)->ReadRecord(&record);
-      if (!more.ok()) {
-        status = more.status();
-        break;
-      }
-      if (!*more) break;
-      ASSERT_EQ(testing::ToString(record), payloads[got]) << "cut " << cut;
-      ++got;
+    const ReadAllResult all = ReadAll(**reader);
+    ASSERT_LE(all.records.size(), payloads.size()) << "cut " << cut;
+    for (size_t i = 0; i < all.records.size(); ++i) {
+      ASSERT_EQ(all.records[i], payloads[i]) << "cut " << cut;
     }
+    const size_t got = all.records.size();
+    const Status& status = all.status;
     const auto at = std::find(boundaries.begin(), boundaries.end(), cut);
     if (at != boundaries.end()) {
       EXPECT_TRUE(status.ok()) << "cut " << cut << ": " << status.ToString();

@@ -49,16 +49,12 @@ struct ReadAllResult {
   CorruptionStats stats;
 };
 
-// Reads every record of an in-memory file until the end or the first error.
-inline ReadAllResult ReadAllFromMemory(const std::string& data, RecordReaderOptions options = {},
-                                       Compression compression = Compression::kNone) {
-  auto reader = RecordReader::FromStream(
-      NewMemoryInputStream(Bytes(data), compression, "mem.tfrecord", options.inflater), options,
-      compression);
+// Reads every remaining record until the end or the first error.
+inline ReadAllResult ReadAll(RecordReader& reader) {
   ReadAllResult out;
   std::span<const std::byte> record;
   while (true) {
-    auto more = reader->ReadRecord(&record);
+    auto more = reader.ReadRecord(&record);
     if (!more.ok()) {
       out.status = more.status();
       break;
@@ -66,8 +62,17 @@ inline ReadAllResult ReadAllFromMemory(const std::string& data, RecordReaderOpti
     if (!*more) break;
     out.records.push_back(ToString(record));
   }
-  out.stats = reader->corruption_stats();
+  out.stats = reader.corruption_stats();
   return out;
+}
+
+// Reads every record of an in-memory file until the end or the first error.
+inline ReadAllResult ReadAllFromMemory(const std::string& data, RecordReaderOptions options = {},
+                                       Compression compression = Compression::kNone) {
+  auto reader = RecordReader::FromStream(
+      NewMemoryInputStream(Bytes(data), compression, "mem.tfrecord", options.inflater), options,
+      compression);
+  return ReadAll(*reader);
 }
 
 inline std::vector<std::string> SamplePayloads() {
