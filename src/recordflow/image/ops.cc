@@ -198,7 +198,7 @@ Status ResampleToFloat(const Image& image, const Box& box, int out_w, int out_h,
   // Vertical first: it vectorises over whole rows; the horizontal pass then runs on out_h rows
   // only, over the columns [h.lo, h.hi) that it reads.
   const size_t cols = static_cast<size_t>(s.h.hi - s.h.lo) * C;
-  s.acc.resize(cols);
+  s.acc.resize(cols + 1);  // + 1: the horizontal kernel's 4-float loads (kernels_internal.h)
   s.rows.resize(s.v.taps);
   for (int32_t& st : s.h.start) st -= s.h.lo;
   out->resize(static_cast<size_t>(out_w) * out_h * C);

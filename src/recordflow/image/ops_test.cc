@@ -345,7 +345,9 @@ TEST_P(BackendTest, EveryBackendGivesTheScalarBits) {
   const Box box{3.25, 7.5, 150.5, 100.0};
   std::vector<float> mine, ref;
   for (Interpolation m : {Interpolation::kBilinear, Interpolation::kArea, Interpolation::kNearest}) {
-    for (auto [w, h] : {std::pair{64, 48}, std::pair{224, 224}, std::pair{31, 97}}) {
+    // Odd and tiny widths reach the SIMD kernels' tails; 300 upsamples (two taps).
+    for (auto [w, h] : {std::pair{64, 48}, std::pair{224, 224}, std::pair{31, 97}, std::pair{1, 1},
+                        std::pair{2, 3}, std::pair{3, 2}, std::pair{5, 7}, std::pair{300, 20}}) {
       ASSERT_TRUE(SetKernelBackend(GetParam()).ok());
       ASSERT_TRUE(ResampleToFloat(img, box, w, h, m, &mine).ok());
       ASSERT_TRUE(SetKernelBackend(KernelBackend::kScalar).ok());
