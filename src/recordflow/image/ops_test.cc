@@ -373,6 +373,28 @@ TEST_P(BackendTest, EveryBackendGivesTheScalarBits) {
   }
 }
 
+TEST_P(BackendTest, FlippedResampleIsTheResampleMirroredBitForBit) {
+  const Image img = Photo(173, 129, 3, 9);
+  const Box box{2.5, 4.0, 160.0, 101.5};
+  std::vector<float> plain, flipped;
+  for (Interpolation m : {Interpolation::kBilinear, Interpolation::kArea, Interpolation::kNearest}) {
+    for (auto [w, h] : {std::pair{224, 224}, std::pair{31, 9}, std::pair{1, 3}, std::pair{300, 5}}) {
+      ASSERT_TRUE(ResampleToFloat(img, box, w, h, m, &plain).ok());
+      ASSERT_TRUE(ResampleToFloat(img, box, w, h, m, &flipped, /*flip=*/true).ok());
+      ASSERT_EQ(plain.size(), flipped.size());
+      for (int y = 0; y < h; ++y) {
+        for (int x = 0; x < w; ++x) {
+          for (int c = 0; c < 3; ++c) {
+            const size_t a = (static_cast<size_t>(y) * w + x) * 3 + c;
+            const size_t b = (static_cast<size_t>(y) * w + (w - 1 - x)) * 3 + c;
+            ASSERT_EQ(std::memcmp(&flipped[a], &plain[b], 4), 0) << x << "," << y << " " << w;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(BackendTest, NormalizeKnownAnswers) {
   // Two pixels: (0, 128, 255) and (255, 0, 51).
   std::vector<float> px = {0, 128, 255, 255, 0, 51};
