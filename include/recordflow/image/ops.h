@@ -145,9 +145,10 @@ Result<Interpolation> ParseInterpolation(std::string_view name);
 
 // Resamples `box` of an 8-bit image (any channel count 1..4) to out_w x out_h float pixels
 // (HWC, values 0..255, not rounded) in `out` (resized, reused). The box must lie within the
-// image. Errors: kInvalidArgument for an empty image, box or size.
+// image. flip: the output's columns mirrored (flip_left_right fused in at no cost; the same
+// values as flipping after). Errors: kInvalidArgument for an empty image, box or size.
 Status ResampleToFloat(const Image& image, const Box& box, int out_w, int out_h,
-                       Interpolation interpolation, std::vector<float>* out);
+                       Interpolation interpolation, std::vector<float>* out, bool flip = false);
 
 // As ResampleToFloat, rounded to 8 bits. The whole image when `box` is null.
 Result<Image> Resample(const Image& image, int out_w, int out_h, Interpolation interpolation,

@@ -1,6 +1,11 @@
 // The avx2 backend of the image kernels (see kernels_internal.h; flags in CMakeLists.txt).
 #include "kernels_internal.h"
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#define RF_KERNEL_AVX2 1  // the hand-written paths in kernels_body.inc
+#endif
+
 namespace recordflow::image::internal {
 namespace avx2_backend {
 namespace {

@@ -17,6 +17,8 @@ struct Kernels {
   void (*vertical_u8)(const uint8_t* const* rows, const float* weights, int taps, size_t n,
                       float* acc);
   // out[x * C + c] = sum over k < taps of weights[x * taps + k] * in[(start[x] + k) * C + c].
+  // `in` must stay readable one float past the last value read (the SIMD backends load four
+  // floats per RGB pixel).
   void (*horizontal)(const float* in, int channels, const int32_t* start, const float* weights,
                      int taps, int out_w, float* out);
   // One row of `width` RGB float pixels -> `type`: v * scale[c] + bias[c] (uint8: rounded and

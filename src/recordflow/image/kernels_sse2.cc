@@ -1,6 +1,11 @@
 // The sse2 backend of the image kernels (see kernels_internal.h; flags in CMakeLists.txt).
 #include "kernels_internal.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define RF_KERNEL_SSE2 1  // the hand-written paths in kernels_body.inc
+#endif
+
 namespace recordflow::image::internal {
 namespace sse2_backend {
 namespace {

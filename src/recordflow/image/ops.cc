@@ -176,7 +176,7 @@ Result<Interpolation> ParseInterpolation(std::string_view name) {
 }
 
 Status ResampleToFloat(const Image& image, const Box& box, int out_w, int out_h,
-                       Interpolation interpolation, std::vector<float>* out) {
+                       Interpolation interpolation, std::vector<float>* out, bool flip) {
   if (image.width <= 0 || image.height <= 0 || image.channels < 1 || image.channels > 4 ||
       image.pixels.size() < image.row_bytes() * image.height) {
     return InvalidArgumentError("resample: empty or inconsistent image");
@@ -198,9 +198,18 @@ Status ResampleToFloat(const Image& image, const Box& box, int out_w, int out_h,
   // Vertical first: it vectorises over whole rows; the horizontal pass then runs on out_h rows
   // only, over the columns [h.lo, h.hi) that it reads.
   const size_t cols = static_cast<size_t>(s.h.hi - s.h.lo) * C;
-  s.acc.resize(cols);
+  s.acc.resize(cols + 1);  // + 1: the horizontal kernel's 4-float loads (kernels_internal.h)
   s.rows.resize(s.v.taps);
   for (int32_t& st : s.h.start) st -= s.h.lo;
+  if (flip) {
+    // Output column x takes the taps of column out_w - 1 - x: the same sums, stored mirrored.
+    const size_t t = static_cast<size_t>(s.h.taps);
+    for (int a = 0, b = out_w - 1; a < b; ++a, --b) {
+      std::swap(s.h.start[a], s.h.start[b]);
+      std::swap_ranges(s.h.weights.begin() + a * t, s.h.weights.begin() + (a + 1) * t,
+                       s.h.weights.begin() + b * t);
+    }
+  }
   out->resize(static_cast<size_t>(out_w) * out_h * C);
   for (int y = 0; y < out_h; ++y) {
     for (int t = 0; t < s.v.taps; ++t) {

@@ -345,7 +345,9 @@ TEST_P(BackendTest, EveryBackendGivesTheScalarBits) {
   const Box box{3.25, 7.5, 150.5, 100.0};
   std::vector<float> mine, ref;
   for (Interpolation m : {Interpolation::kBilinear, Interpolation::kArea, Interpolation::kNearest}) {
-    for (auto [w, h] : {std::pair{64, 48}, std::pair{224, 224}, std::pair{31, 97}}) {
+    // Odd and tiny widths reach the SIMD kernels' tails; 300 upsamples (two taps).
+    for (auto [w, h] : {std::pair{64, 48}, std::pair{224, 224}, std::pair{31, 97}, std::pair{1, 1},
+                        std::pair{2, 3}, std::pair{3, 2}, std::pair{5, 7}, std::pair{300, 20}}) {
       ASSERT_TRUE(SetKernelBackend(GetParam()).ok());
       ASSERT_TRUE(ResampleToFloat(img, box, w, h, m, &mine).ok());
       ASSERT_TRUE(SetKernelBackend(KernelBackend::kScalar).ok());
@@ -364,6 +366,28 @@ TEST_P(BackendTest, EveryBackendGivesTheScalarBits) {
             ASSERT_TRUE(SetKernelBackend(KernelBackend::kScalar).ok());
             ASSERT_TRUE(NormalizeInto(ref, w, h, o, b).ok());
             ASSERT_TRUE(a == b) << TensorTypeName(t) << " flip " << flip;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(BackendTest, FlippedResampleIsTheResampleMirroredBitForBit) {
+  const Image img = Photo(173, 129, 3, 9);
+  const Box box{2.5, 4.0, 160.0, 101.5};
+  std::vector<float> plain, flipped;
+  for (Interpolation m : {Interpolation::kBilinear, Interpolation::kArea, Interpolation::kNearest}) {
+    for (auto [w, h] : {std::pair{224, 224}, std::pair{31, 9}, std::pair{1, 3}, std::pair{300, 5}}) {
+      ASSERT_TRUE(ResampleToFloat(img, box, w, h, m, &plain).ok());
+      ASSERT_TRUE(ResampleToFloat(img, box, w, h, m, &flipped, /*flip=*/true).ok());
+      ASSERT_EQ(plain.size(), flipped.size());
+      for (int y = 0; y < h; ++y) {
+        for (int x = 0; x < w; ++x) {
+          for (int c = 0; c < 3; ++c) {
+            const size_t a = (static_cast<size_t>(y) * w + x) * 3 + c;
+            const size_t b = (static_cast<size_t>(y) * w + (w - 1 - x)) * 3 + c;
+            ASSERT_EQ(std::memcmp(&flipped[a], &plain[b], 4), 0) << x << "," << y << " " << w;
           }
         }
       }

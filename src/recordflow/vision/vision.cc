@@ -117,8 +117,10 @@ Status ProcessImage(const Preset& p, const Element& e, size_t i, std::span<const
   box.y = std::max(0.0, box.y);
   box.width = std::min(box.width, s.region.image.width - box.x);
   box.height = std::min(box.height, s.region.image.height - box.y);
+  // The flip is done by the resample (mirrored taps), which leaves Normalize its fast path.
   RF_RETURN_IF_ERROR(image::ResampleToFloat(s.region.image, box, size, size,
-                                            p.common.interpolation, &s.resized));
+                                            p.common.interpolation, &s.resized, norm.flip));
+  norm.flip = false;
   return image::NormalizeInto(s.resized, size, size, norm, out);
 }
 

@@ -90,6 +90,42 @@ TEST(VisionTest, TrainPresetMakesBatchesOfNormalizedImagesAndLabels) {
                         two[0].tensors[0].size_bytes), 0);
 }
 
+// The flip is fused into the resample: with the same seed (same crops), flip_probability 1 gives
+// exactly the mirror of flip_probability 0, in both layouts.
+TEST(VisionTest, TrainFlipIsTheExactMirrorOfTheUnflippedCrop) {
+  for (image::Layout layout : {image::Layout::kHWC, image::Layout::kCHW}) {
+    std::vector<Element> got[2];
+    for (int flip = 0; flip < 2; ++flip) {
+      ImagenetTrainOptions o;
+      o.size = 48;
+      o.seed = 11;
+      o.layout = layout;
+      o.flip_probability = flip;
+      VisionOp op = Ok(ImagenetTrain(o));
+      got[flip] = RunAll(Ok(Ok(Dataset::FromRecords(Records(6)).Batch(3)).Map(op.fn, op.name)));
+      ASSERT_EQ(got[flip].size(), 2u);
+    }
+    const int S = 48;
+    for (size_t b = 0; b < 2; ++b) {
+      const auto* plain = reinterpret_cast<const float*>(got[0][b].tensors[0].data.get());
+      const auto* mirrored = reinterpret_cast<const float*>(got[1][b].tensors[0].data.get());
+      for (int n = 0; n < 3; ++n) {
+        for (int y = 0; y < S; ++y) {
+          for (int x = 0; x < S; ++x) {
+            for (int c = 0; c < 3; ++c) {
+              auto at = [&](int xx) {
+                return layout == image::Layout::kHWC ? ((static_cast<size_t>(n) * S + y) * S + xx) * 3 + c
+                                                     : ((static_cast<size_t>(n) * 3 + c) * S + y) * S + xx;
+              };
+              ASSERT_EQ(mirrored[at(x)], plain[at(S - 1 - x)]) << "batch " << b << " image " << n;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(VisionTest, EvalPresetMatchesDecodeResizeCenterCrop) {
   ImagenetEvalOptions o;
   o.size = 32;
