@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 JOBS=$(nproc)
 FUZZ_SECONDS=${RF_FUZZ_SECONDS:-300}
 SOAK_SECONDS=${RF_SOAK_SECONDS:-600}
-TARGETS=(record_reader example checkpoint image_probe image_decode manifest)
+TARGETS=(record_reader example checkpoint image_probe image_decode manifest index)
 
 cmake --preset fuzz >/dev/null
 for target in "${TARGETS[@]}"; do

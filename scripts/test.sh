@@ -51,7 +51,7 @@ if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
   cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRF_BUILD_FUZZERS=ON \
         -DRF_BUILD_TESTS=OFF -DRF_BUILD_CLI=OFF -DRF_SANITIZE=address,undefined >/dev/null
-  for target in record_reader example checkpoint image_probe image_decode manifest; do
+  for target in record_reader example checkpoint image_probe image_decode manifest index; do
     cmake --build build/fuzz -j "$JOBS" --target "${target}_fuzzer"
     fuzz_work=$(mktemp -d)
     mkdir "$fuzz_work/corpus"
