@@ -187,6 +187,14 @@ struct NormalizeOptions {
 Status NormalizeInto(std::span<const float> pixels, int width, int height,
                      const NormalizeOptions& options, std::span<std::byte> out);
 
+// ResampleToFloat of `box` to out_w x out_h, then NormalizeInto `out` with `options` (flip
+// included), one output row at a time so each row is normalised while it is in cache: the same
+// values, bit for bit, without the intermediate float image. The image must have 3 channels.
+// Errors: those of both.
+Status ResampleNormalizeInto(const Image& image, const Box& box, int out_w, int out_h,
+                             Interpolation interpolation, const NormalizeOptions& options,
+                             std::span<std::byte> out);
+
 // ---- random resized crop -------------------------------------------------------------------
 
 // A small, fast, seedable generator (SplitMix64) for per-element augmentation decisions.

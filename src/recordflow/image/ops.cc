@@ -175,8 +175,13 @@ Result<Interpolation> ParseInterpolation(std::string_view name) {
                               std::string(name) + "\"");
 }
 
-Status ResampleToFloat(const Image& image, const Box& box, int out_w, int out_h,
-                       Interpolation interpolation, std::vector<float>* out, bool flip) {
+namespace {
+
+// The resample of ResampleToFloat, one output row at a time: row y's floats go to row_out(y),
+// then row_done(y, row) runs while the row is still in cache.
+template <typename RowOut, typename RowDone>
+Status ResampleRows(const Image& image, const Box& box, int out_w, int out_h,
+                    Interpolation interpolation, bool flip, RowOut row_out, RowDone row_done) {
   if (image.width <= 0 || image.height <= 0 || image.channels < 1 || image.channels > 4 ||
       image.pixels.size() < image.row_bytes() * image.height) {
     return InvalidArgumentError("resample: empty or inconsistent image");
@@ -210,17 +215,70 @@ Status ResampleToFloat(const Image& image, const Box& box, int out_w, int out_h,
                        s.h.weights.begin() + b * t);
     }
   }
-  out->resize(static_cast<size_t>(out_w) * out_h * C);
   for (int y = 0; y < out_h; ++y) {
     for (int t = 0; t < s.v.taps; ++t) {
       s.rows[t] = image.row(s.v.start[y] + t) + static_cast<size_t>(s.h.lo) * C;
     }
     k.vertical_u8(s.rows.data(), &s.v.weights[static_cast<size_t>(y) * s.v.taps], s.v.taps, cols,
                   s.acc.data());
-    k.horizontal(s.acc.data(), C, s.h.start.data(), s.h.weights.data(), s.h.taps, out_w,
-                 out->data() + static_cast<size_t>(y) * out_w * C);
+    float* row = row_out(y);
+    k.horizontal(s.acc.data(), C, s.h.start.data(), s.h.weights.data(), s.h.taps, out_w, row);
+    row_done(y, row);
   }
   return Status::OK();
+}
+
+// NormalizeInto's per-channel multiply and add: (v / 255 - mean) / std == v * scale + bias.
+Status NormalizeParams(const NormalizeOptions& o, float scale[3], float bias[3]) {
+  for (int c = 0; c < 3; ++c) {
+    if (!(o.std[c] > 0)) return InvalidArgumentError("normalize: std must be positive");
+    scale[c] = static_cast<float>(1.0 / (255.0 * o.std[c]));
+    bias[c] = static_cast<float>(-static_cast<double>(o.mean[c]) / o.std[c]);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ResampleToFloat(const Image& image, const Box& box, int out_w, int out_h,
+                       Interpolation interpolation, std::vector<float>* out, bool flip) {
+  if (out_w > 0 && out_h > 0) {
+    out->resize(static_cast<size_t>(out_w) * out_h * std::max(1, image.channels));
+  }
+  const size_t row_values = static_cast<size_t>(std::max(out_w, 0)) * std::max(1, image.channels);
+  return ResampleRows(
+      image, box, out_w, out_h, interpolation, flip,
+      [&](int y) { return out->data() + static_cast<size_t>(y) * row_values; },
+      [](int, const float*) {});
+}
+
+Status ResampleNormalizeInto(const Image& image, const Box& box, int out_w, int out_h,
+                             Interpolation interpolation, const NormalizeOptions& o,
+                             std::span<std::byte> out) {
+  if (image.channels != 3) {
+    return InvalidArgumentError("resample+normalize: the image must have 3 channels, not " +
+                                std::to_string(image.channels));
+  }
+  if (out_w <= 0 || out_h <= 0 ||
+      out.size() != static_cast<size_t>(out_w) * out_h * 3 * TensorTypeSize(o.type)) {
+    return InvalidArgumentError("resample+normalize: the output buffer does not hold " +
+                                std::to_string(out_w) + "x" + std::to_string(out_h) + "x3");
+  }
+  float scale[3], bias[3];
+  RF_RETURN_IF_ERROR(NormalizeParams(o, scale, bias));
+  const internal::Kernels& k = internal::ActiveKernels();
+  const size_t es = TensorTypeSize(o.type);
+  const size_t plane = static_cast<size_t>(out_w) * out_h;
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(out_w) * 3);
+  return ResampleRows(
+      image, box, out_w, out_h, interpolation, o.flip, [&](int) { return row.data(); },
+      [&](int y, const float* values) {
+        const size_t offset = o.layout == Layout::kHWC ? static_cast<size_t>(y) * out_w * 3
+                                                       : static_cast<size_t>(y) * out_w;
+        k.normalize_row(values, out_w, scale, bias, /*flip=*/false, o.type, o.layout, plane,
+                        out.data() + offset * es);
+      });
 }
 
 Result<Image> Resample(const Image& image, int out_w, int out_h, Interpolation interpolation,
@@ -324,12 +382,7 @@ Status NormalizeInto(std::span<const float> pixels, int width, int height,
                                 "x" + std::to_string(height) + "x3");
   }
   float scale[3], bias[3];
-  for (int c = 0; c < 3; ++c) {
-    if (!(o.std[c] > 0)) return InvalidArgumentError("normalize: std must be positive");
-    // (v / 255 - mean) / std == v * (1 / (255 std)) + (-mean / std)
-    scale[c] = static_cast<float>(1.0 / (255.0 * o.std[c]));
-    bias[c] = static_cast<float>(-static_cast<double>(o.mean[c]) / o.std[c]);
-  }
+  RF_RETURN_IF_ERROR(NormalizeParams(o, scale, bias));
   const internal::Kernels& k = internal::ActiveKernels();
   const size_t es = TensorTypeSize(o.type);
   const size_t plane = static_cast<size_t>(width) * height;

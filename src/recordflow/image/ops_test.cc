@@ -395,6 +395,39 @@ TEST_P(BackendTest, FlippedResampleIsTheResampleMirroredBitForBit) {
   }
 }
 
+TEST_P(BackendTest, FusedResampleNormalizeEqualsTheTwoStepsBitForBit) {
+  const Image img = Photo(173, 129, 3, 13);
+  const Box box{1.5, 6.25, 150.0, 111.0};
+  std::vector<float> floats;
+  for (auto [w, h] : {std::pair{224, 224}, std::pair{31, 9}, std::pair{1, 2}, std::pair{300, 7}}) {
+    for (TensorType t : {TensorType::kFloat32, TensorType::kFloat16, TensorType::kBFloat16,
+                         TensorType::kUint8}) {
+      for (Layout l : {Layout::kHWC, Layout::kCHW}) {
+        for (bool flip : {false, true}) {
+          NormalizeOptions o;
+          o.type = t, o.layout = l, o.flip = flip;
+          const size_t bytes = static_cast<size_t>(w) * h * 3 * TensorTypeSize(t);
+          std::vector<std::byte> fused(bytes), two_step(bytes);
+          ASSERT_TRUE(ResampleNormalizeInto(img, box, w, h, Interpolation::kBilinear, o, fused).ok());
+          ASSERT_TRUE(ResampleToFloat(img, box, w, h, Interpolation::kBilinear, &floats).ok());
+          ASSERT_TRUE(NormalizeInto(floats, w, h, o, two_step).ok());
+          ASSERT_TRUE(fused == two_step) << w << "x" << h << " " << TensorTypeName(t) << " flip " << flip;
+        }
+      }
+    }
+  }
+  NormalizeOptions o;
+  std::vector<std::byte> small(10);
+  EXPECT_EQ(ResampleNormalizeInto(img, box, 4, 4, Interpolation::kBilinear, o, small).code(),
+            StatusCode::kInvalidArgument);
+  Image gray;
+  gray.width = 4, gray.height = 4, gray.channels = 1;
+  gray.pixels.assign(16, 9);
+  std::vector<std::byte> out(4 * 4 * 3 * 4);
+  EXPECT_EQ(ResampleNormalizeInto(gray, Box{0, 0, 4, 4}, 4, 4, Interpolation::kBilinear, o, out).code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST_P(BackendTest, NormalizeKnownAnswers) {
   // Two pixels: (0, 128, 255) and (255, 0, 51).
   std::vector<float> px = {0, 128, 255, 255, 0, 51};

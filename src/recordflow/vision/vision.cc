@@ -46,7 +46,6 @@ struct Preset {
 struct Scratch {
   ImageDecoder decoder;
   DecodedRegion region;
-  std::vector<float> resized;
   std::vector<Column> columns;
   std::vector<std::span<const std::byte>> spans;
 };
@@ -117,11 +116,9 @@ Status ProcessImage(const Preset& p, const Element& e, size_t i, std::span<const
   box.y = std::max(0.0, box.y);
   box.width = std::min(box.width, s.region.image.width - box.x);
   box.height = std::min(box.height, s.region.image.height - box.y);
-  // The flip is done by the resample (mirrored taps), which leaves Normalize its fast path.
-  RF_RETURN_IF_ERROR(image::ResampleToFloat(s.region.image, box, size, size,
-                                            p.common.interpolation, &s.resized, norm.flip));
-  norm.flip = false;
-  return image::NormalizeInto(s.resized, size, size, norm, out);
+  // Resample and normalise row by row (the flip by mirrored taps), straight into the batch.
+  return image::ResampleNormalizeInto(s.region.image, box, size, size, p.common.interpolation,
+                                      norm, out);
 }
 
 Status Run(const Preset& p, Element& e) {
