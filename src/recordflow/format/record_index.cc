@@ -1,6 +1,7 @@
 #include "recordflow/format/record_index.h"
 
 #include <charconv>
+#include <cstdint>
 
 #include "recordflow/format/record_format.h"
 #include "recordflow/io/file.h"
@@ -41,6 +42,7 @@ Result<std::vector<IndexEntry>> ParseIndex(std::string_view text, const std::str
     if (!ok) return bad("expected two decimal numbers, `offset size`");
     if (e.size < kFramingOverhead) return bad("a record is at least 16 bytes");
     if (e.offset < next_min_offset) return bad("offset overlaps the previous record");
+    if (e.size > UINT64_MAX - e.offset) return bad("offset + size overflows 64 bits");
     next_min_offset = e.offset + e.size;
     entries.push_back(e);
   }
@@ -99,13 +101,20 @@ Result<std::unique_ptr<IndexedRecordReader>> IndexedRecordReader::Open(
 Result<std::unique_ptr<IndexedRecordReader>> IndexedRecordReader::Open(
     const std::string& record_path, std::vector<IndexEntry> entries) {
   RF_ASSIGN_OR_RETURN(auto file, io::RandomAccessFile::Open(record_path));
-  if (!entries.empty()) {
-    const IndexEntry& last = entries.back();
-    if (last.offset + last.size > file->size()) {
-      return DataLossError("index for '" + record_path + "' has record " +
-                           std::to_string(entries.size() - 1) + " ending at byte " +
-                           std::to_string(last.offset + last.size) + " but the file is " +
-                           std::to_string(file->size()) + " bytes (stale index?)");
+  // Every entry, not only the last: entries may come from a caller rather than ParseIndex, so
+  // neither their order nor the absence of overflow in offset + size can be assumed.
+  const uint64_t file_size = file->size();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const IndexEntry& e = entries[i];
+    if (e.size < kFramingOverhead) {
+      return DataLossError("index for '" + record_path + "' has record " + std::to_string(i) +
+                           " of " + std::to_string(e.size) + " bytes; a record is at least 16");
+    }
+    if (e.size > file_size || e.offset > file_size - e.size) {
+      return DataLossError("index for '" + record_path + "' has record " + std::to_string(i) +
+                           " at byte offset " + std::to_string(e.offset) + " of " +
+                           std::to_string(e.size) + " bytes but the file is " +
+                           std::to_string(file_size) + " bytes (stale index?)");
     }
   }
   return std::unique_ptr<IndexedRecordReader>(

@@ -93,6 +93,33 @@ TEST(RecordIndexTest, StaleIndexDetected) {
   EXPECT_EQ(IndexedRecordReader::Open(path, entries).status().code(), StatusCode::kDataLoss);
 }
 
+// Found by fuzz/index_fuzzer in CI: an entry in the middle whose offset + size wraps around 64
+// bits made the next entry look non-overlapping, passed the end-of-file check (made on the last
+// entry only) and then asked ReadRecord for a 2^64 - 1 byte buffer (std::length_error).
+TEST(RecordIndexTest, EntriesWhoseEndOverflowsAreRefused) {
+  auto parsed = ParseIndex("0 17\n149 18446744073709551615\n1165 18\n", "x.idx");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(parsed.status().message().find("line 2"), std::string::npos);
+  EXPECT_NE(parsed.status().message().find("overflow"), std::string::npos);
+
+  // The same entries handed to Open directly, bypassing ParseIndex, are refused at open too.
+  auto payloads = Payloads(10);
+  std::string path = WriteWithIndex(payloads);
+  auto entries = *ReadIndexFile(path + ".idx");
+  entries[4].size = UINT64_MAX;
+  auto opened = IndexedRecordReader::Open(path, entries);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(opened.status().message().find("record 4"), std::string::npos);
+  entries = *ReadIndexFile(path + ".idx");
+  entries[2].offset = UINT64_MAX - 8;
+  EXPECT_EQ(IndexedRecordReader::Open(path, entries).status().code(), StatusCode::kDataLoss);
+  entries = *ReadIndexFile(path + ".idx");
+  entries[1].size = 3;
+  EXPECT_EQ(IndexedRecordReader::Open(path, entries).status().code(), StatusCode::kDataLoss);
+}
+
 TEST(RecordIndexTest, MalformedIndexNamesTheLine) {
   auto bad = ParseIndex("0 16\n16 20\nbanana\n", "x.idx");
   ASSERT_FALSE(bad.ok());
