@@ -202,7 +202,8 @@ class Dataset:
 
     def iterator(self, memory_budget: int = 1 << 30) -> "Iterator":
         """Starts the pipeline. ``memory_budget``: bytes the engine's buffers may hold (shuffle
-        buffers, memory caches, interleave read-ahead, batches in flight; see
+        buffers, memory caches, interleave read-ahead, batches in flight, open files' record
+        readers; see
         ``stats()["memory"]`` and docs/pipeline.md). A shuffle buffer or memory cache that
         alone exceeds it raises ResourceExhaustedError."""
         native, python = self._split()

@@ -208,7 +208,12 @@ def test_stats_memory_account(files):
     assert m["budget"] == 8 << 20
     assert m["held"] == 0  # everything released at the end of the stream
     assert sum(COUNTS) * 8 <= m["stages"]["shuffle"]["peak"] <= m["peak"] <= m["budget"]
-    assert set(m["stages"]) == {"shuffle", "interleave read-ahead", "cache", "executor"}
+    assert set(m["stages"]) == {"shuffle", "interleave read-ahead", "cache", "executor",
+                                "record readers"}
+    # The open file's reader was counted (its buffer: the file's size, under 1 MiB here) and
+    # released when the file ended.
+    assert 0 < m["stages"]["record readers"]["peak"] <= max(os.path.getsize(f) for f in files) + 4096
+    assert m["stages"]["record readers"]["held"] == 0
     assert "memory: held" in it.stats()["report"]
     # A shuffle buffer over the budget: a clear error naming the stage, not unbounded growth.
     with pytest.raises(rf.ResourceExhaustedError, match="shuffle.*memory_budget"):

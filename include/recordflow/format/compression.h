@@ -42,6 +42,9 @@ class InputStream {
   virtual std::optional<uint64_t> remaining() const { return std::nullopt; }
   // Human-readable description of where the bytes come from, for messages.
   virtual const std::string& name() const = 0;
+  // Bytes of memory this stream holds for its own buffers and state (a decompressor's input
+  // buffer, window and state); 0 for streams that read straight into the caller's buffer.
+  virtual size_t buffer_bytes() const { return 0; }
 };
 
 // A sink of bytes that becomes visible under its final name only on Close().

@@ -118,6 +118,9 @@ class RecordReader {
   bool compressed() const { return compressed_; }
   // The compression in use (explicit, or chosen from the file name).
   Compression compression() const { return compression_; }
+  // Bytes of memory held for reading: the record buffer (grown to the largest record, shrunk
+  // back after) and the decompressor's buffers and state, for memory accounting.
+  size_t buffer_bytes() const { return buffer_.capacity() + stream_->buffer_bytes(); }
 
  private:
   RecordReader(std::unique_ptr<InputStream> stream, RecordReaderOptions options,

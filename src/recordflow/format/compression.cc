@@ -160,8 +160,15 @@ class ZlibInputStream final : public InputStream {
     return want - z_.avail_out;
   }
   const std::string& name() const override { return source_->name(); }
+  // The input buffer plus zlib's own allocations: its inflate state (about 7 KiB) and the
+  // sliding window (32 KiB for the 15 window bits TFRecord writers use).
+  size_t buffer_bytes() const override {
+    return in_.capacity() + kZlibStateBytes + source_->buffer_bytes();
+  }
 
  private:
+  static constexpr size_t kZlibStateBytes = (7 + 32) * 1024;
+
   Status Corrupt(const std::string& why) {
     error_ = CorruptStreamError(compression_, name(), compressed_read_ - z_.avail_in, why);
     return error_;
@@ -242,6 +249,9 @@ class IsalInputStream final : public InputStream {
     return want - st.avail_out;
   }
   const std::string& name() const override { return source_->name(); }
+  size_t buffer_bytes() const override {
+    return in_.capacity() + sizeof(inflate_state) + source_->buffer_bytes();
+  }
 
  private:
   void Reset() {
@@ -304,6 +314,7 @@ class OutputLimitInputStream final : public InputStream {
     return n;
   }
   const std::string& name() const override { return source_->name(); }
+  size_t buffer_bytes() const override { return source_->buffer_bytes(); }
 
  private:
   std::unique_ptr<InputStream> source_;

@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "recordflow/format/record_format.h"
 
@@ -36,7 +37,13 @@ RecordReader::RecordReader(std::unique_ptr<InputStream> stream, RecordReaderOpti
       compressed_(compression != Compression::kNone) {
   options_.buffer_size = std::max<size_t>(options_.buffer_size, 4096);
   options_.max_record_size = std::min<uint64_t>(options_.max_record_size, kMaxRecordSizeLimit);
-  buffer_.resize(options_.buffer_size);
+  // A file smaller than the buffer gets a buffer its size (plus room to see the end in the same
+  // read): many small shards open at once then hold what they need, not 1 MiB each.
+  size_t initial = options_.buffer_size;
+  if (std::optional<uint64_t> left = stream_->remaining(); left.has_value() && *left < initial) {
+    initial = std::max<size_t>(static_cast<size_t>(*left) + 1, 4096);
+  }
+  buffer_.resize(initial);
 }
 
 RecordReader::~RecordReader() = default;

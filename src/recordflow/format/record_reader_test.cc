@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <filesystem>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -117,6 +118,44 @@ TEST(RecordReaderTest, LargeRecordGrowsBufferThenShrinks) {
   RecordReaderOptions r;
   r.buffer_size = 4096;
   EXPECT_EQ(ReadFile(dir + "/big.tfrecord", r), payloads);
+}
+
+// buffer_bytes() is what the pipeline's memory account charges for an open file.
+TEST(RecordReaderTest, BufferBytesFollowTheFileAndTheLargestRecord) {
+  std::string dir = MakeTempDir();
+  // A small file gets a buffer about its size, not buffer_size.
+  ASSERT_TRUE(WriteFile(dir + "/small.tfrecord", {"a", "bc", std::string(10'000, 'x')}).ok());
+  const uint64_t small_size = std::filesystem::file_size(dir + "/small.tfrecord");
+  auto small = RecordReader::Open(dir + "/small.tfrecord");
+  ASSERT_TRUE(small.ok());
+  EXPECT_GE((*small)->buffer_bytes(), small_size);
+  EXPECT_LE((*small)->buffer_bytes(), small_size + 4096);
+
+  // A large file: buffer_size; a record past it grows the buffer, which shrinks back after.
+  std::vector<std::string> payloads(300, std::string(4000, 's'));
+  payloads.push_back(std::string(5 << 20, 'L'));
+  payloads.push_back("after");
+  ASSERT_TRUE(WriteFile(dir + "/big.tfrecord", payloads).ok());
+  RecordReaderOptions o;
+  o.buffer_size = 256 << 10;
+  auto big = RecordReader::Open(dir + "/big.tfrecord", o);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ((*big)->buffer_bytes(), size_t{256} << 10);
+  std::span<const std::byte> record;
+  size_t largest = 0;
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    ASSERT_TRUE(*(*big)->ReadRecord(&record));
+    largest = std::max(largest, (*big)->buffer_bytes());
+  }
+  EXPECT_GE(largest, size_t{5} << 20);
+  ASSERT_FALSE(*(*big)->ReadRecord(&record));
+  EXPECT_EQ((*big)->buffer_bytes(), size_t{256} << 10);
+
+  // A GZIP file adds the inflater: its 256 KiB input buffer and its state.
+  ASSERT_TRUE(WriteFile(dir + "/big.tfrecord.gz", payloads).ok());
+  auto gz = RecordReader::Open(dir + "/big.tfrecord.gz", o);
+  ASSERT_TRUE(gz.ok());
+  EXPECT_GE((*gz)->buffer_bytes(), (size_t{256} << 10) * 2 + (32 << 10));
 }
 
 TEST(RecordReaderTest, OffsetsAndCounts) {

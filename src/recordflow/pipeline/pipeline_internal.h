@@ -142,11 +142,14 @@ class RecordFetcher {
 //   elastic  (interleave read-ahead, executor units): they take only what is left (Fits) and
 //            wait otherwise, keeping one record per read-ahead slot and one executor unit as a
 //            floor so that the pipeline always makes progress.
+//   readers  (the record buffer and decompressor of each open file): counted but never
+//            refused, since a file cannot be read without them; what they hold is what the
+//            elastic buffers cannot take.
 //
 // Thread safety: thread-safe (atomics; peaks are best-effort maxima of the running totals).
 class MemoryAccount {
  public:
-  enum Stage : int { kShuffle, kInterleave, kCache, kExecutor, kNumStages };
+  enum Stage : int { kShuffle, kInterleave, kCache, kExecutor, kReaders, kNumStages };
   static const char* StageName(int stage);
 
   explicit MemoryAccount(size_t budget) : budget_(budget) {}
@@ -154,8 +157,8 @@ class MemoryAccount {
   void Release(int stage, size_t bytes);
   // True when `bytes` more would keep the total within the budget.
   bool Fits(size_t bytes) const { return held() + bytes <= budget_; }
-  // kResourceExhausted when the fixed buffers (shuffle + cache) exceed the budget; `stage` is
-  // the one that grew and `what` describes it ("buffer_size=50000").
+  // kResourceExhausted when the fixed buffers (shuffle + cache) and the record readers exceed
+  // the budget; `stage` is the one that grew and `what` describes it ("buffer_size=50000").
   Status CheckFixed(int stage, const std::string& what) const;
 
   size_t budget() const { return budget_; }

@@ -56,22 +56,82 @@ std::vector<uint32_t> FileOrder(const FileSource& src, uint64_t epoch, SeedTable
   return order;
 }
 
+// A record reader whose buffers (RecordReader::buffer_bytes) are charged to the memory account
+// while it is open, re-synced after each read since the record buffer grows and shrinks.
+//
+// Thread safety: thread-compatible (the account itself is thread-safe).
+class CountedReader {
+ public:
+  CountedReader() = default;
+  CountedReader(const StreamContext* ctx, std::unique_ptr<format::RecordReader> reader)
+      : ctx_(ctx), reader_(std::move(reader)) {
+    Sync();
+  }
+  CountedReader(CountedReader&& other) noexcept
+      : ctx_(other.ctx_), reader_(std::move(other.reader_)), charged_(std::exchange(other.charged_, 0)) {}
+  CountedReader& operator=(CountedReader&& other) noexcept {
+    if (this != &other) {
+      reset();
+      ctx_ = other.ctx_;
+      reader_ = std::move(other.reader_);
+      charged_ = std::exchange(other.charged_, 0);
+    }
+    return *this;
+  }
+  CountedReader(const CountedReader&) = delete;
+  CountedReader& operator=(const CountedReader&) = delete;
+  ~CountedReader() { reset(); }
+
+  explicit operator bool() const { return reader_ != nullptr; }
+  format::RecordReader* operator->() const { return reader_.get(); }
+
+  // Closes the reader and releases its charge.
+  void reset() {
+    reader_.reset();
+    if (ctx_ != nullptr && charged_ > 0) ctx_->Release(MemoryAccount::kReaders, charged_);
+    charged_ = 0;
+  }
+
+  // Reads the next record into `out` (position: `file`), then re-syncs the charge.
+  Result<bool> ReadInto(uint32_t file, Record* out) {
+    std::span<const std::byte> data;
+    Result<bool> ok = reader_->ReadRecord(&data);
+    if (ok.ok() && *ok) {
+      out->data.assign(reinterpret_cast<const char*>(data.data()), data.size());
+      out->position = {file, reader_->last_record_offset(), reader_->records_read() - 1};
+    }
+    Sync();
+    return ok;
+  }
+  // Reads and drops the next record.
+  Result<bool> Skip() {
+    std::span<const std::byte> data;
+    Result<bool> ok = reader_->ReadRecord(&data);
+    Sync();
+    return ok;
+  }
+
+ private:
+  void Sync() {
+    if (ctx_ == nullptr || !reader_) return;
+    const size_t now = reader_->buffer_bytes();
+    if (now > charged_) ctx_->Charge(MemoryAccount::kReaders, now - charged_);
+    if (now < charged_) ctx_->Release(MemoryAccount::kReaders, charged_ - now);
+    charged_ = now;
+  }
+
+  const StreamContext* ctx_ = nullptr;
+  std::unique_ptr<format::RecordReader> reader_;
+  size_t charged_ = 0;
+};
+
 // Opens file `file` of `src` at a saved position.
-Result<std::unique_ptr<format::RecordReader>> OpenAt(const FileSource& src, uint32_t file,
-                                                     uint64_t offset, uint64_t index) {
+Result<CountedReader> OpenAt(const StreamContext* ctx, const FileSource& src, uint32_t file,
+                             uint64_t offset, uint64_t index) {
   RF_ASSIGN_OR_RETURN(auto reader, format::RecordReader::Open(
                                        src.files->files[file], ReaderOptions(src.files->files_options)));
   if (offset > 0 || index > 0) RF_RETURN_IF_ERROR(reader->SkipTo(offset, index));
-  return reader;
-}
-
-Result<bool> ReadFrom(format::RecordReader& reader, uint32_t file, Record* out) {
-  std::span<const std::byte> data;
-  RF_ASSIGN_OR_RETURN(bool ok, reader.ReadRecord(&data));
-  if (!ok) return false;
-  out->data.assign(reinterpret_cast<const char*>(data.data()), data.size());
-  out->position = {file, reader.last_record_offset(), reader.records_read() - 1};
-  return true;
+  return CountedReader(ctx, std::move(reader));
 }
 
 // Counts elements and time into the stage's stats slot.
@@ -103,9 +163,9 @@ class FilesIterator final : public RecordIterator {
     StatsScope scope(ctx_, stat_);
     while (k_ < order_.size()) {
       if (!reader_) {
-        RF_ASSIGN_OR_RETURN(reader_, OpenAt(src_, order_[k_], offset_, index_));
+        RF_ASSIGN_OR_RETURN(reader_, OpenAt(ctx_, src_, order_[k_], offset_, index_));
       }
-      RF_ASSIGN_OR_RETURN(bool ok, ReadFrom(*reader_, order_[k_], out));
+      RF_ASSIGN_OR_RETURN(bool ok, reader_.ReadInto(order_[k_], out));
       if (ok) {
         offset_ = reader_->offset();
         index_ = reader_->records_read();
@@ -143,7 +203,7 @@ class FilesIterator final : public RecordIterator {
   size_t k_ = 0;  // position in order_
   uint64_t offset_ = 0;
   uint64_t index_ = 0;
-  std::unique_ptr<format::RecordReader> reader_;
+  CountedReader reader_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -258,6 +318,7 @@ class InterleaveIterator final : public RecordIterator {
       RF_ASSIGN_OR_RETURN(bool got, Take(s, out));
       if (!got) {  // this file is done; its slot takes the next file
         s.open = false;
+        s.reader.reset();  // its buffers leave the memory account now, not at the next open
         Advance(/*slot_finished=*/true);
         continue;
       }
@@ -334,7 +395,7 @@ class InterleaveIterator final : public RecordIterator {
     uint32_t file = 0;
     uint64_t consumed_offset = 0;  // reader offset after the last record consumed
     uint64_t consumed_index = 0;
-    std::unique_ptr<format::RecordReader> reader;  // owned by whoever fills
+    CountedReader reader;  // owned by whoever fills
     std::deque<Record> ready RF_GUARDED_BY(mu);
     size_t ready_bytes RF_GUARDED_BY(mu) = 0;  // RecordBytes of `ready`, charged to the account
     bool eof RF_GUARDED_BY(mu) = false;
@@ -351,7 +412,7 @@ class InterleaveIterator final : public RecordIterator {
       Slot& s = *sp;
       if (s.open) {
         if (!s.reader && !Filling(s)) {
-          RF_ASSIGN_OR_RETURN(s.reader, OpenAt(src_, s.file, s.consumed_offset, s.consumed_index));
+          RF_ASSIGN_OR_RETURN(s.reader, OpenAt(ctx_, src_, s.file, s.consumed_offset, s.consumed_index));
         }
         continue;
       }
@@ -359,7 +420,7 @@ class InterleaveIterator final : public RecordIterator {
       if (&s != slots_[current_].get() && !AllOpenBefore()) continue;
       s.file = order_[next_file_++];
       s.consumed_offset = s.consumed_index = 0;
-      RF_ASSIGN_OR_RETURN(s.reader, OpenAt(src_, s.file, 0, 0));
+      RF_ASSIGN_OR_RETURN(s.reader, OpenAt(ctx_, src_, s.file, 0, 0));
       std::lock_guard lock(s.mu);
       DropReady(s);
       s.eof = false;
@@ -396,7 +457,7 @@ class InterleaveIterator final : public RecordIterator {
   // Next record of slot `s`, reading synchronously or from its read-ahead queue.
   Result<bool> Take(Slot& s, Record* out) {
     if (parallel_ <= 1) {
-      RF_ASSIGN_OR_RETURN(bool ok, ReadFrom(*s.reader, s.file, out));
+      RF_ASSIGN_OR_RETURN(bool ok, s.reader.ReadInto(s.file, out));
       if (!ok) return false;
       s.consumed_offset = s.reader->offset();
       s.consumed_index = s.reader->records_read();
@@ -448,7 +509,7 @@ class InterleaveIterator final : public RecordIterator {
         if (!s.ready.empty() && !RoomToReadAhead()) break;
       }
       Record r;
-      Result<bool> got = stop_.load() ? Result<bool>(false) : ReadFrom(*s.reader, s.file, &r);
+      Result<bool> got = stop_.load() ? Result<bool>(false) : s.reader.ReadInto(s.file, &r);
       const uint64_t next_offset = s.reader->offset();
       std::unique_lock lock(s.mu);
       if (stop_.load()) break;
@@ -891,16 +952,20 @@ class CacheIterator final : public RecordIterator {
     if (!reader_) {
       format::RecordReaderOptions o;
       o.compression = format::Compression::kNone;
-      RF_ASSIGN_OR_RETURN(reader_, format::RecordReader::Open(node_->cache_path, o));
+      RF_ASSIGN_OR_RETURN(auto reader, format::RecordReader::Open(node_->cache_path, o));
+      reader_ = CountedReader(ctx_, std::move(reader));
       // Replays resume by record count (the cache file is ours and uncompressed).
       for (uint64_t i = 0; i < next_; ++i) {
-        std::span<const std::byte> skip;
-        RF_ASSIGN_OR_RETURN(bool ok, reader_->ReadRecord(&skip));
+        RF_ASSIGN_OR_RETURN(bool ok, reader_.Skip());
         if (!ok) return DataLossError("cache file '" + node_->cache_path + "' is shorter than the checkpoint");
       }
     }
-    RF_ASSIGN_OR_RETURN(bool ok, ReadFrom(*reader_, cache_file_id_, out));
-    if (ok) ++next_;
+    RF_ASSIGN_OR_RETURN(bool ok, reader_.ReadInto(cache_file_id_, out));
+    if (ok) {
+      ++next_;
+    } else {
+      reader_.reset();
+    }
     return ok;
   }
 
@@ -911,7 +976,7 @@ class CacheIterator final : public RecordIterator {
   uint32_t cache_file_id_;
   bool replaying_ = false;
   uint64_t next_ = 0;
-  std::unique_ptr<format::RecordReader> reader_;
+  CountedReader reader_;
 };
 
 Result<FileSource> FileSourceOf(const Node* node) {

@@ -27,6 +27,7 @@ const char* MemoryAccount::StageName(int stage) {
     case kInterleave: return "interleave read-ahead";
     case kCache: return "cache";
     case kExecutor: return "executor";
+    case kReaders: return "record readers";
     default: return "?";
   }
 }
@@ -52,15 +53,19 @@ void MemoryAccount::Release(int stage, size_t bytes) {
 }
 
 Status MemoryAccount::CheckFixed(int stage, const std::string& what) const {
-  const size_t fixed = held(kShuffle) + held(kCache);
+  // The record readers count here too: the open files need them whatever the budget says.
+  const size_t fixed = held(kShuffle) + held(kCache) + held(kReaders);
   if (fixed <= budget_) return Status();
   std::string others;
-  if (stage != kShuffle && held(kShuffle) > 0) {
-    others = " (with shuffle buffers holding " + std::to_string(held(kShuffle)) + " bytes)";
-  }
-  if (stage != kCache && held(kCache) > 0) {
-    others = " (with memory caches holding " + std::to_string(held(kCache)) + " bytes)";
-  }
+  auto with = [&](int other, const char* what) {
+    if (other == stage || held(other) == 0) return;
+    others += (others.empty() ? " (with " : ", ") + std::string(what) + " holding " +
+              std::to_string(held(other)) + " bytes";
+  };
+  with(kShuffle, "shuffle buffers");
+  with(kCache, "memory caches");
+  with(kReaders, "record readers");
+  if (!others.empty()) others += ")";
   const char* fix = stage == kShuffle
                         ? "lower the shuffle's buffer_size, or raise the iterator's memory_budget"
                         : "cache to a file (Cache(path)), or raise the iterator's memory_budget";
