@@ -9,8 +9,8 @@
 
 namespace recordflow::internal {
 
-std::shared_ptr<BufferPool> BufferPool::Create(size_t max_idle) {
-  return std::shared_ptr<BufferPool>(new BufferPool(max_idle));
+std::shared_ptr<BufferPool> BufferPool::Create(size_t max_idle, size_t surplus, size_t window) {
+  return std::shared_ptr<BufferPool>(new BufferPool(max_idle, surplus, window));
 }
 
 void BufferPool::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
@@ -34,6 +34,7 @@ BufferPool::Owned BufferPool::Allocate(size_t size) {
 std::shared_ptr<std::byte[]> BufferPool::Acquire(size_t size) {
   size = std::max<size_t>(size, 1);
   Owned buffer;
+  std::vector<Idle> unneeded;  // freed after the lock is dropped (a munmap each)
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = std::find_if(idle_.begin(), idle_.end(),
@@ -44,6 +45,17 @@ std::shared_ptr<std::byte[]> BufferPool::Acquire(size_t size) {
       ++reused_;
     } else {
       ++allocated_;
+    }
+    window_min_idle_ = std::min(window_min_idle_, idle_.size());
+    if (++window_acquires_ >= window_) {
+      // Buffers beyond max_idle that stayed idle through the whole window were not needed.
+      size_t drop = window_min_idle_ > max_idle_ ? window_min_idle_ - max_idle_ : 0;
+      for (; drop > 0 && !idle_.empty(); --drop) {
+        unneeded.push_back(std::move(idle_.front()));  // the oldest first
+        idle_.erase(idle_.begin());
+      }
+      window_acquires_ = 0;
+      window_min_idle_ = SIZE_MAX;
     }
   }
   // Not value-initialised: callers write every byte they hand out.
@@ -61,7 +73,7 @@ std::shared_ptr<std::byte[]> BufferPool::Acquire(size_t size) {
 void BufferPool::Release(std::byte* buffer, size_t size) {
   Owned owned(buffer);
   std::lock_guard<std::mutex> lock(mu_);
-  if (idle_.size() < max_idle_) idle_.push_back({size, std::move(owned)});
+  if (idle_.size() < max_idle_ + surplus_) idle_.push_back({size, std::move(owned)});
   // Else `owned` frees it (under the lock, which is short: one delete).
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -11,7 +12,13 @@
 namespace recordflow::internal {
 
 // Hands out byte buffers as shared_ptrs whose deleter gives the buffer back to the pool, which
-// keeps at most `max_idle` of them for the next Acquire of the same size.
+// keeps at most `max_idle` of them for the next Acquire of the same size, plus up to `surplus`
+// more while they are still being asked for: the number of buffers a pipeline has out wobbles
+// (a consumer that holds one batch longer, a prefetch that drains and refills), and a buffer
+// freed on one wobble is allocated, mapped and zeroed again on the next. A surplus buffer goes
+// once a whole window of `window` acquires has passed in which it was never needed (the idle
+// count never fell to max_idle or below), so memory held for a demand that has gone is given
+// back after `window` acquires.
 //
 // Why: an image batch (256 x 224 x 224 x 3 float32 = 154 MB) is above glibc's mmap threshold,
 // so allocating a fresh one per batch maps fresh pages, and the kernel faults in and zeroes
@@ -23,10 +30,12 @@ namespace recordflow::internal {
 //
 // Thread safety: thread-safe (Acquire and the deleters may run on any thread).
 // Lifetime: buffers may outlive the pool; a buffer released after the pool is gone is freed.
-// Memory: besides the buffers in use, at most max_idle idle buffers are kept.
+// Memory: besides the buffers in use, at most max_idle + surplus idle buffers are kept, and
+// more than max_idle only until a window of `window` acquires passes without needing them.
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
-  static std::shared_ptr<BufferPool> Create(size_t max_idle);
+  static std::shared_ptr<BufferPool> Create(size_t max_idle, size_t surplus = 0,
+                                            size_t window = 16);
 
   // Buffers this large or larger are 2 MiB aligned and advised for huge pages.
   static constexpr size_t kHugePageBytes = size_t{2} << 20;
@@ -41,7 +50,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   size_t allocated() const;
 
  private:
-  explicit BufferPool(size_t max_idle) : max_idle_(max_idle) {}
+  BufferPool(size_t max_idle, size_t surplus, size_t window)
+      : max_idle_(max_idle), surplus_(surplus), window_(window == 0 ? 1 : window) {}
   void Release(std::byte* buffer, size_t size);
 
   struct FreeDeleter {
@@ -54,8 +64,13 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
     Owned buffer;
   };
   const size_t max_idle_;
+  const size_t surplus_;
+  const size_t window_;
   mutable std::mutex mu_;
   std::vector<Idle> idle_ RF_GUARDED_BY(mu_);
+  // The current window: acquires so far, and the fewest idle buffers left after any of them.
+  size_t window_acquires_ RF_GUARDED_BY(mu_) = 0;
+  size_t window_min_idle_ RF_GUARDED_BY(mu_) = SIZE_MAX;
   size_t reused_ RF_GUARDED_BY(mu_) = 0;
   size_t allocated_ RF_GUARDED_BY(mu_) = 0;
 };

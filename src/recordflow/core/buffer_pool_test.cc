@@ -43,6 +43,40 @@ TEST(BufferPoolTest, KeepsAtMostMaxIdleBuffers) {
   EXPECT_EQ(none->idle_buffers(), 0u);
 }
 
+// Demand that wobbles between 2 and 4 buffers out allocates 4 once, then reuses them: the
+// surplus over max_idle is kept while it is needed. Once demand falls to 1 for a whole window,
+// the surplus is freed back to max_idle.
+TEST(BufferPoolTest, SurplusFollowsAWobblingDemandThenIsTrimmed) {
+  auto pool = BufferPool::Create(/*max_idle=*/1, /*surplus=*/3, /*window=*/8);
+  std::vector<std::shared_ptr<std::byte[]>> out;
+  for (int round = 0; round < 20; ++round) {
+    const size_t want = round % 3 == 2 ? 4 : 2;
+    while (out.size() < want) out.push_back(pool->Acquire(4096));
+    out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(want - 1));  // keep one
+  }
+  EXPECT_EQ(pool->allocated(), 4u) << "a wobble re-allocated a buffer the pool had freed";
+  EXPECT_EQ(pool->reused(), 29u);  // 33 acquires in all
+  EXPECT_EQ(out.size(), 1u);
+  EXPECT_EQ(pool->idle_buffers(), 3u);
+  // Demand of one at a time: after a window of acquires that never needed the surplus, the
+  // pool keeps max_idle.
+  for (int i = 0; i < 16; ++i) {
+    out.clear();
+    out.push_back(pool->Acquire(4096));
+  }
+  EXPECT_EQ(pool->allocated(), 4u);
+  EXPECT_EQ(pool->idle_buffers(), 1u);
+  // Without surplus (the default), the same wobble frees and re-allocates.
+  auto strict = BufferPool::Create(1);
+  out.clear();
+  for (int round = 0; round < 20; ++round) {
+    const size_t want = round % 3 == 2 ? 4 : 2;
+    while (out.size() < want) out.push_back(strict->Acquire(4096));
+    out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(want - 1));
+  }
+  EXPECT_GT(strict->allocated(), 4u);
+}
+
 TEST(BufferPoolTest, BuffersOutliveThePool) {
   std::shared_ptr<std::byte[]> kept;
   {

@@ -23,8 +23,13 @@ using pipeline::Element;
 using pipeline::Tensor;
 
 // Idle output batches kept per preset for reuse: the consumer drops one batch per batch taken,
-// so a couple suffice, and more would hold memory outside the iterator's budget.
+// so a couple suffice, and more would hold memory outside the iterator's budget. Two more are
+// kept while the number of batches out wobbles (freeing one there meant mapping and zeroing a
+// fresh 154 MB batch a few batches later, in 1 of ~10 batches of the ImageNet train pipeline);
+// they go after 16 batches in which they were not needed.
 constexpr size_t kIdleOutputBuffers = 2;
+constexpr size_t kSurplusOutputBuffers = 2;
+constexpr size_t kSurplusWindowBatches = 16;
 
 // How one record's source box is chosen from its header.
 enum class Mode { kTrain, kEval };
@@ -223,7 +228,8 @@ Result<VisionOp> Make(std::shared_ptr<Preset> p, std::string name) {
   p->normalize.type = p->common.dtype;
   p->normalize.layout = p->common.layout;
   p->skipped = std::make_shared<std::atomic<uint64_t>>(0);
-  p->outputs = internal::BufferPool::Create(kIdleOutputBuffers);
+  p->outputs = internal::BufferPool::Create(kIdleOutputBuffers, kSurplusOutputBuffers,
+                                             kSurplusWindowBatches);
   VisionOp op;
   op.skipped = p->skipped;
   op.name = std::move(name);
