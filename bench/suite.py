@@ -254,7 +254,6 @@ def run_worker(cmd, timeout: float) -> dict:
 
 
 def run_bare(exe: Path, pack: Path, threads: int, passes: int, timeout: float) -> dict:
-    b0 = benchlib.cpu_busy_seconds()
     try:
         r = run([exe, pack, threads, passes], timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -262,13 +261,15 @@ def run_bare(exe: Path, pack: Path, threads: int, passes: int, timeout: float) -
     if r.returncode != 0:
         return {"error": r.stderr.strip()[-500:]}
     res = json.loads(r.stdout.strip().splitlines()[-1])
-    busy = benchlib.cpu_busy_seconds()[0] - b0[0]
-    # The decode is nearly all of the process's life (loading the pack takes milliseconds), so
-    # the machine's busy time over the whole process, less the process's own CPU, is the others'.
+    # The decoder samples the machine's busy time around its timed loop itself: sampled here,
+    # around the whole process, it would count the pack load (~1 core for a second or more)
+    # as other processes' work.
+    busy = res.get("machine_busy_s", -1)
     return {"contender": "bare", "images": res["images"], "wall_s": res["wall_s"],
             "cpu_s": res["cpu_s"], "images_per_s": res["images_per_s"], "threads": threads,
             "mean_jpeg_bytes": res["mean_jpeg_bytes"], "load_avg": os.getloadavg()[0],
-            "others_cores": max(0.0, (busy - res["cpu_s"]) / res["wall_s"])}
+            "others_cores": (max(0.0, (busy - res["cpu_s"]) / res["wall_s"]) if busy >= 0
+                             else float("nan"))}
 
 
 def checks(pythons: dict, files: list[str], out_dir: Path, timeout: float) -> dict:
