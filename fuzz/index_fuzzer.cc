@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (i >= (*reader)->size()) std::abort();  // read past the last entry succeeded
     auto truth = file.payload_at.find((*entries)[i].offset);
     if (truth == file.payload_at.end() || truth->second.size() != record->size() ||
-        (record->size() > 0 &&
+        (!record->empty() &&
          std::memcmp(truth->second.data(), record->data(), record->size()) != 0)) {
       std::abort();  // wrong bytes for a wrong index
     }

@@ -20,7 +20,7 @@ TEST(StatusTest, ErrorCarriesCodeAndMessage) {
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_EQ(s.ToString(), "DataLoss: bad crc at offset 12");
-  Status copy = s;
+  Status copy = s;  // NOLINT(performance-unnecessary-copy-initialization): the copy is the test
   EXPECT_EQ(copy, s);
   EXPECT_EQ(s.WithContext("reading x").message(), "reading x: bad crc at offset 12");
 }

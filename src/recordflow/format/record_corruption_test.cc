@@ -102,7 +102,10 @@ TEST(CorruptionTest, BadFirstHeaderHintsAtFormat) {
 }
 
 TEST(CorruptionTest, GzipFileReadAsPlainGetsGzipHint) {
-  std::string data = "\x1f\x8b\x08\x00 and then some compressed bytes";
+  // Built with an explicit length: the literal's \x00 would end a plain char* copy at 3 bytes.
+  const char kBytes[] = "\x1f\x8b\x08\x00 and then some compressed bytes";
+  std::string data(kBytes, sizeof(kBytes) - 1);
+  ASSERT_EQ(data.size(), 35u);
   auto result = ReadAllFromMemory(data);
   EXPECT_EQ(result.status.code(), StatusCode::kDataLoss);
   EXPECT_TRUE(Contains(result.status.message(), "compression=\"GZIP\""));

@@ -1,6 +1,8 @@
 #include "recordflow/image/ops.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -387,7 +389,8 @@ TEST_P(BackendTest, FlippedResampleIsTheResampleMirroredBitForBit) {
           for (int c = 0; c < 3; ++c) {
             const size_t a = (static_cast<size_t>(y) * w + x) * 3 + c;
             const size_t b = (static_cast<size_t>(y) * w + (w - 1 - x)) * 3 + c;
-            ASSERT_EQ(std::memcmp(&flipped[a], &plain[b], 4), 0) << x << "," << y << " " << w;
+            ASSERT_EQ(std::bit_cast<uint32_t>(flipped[a]), std::bit_cast<uint32_t>(plain[b]))
+                << x << "," << y << " " << w;
           }
         }
       }
