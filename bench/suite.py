@@ -19,7 +19,8 @@ Sections (elapsed time printed for each):
     libjpeg-turbo full decode on all cores. Every run is a fresh process (bench/suite_worker.py)
     so peak memory is per contender; runs alternate in rotating order; warm-up batches are
     excluded; medians of --runs runs.
- 5. microbenchmarks: bench_records, bench_parse, bench_pipeline, bench_image, bench_overhead,
+ 5. microbenchmarks: bench_records, record_read_report (the C++ record_read_bench, built with
+    CMake into bench/data/build-bench on first use), bench_parse, bench_pipeline, bench_image, bench_overhead,
     bench_convert in bounded modes; their tables are collected.
 
 Writes bench/out/suite.md (tables), bench/out/suite.json (every raw time), bench/out/suite.png.
@@ -409,6 +410,8 @@ def micro_commands(quick: bool, out: Path) -> list[tuple[str, list, list[str]]]:
     cmds = [
         ("records", [py, b / "bench_records.py", "--quick"] + (["--out-dir", out] if o else []),
          ["records.md"]),
+        ("records_cpp", [py, b / "record_read_report.py"] + (["--quick"] if quick else []) +
+         (["--out", out] if o else []), ["record_read.md"]),
         ("parse", [py, b / "bench_parse.py", "--quick"] + (["--out", out] if o else []) +
          (["--no-one-core", "--no-rf-alone"] if quick else []), ["parse.md"]),
         ("pipeline", [py, b / "bench_pipeline.py", "--quick"] + (["--out", out] if o else []) +
