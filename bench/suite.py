@@ -20,8 +20,8 @@ Sections (elapsed time printed for each):
     so peak memory is per contender; runs alternate in rotating order; warm-up batches are
     excluded; medians of --runs runs.
  5. microbenchmarks: bench_records, record_read_report (the C++ record_read_bench, built with
-    CMake into bench/data/build-bench on first use), bench_parse, bench_pipeline, bench_image, bench_overhead,
-    bench_convert in bounded modes; their tables are collected.
+    CMake into bench/data/build-bench on first use), bench_parse, bench_pipeline, bench_image,
+    bench_overhead, bench_convert in bounded modes; their tables are collected.
 
 Writes bench/out/suite.md (tables), bench/out/suite.json (every raw time), bench/out/suite.png.
 """
