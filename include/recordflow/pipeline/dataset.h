@@ -84,6 +84,10 @@ struct Element {
 // consumer in order.
 using MapFn = std::function<Status(Element& element)>;
 
+// Inside a MapFn added with `splits_batches` and called on a batch: how many threads it may
+// use for that batch (the iterator's parallelism, with ParallelFor); 1 in every other call.
+int MapThreads();
+
 struct FilesOptions {
   std::optional<format::Compression> compression;  // nullopt: from each file name
   bool shuffle_files = false;                       // new file order every epoch
@@ -189,7 +193,11 @@ class Dataset {
   // values. Views: valid while the Element and this Dataset (spec defaults) live. Ignored
   // (copies) when a map runs on single records before the batch.
   Result<Dataset> Parse(std::vector<example::FeatureSpec> specs, bool bytes_as_views = false) const;
-  Result<Dataset> Map(MapFn fn, std::string name, int num_parallel = kAutotune) const;
+  // splits_batches: the function spreads one batch over MapThreads() threads itself (the
+  // vision presets do), so the iterator maps one batch at a time with all its threads instead
+  // of a batch per thread: the first batch comes sooner, and fewer batches are held at once.
+  Result<Dataset> Map(MapFn fn, std::string name, int num_parallel = kAutotune,
+                      bool splits_batches = false) const;
   Result<Dataset> Batch(size_t batch_size, bool drop_remainder = false) const;
   // Ready outputs kept ahead of the consumer; kAutotune grows it while the consumer waits.
   Result<Dataset> Prefetch(int buffer_size = kAutotune) const;

@@ -4,13 +4,17 @@
 #include "recordflow/pipeline/dataset.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
+#include "recordflow/core/thread_pool.h"
 #include "recordflow/example/example.h"
 #include "recordflow/format/record_test_util.h"
 #include "recordflow/format/record_writer.h"
@@ -409,6 +413,52 @@ TEST(PipelineTest, MapRunsNativeOpsInParallelInOrder) {
   Result<bool> got = it->GetNext(&e);
   ASSERT_FALSE(got.ok());
   EXPECT_NE(got.status().message().find("map 'decode': bad pixel"), std::string::npos);
+}
+
+// A map that splits batches itself gets the iterator's threads and one batch at a time; any
+// other map, or the same map on single records, gets one thread and runs several at once.
+TEST(PipelineTest, SplittingMapsRunOneBatchAtATimeWithAllThreads) {
+  Files f = WriteFiles({200});
+  struct Seen {
+    std::mutex mu;
+    int running = 0;
+    int most_running = 0;
+    std::vector<int> threads;
+  };
+  auto probe = [](Seen* seen) {
+    return [seen](Element& e) -> Status {
+      {
+        std::lock_guard lock(seen->mu);
+        seen->most_running = std::max(seen->most_running, ++seen->running);
+        seen->threads.push_back(MapThreads());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      for (int64_t& v : e.columns[0].int64s) v += 1;
+      std::lock_guard lock(seen->mu);
+      --seen->running;
+      return Status();
+    };
+  };
+  auto parsed = Ok(Ok(Ok(Dataset::FromFiles(f.paths)).Batch(10)).Parse(Spec()));
+  for (bool splits : {true, false}) {
+    Seen seen;
+    auto ids = Flat(RunAll(Ok(parsed.Map(probe(&seen), "probe", 3, splits))));
+    ASSERT_EQ(ids.size(), 200u);
+    for (size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], static_cast<int64_t>(i) + 1);
+    ASSERT_EQ(seen.threads.size(), 20u);
+    for (int t : seen.threads) EXPECT_EQ(t, splits ? 3 : 1) << "splits " << splits;
+    if (splits) {
+      EXPECT_EQ(seen.most_running, 1);
+    } else if (ThreadPool::Default().num_threads() > 1) {
+      EXPECT_GT(seen.most_running, 1);  // 20 batches of 2 ms maps, on every pool thread
+    }
+  }
+  EXPECT_EQ(MapThreads(), 1);  // outside a map
+  // Before the batch, on single records: one thread, whatever the map says.
+  Seen single;
+  auto unbatched = Ok(Ok(Dataset::FromFiles(f.paths)).Take(30).Parse(Spec()));
+  ASSERT_EQ(Flat(RunAll(Ok(unbatched.Map(probe(&single), "probe", 3, true)))).size(), 30u);
+  for (int t : single.threads) EXPECT_EQ(t, 1);
 }
 
 TEST(PipelineTest, CompressedFilesCheckpointByContent) {

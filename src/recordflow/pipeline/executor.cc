@@ -36,6 +36,18 @@ size_t ElementBytes(const Element& e) {
   return n;
 }
 
+// Sets what MapThreads() answers on this thread for one map call.
+class MapThreadsScope {
+ public:
+  explicit MapThreadsScope(int n) : saved_(std::exchange(map_threads_on_this_thread, n)) {}
+  ~MapThreadsScope() { map_threads_on_this_thread = saved_; }
+  MapThreadsScope(const MapThreadsScope&) = delete;
+  MapThreadsScope& operator=(const MapThreadsScope&) = delete;
+
+ private:
+  int saved_;
+};
+
 }  // namespace
 
 struct PipelineIterator::Unit {
@@ -47,6 +59,7 @@ struct PipelineIterator::Unit {
   bool done = false;
   size_t bytes = 0;
   size_t charged = 0;  // bytes charged to the memory account (records, then outputs)
+  bool scheduled = false;  // handed to the pool (or done without it)
 };
 
 namespace {
@@ -180,7 +193,7 @@ void PipelineIterator::ProduceLoop() {
       unit->charged = UnitBytes(unit->records, unit->outputs);
       memory_.Charge(MemoryAccount::kExecutor, unit->charged);
       units_.push_back(unit);
-      Schedule(unit, lock);
+      ScheduleQueued();
     }
     if (end) {
       // A repeat after batch: a new epoch of the stream, batches restart.
@@ -215,8 +228,16 @@ void PipelineIterator::ProduceLoop() {
   }
 }
 
-void PipelineIterator::Schedule(const std::shared_ptr<Unit>& unit, std::unique_lock<std::mutex>& lock) {
-  (void)lock;
+void PipelineIterator::ScheduleQueued() {
+  if (cancelled_) return;
+  for (const auto& u : units_) {
+    if (plan_.one_batch_at_a_time && running_ > 0) return;
+    if (!u->scheduled && !u->done) Schedule(u);
+  }
+}
+
+void PipelineIterator::Schedule(const std::shared_ptr<Unit>& unit) {
+  unit->scheduled = true;
   ++running_;
   ThreadPool::Default().Schedule([this, unit] {
     const auto t0 = Clock::now();
@@ -237,6 +258,7 @@ void PipelineIterator::Schedule(const std::shared_ptr<Unit>& unit, std::unique_l
     process_busy_ += busy;
     processed_elements_ += unit->outputs.size();
     --running_;
+    ScheduleQueued();
     cv_.notify_all();
   });
 }
@@ -326,6 +348,9 @@ Status PipelineIterator::Apply(const Node* op, Element& e, const Unit& u) {
     return Status();
   }
   if (op->kind == Node::Kind::kMap) {
+    const MapThreadsScope threads(op->splits_batches && e.batched && plan_.one_batch_at_a_time
+                                      ? parallelism_
+                                      : 1);
     Status s = op->map_fn(e);
     if (!s.ok()) return Status(s.code(), "map '" + op->map_name + "': " + s.message());
     return Status();
@@ -559,6 +584,8 @@ PipelineStats PipelineIterator::stats() const {
 }  // namespace recordflow::pipeline::internal
 
 namespace recordflow::pipeline {
+
+int MapThreads() { return internal::map_threads_on_this_thread; }
 
 std::string PipelineStats::Report() const {
   std::string out;

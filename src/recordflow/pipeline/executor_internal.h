@@ -14,6 +14,9 @@
 
 namespace recordflow::pipeline::internal {
 
+// What MapThreads() answers on this thread (executor.cc).
+inline thread_local int map_threads_on_this_thread = 1;
+
 // A Dataset's chain split into the record stream and the executor's work (dataset.cc).
 struct Plan {
   std::shared_ptr<const Node> last;  // keeps every node below alive for the iterator
@@ -23,6 +26,8 @@ struct Plan {
   size_t batch_size = 0;                // 0: no batch
   bool drop_remainder = false;
   std::vector<const Node*> post_batch;  // parse / map on batches
+  // A post-batch map splits each batch over the threads itself: process one unit at a time.
+  bool one_batch_at_a_time = false;
   int num_parallel = kAutotune;
   int prefetch = kAutotune;
   bool deterministic = true;
@@ -67,7 +72,10 @@ class PipelineIterator final : public Iterator {
 
   void ProduceLoop();
   Status PullUnit(Unit* u, bool* end_of_stream);
-  void Schedule(const std::shared_ptr<Unit>& unit, std::unique_lock<std::mutex>& lock);
+  // Starts processing queued units: all of them, or the oldest when one runs at a time.
+  // mu_ held.
+  void ScheduleQueued();
+  void Schedule(const std::shared_ptr<Unit>& unit);
   Status Process(Unit& u);
   Status Apply(const Node* op, Element& e, const Unit& u);
   Status RestoreState(StateReader& r);
