@@ -18,6 +18,7 @@
 // have produced (for deterministic pipelines).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -87,6 +88,12 @@ using MapFn = std::function<Status(Element& element)>;
 // Inside a MapFn added with `splits_batches` and called on a batch: how many threads it may
 // use for that batch (the iterator's parallelism, with ParallelFor); 1 in every other call.
 int MapThreads();
+
+// Inside a map call: becomes true when the iterator closes and the call's output will be
+// dropped, so a long map may stop early (returning any error). The flag may be read from the
+// threads the map spreads its work over, until the call returns; outside a map call it is a
+// flag that is always false.
+const std::atomic<bool>& MapCancelled();
 
 struct FilesOptions {
   std::optional<format::Compression> compression;  // nullopt: from each file name

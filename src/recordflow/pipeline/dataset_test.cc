@@ -461,6 +461,37 @@ TEST(PipelineTest, SplittingMapsRunOneBatchAtATimeWithAllThreads) {
   for (int t : single.threads) EXPECT_EQ(t, 1);
 }
 
+// Closing an iterator tells a running map so (MapCancelled), on every thread it spreads to.
+TEST(PipelineTest, ClosingTheIteratorCancelsARunningMap) {
+  Files f = WriteFiles({40});
+  EXPECT_FALSE(MapCancelled().load());  // outside a map
+  std::atomic<bool> started{false}, saw_cancel{false}, timed_out{false};
+  auto slow = [&](Element&) -> Status {
+    const std::atomic<bool>& cancelled = MapCancelled();
+    started = true;
+    std::thread helper([&] {  // as a map's ParallelFor helper would
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!cancelled.load()) {
+        if (std::chrono::steady_clock::now() > give_up) {
+          timed_out = true;
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      saw_cancel = true;
+    });
+    helper.join();
+    return CancelledError("closed");
+  };
+  auto ds = Ok(Ok(Ok(Dataset::FromFiles(f.paths)).Batch(10)).Map(slow, "slow", 2, true));
+  {
+    auto it = Ok(ds.MakeIterator());
+    while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }  // the destructor cancels and waits for the map
+  EXPECT_TRUE(saw_cancel);
+  EXPECT_FALSE(timed_out);
+}
+
 TEST(PipelineTest, CompressedFilesCheckpointByContent) {
   Files f = WriteFiles({40, 30}, ".tfrecord.gz");
   auto ds = Ok(Ok(Dataset::FromFiles(f.paths)).Shuffle({.buffer_size = 16, .seed = 2})).Repeat(2);

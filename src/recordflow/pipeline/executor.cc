@@ -36,16 +36,22 @@ size_t ElementBytes(const Element& e) {
   return n;
 }
 
-// Sets what MapThreads() answers on this thread for one map call.
-class MapThreadsScope {
+// Sets what MapThreads() and MapCancelled() answer on this thread for one map call.
+class MapCallScope {
  public:
-  explicit MapThreadsScope(int n) : saved_(std::exchange(map_threads_on_this_thread, n)) {}
-  ~MapThreadsScope() { map_threads_on_this_thread = saved_; }
-  MapThreadsScope(const MapThreadsScope&) = delete;
-  MapThreadsScope& operator=(const MapThreadsScope&) = delete;
+  MapCallScope(int threads, const std::atomic<bool>* cancelled)
+      : threads_(std::exchange(map_threads_on_this_thread, threads)),
+        cancelled_(std::exchange(map_cancelled_on_this_thread, cancelled)) {}
+  ~MapCallScope() {
+    map_threads_on_this_thread = threads_;
+    map_cancelled_on_this_thread = cancelled_;
+  }
+  MapCallScope(const MapCallScope&) = delete;
+  MapCallScope& operator=(const MapCallScope&) = delete;
 
  private:
-  int saved_;
+  int threads_;
+  const std::atomic<bool>* cancelled_;
 };
 
 }  // namespace
@@ -348,9 +354,9 @@ Status PipelineIterator::Apply(const Node* op, Element& e, const Unit& u) {
     return Status();
   }
   if (op->kind == Node::Kind::kMap) {
-    const MapThreadsScope threads(op->splits_batches && e.batched && plan_.one_batch_at_a_time
-                                      ? parallelism_
-                                      : 1);
+    const MapCallScope call(
+        op->splits_batches && e.batched && plan_.one_batch_at_a_time ? parallelism_ : 1,
+        &ctx_.cancelled);
     Status s = op->map_fn(e);
     if (!s.ok()) return Status(s.code(), "map '" + op->map_name + "': " + s.message());
     return Status();
@@ -586,6 +592,8 @@ PipelineStats PipelineIterator::stats() const {
 namespace recordflow::pipeline {
 
 int MapThreads() { return internal::map_threads_on_this_thread; }
+
+const std::atomic<bool>& MapCancelled() { return *internal::map_cancelled_on_this_thread; }
 
 std::string PipelineStats::Report() const {
   std::string out;

@@ -185,12 +185,15 @@ Status Run(const Preset& p, Element& e) {
   std::atomic<size_t> next{0};
   std::atomic<bool> any_failed{false};
   const bool skip = c.on_corruption == format::CorruptionPolicy::kSkip;
+  // Set when the iterator closes: the batch would be dropped, so stop decoding it.
+  const std::atomic<bool>& cancelled = pipeline::MapCancelled();
   auto work = [&](size_t, size_t) {
     thread_local Scratch mine;
     // After an error that stops the batch the rest need not be decoded, but every image
     // claimed is: claims go in order, so the first failing image of the batch is always met.
     size_t i = 0;
     while (!(!skip && any_failed.load(std::memory_order_relaxed)) &&
+           !cancelled.load(std::memory_order_relaxed) &&
            (i = next.fetch_add(1, std::memory_order_relaxed)) < n) {
       std::span<std::byte> out(t.data.get() + i * per_image, per_image);
       Status st = ProcessImage(p, e, i, image_bytes(i), mine, out);
@@ -206,6 +209,7 @@ Status Run(const Preset& p, Element& e) {
   } else {
     work(0, 1);
   }
+  if (cancelled.load(std::memory_order_relaxed)) return CancelledError("the iterator closed");
   size_t kept = 0;
   for (size_t i = 0; i < n; ++i) {
     if (any_failed.load(std::memory_order_relaxed) && !failed[i].ok()) {
