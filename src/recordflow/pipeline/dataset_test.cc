@@ -442,8 +442,14 @@ TEST(PipelineTest, SplittingMapsRunOneBatchAtATimeWithAllThreads) {
   auto parsed = Ok(Ok(Ok(Dataset::FromFiles(f.paths)).Batch(10)).Parse(Spec()));
   for (bool splits : {true, false}) {
     Seen seen;
-    auto ids = Flat(RunAll(Ok(parsed.Map(probe(&seen), "probe", 3, splits))));
+    auto it = Ok(Ok(parsed.Map(probe(&seen), "probe", 3, splits)).MakeIterator());
+    auto ids = Flat(Drain(*it));
     ASSERT_EQ(ids.size(), 200u);
+    // Busy time is summed over threads: a split batch keeps all 3 busy for its >= 2 ms.
+    const PipelineStats stats = it->stats();
+    ASSERT_EQ(stats.stages.size(), 3u);
+    EXPECT_GE(stats.stages[1].busy_seconds, 20 * 0.002 * (splits ? 3 : 1)) << stats.Report();
+    EXPECT_LT(stats.stages[1].busy_seconds, 20 * 1.0);
     for (size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], static_cast<int64_t>(i) + 1);
     ASSERT_EQ(seen.threads.size(), 20u);
     for (int t : seen.threads) EXPECT_EQ(t, splits ? 3 : 1) << "splits " << splits;

@@ -261,7 +261,9 @@ void PipelineIterator::Schedule(const std::shared_ptr<Unit>& unit) {
       memory_.Release(MemoryAccount::kExecutor, unit->charged - now);
     }
     unit->charged = now;
-    process_busy_ += busy;
+    // Thread-seconds: a unit mapped one at a time has every thread on it (the last image's
+    // tail, when the others have nothing left, is counted as busy).
+    process_busy_ += plan_.one_batch_at_a_time ? busy * parallelism_ : busy;
     processed_elements_ += unit->outputs.size();
     --running_;
     ScheduleQueued();
