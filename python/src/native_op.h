@@ -15,6 +15,7 @@ struct NativeMapOp {
   pipeline::MapFn fn;
   std::string name;
   std::shared_ptr<std::atomic<uint64_t>> skipped;  // may be null
+  bool splits_batches = false;  // see Dataset::Map
 };
 
 }  // namespace recordflow::python

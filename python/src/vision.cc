@@ -98,7 +98,8 @@ void RegisterVision(nb::module_& m) {
         o.flip_probability = flip_probability;
         o.seed = seed;
         vision::VisionOp op = ValueOrThrow(vision::ImagenetTrain(o));
-        return NativeMapOp{std::move(op.fn), std::move(op.name), std::move(op.skipped)};
+        return NativeMapOp{std::move(op.fn), std::move(op.name), std::move(op.skipped),
+                           op.splits_batches};
       },
       "size"_a, "image_key"_a, "label_key"_a, "scale"_a, "ratio"_a, "flip_probability"_a,
       "mean"_a, "std"_a, "dtype"_a, "layout"_a, "interpolation"_a, "seed"_a.none(),
@@ -117,7 +118,8 @@ void RegisterVision(nb::module_& m) {
                    dct_scaling, max_pixels, on_corruption, default_label);
         o.resize = resize;
         vision::VisionOp op = ValueOrThrow(vision::ImagenetEval(o));
-        return NativeMapOp{std::move(op.fn), std::move(op.name), std::move(op.skipped)};
+        return NativeMapOp{std::move(op.fn), std::move(op.name), std::move(op.skipped),
+                           op.splits_batches};
       },
       "size"_a, "resize"_a, "image_key"_a, "label_key"_a, "mean"_a, "std"_a, "dtype"_a,
       "layout"_a, "interpolation"_a, "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a,

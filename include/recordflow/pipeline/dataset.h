@@ -18,6 +18,7 @@
 // have produced (for deterministic pipelines).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -83,6 +84,16 @@ struct Element {
 // threads, several at once: must be thread-safe. Errors stop the pipeline and reach the
 // consumer in order.
 using MapFn = std::function<Status(Element& element)>;
+
+// Inside a MapFn added with `splits_batches` and called on a batch: how many threads it may
+// use for that batch (the iterator's parallelism, with ParallelFor); 1 in every other call.
+int MapThreads();
+
+// Inside a map call: becomes true when the iterator closes and the call's output will be
+// dropped, so a long map may stop early (returning any error). The flag may be read from the
+// threads the map spreads its work over, until the call returns; outside a map call it is a
+// flag that is always false.
+const std::atomic<bool>& MapCancelled();
 
 struct FilesOptions {
   std::optional<format::Compression> compression;  // nullopt: from each file name
@@ -189,7 +200,11 @@ class Dataset {
   // values. Views: valid while the Element and this Dataset (spec defaults) live. Ignored
   // (copies) when a map runs on single records before the batch.
   Result<Dataset> Parse(std::vector<example::FeatureSpec> specs, bool bytes_as_views = false) const;
-  Result<Dataset> Map(MapFn fn, std::string name, int num_parallel = kAutotune) const;
+  // splits_batches: the function spreads one batch over MapThreads() threads itself (the
+  // vision presets do), so the iterator maps one batch at a time with all its threads instead
+  // of a batch per thread: the first batch comes sooner, and fewer batches are held at once.
+  Result<Dataset> Map(MapFn fn, std::string name, int num_parallel = kAutotune,
+                      bool splits_batches = false) const;
   Result<Dataset> Batch(size_t batch_size, bool drop_remainder = false) const;
   // Ready outputs kept ahead of the consumer; kAutotune grows it while the consumer waits.
   Result<Dataset> Prefetch(int buffer_size = kAutotune) const;

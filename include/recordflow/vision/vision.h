@@ -78,6 +78,8 @@ struct VisionOp {
   pipeline::MapFn fn;
   std::string name;
   std::shared_ptr<std::atomic<uint64_t>> skipped;  // records dropped (kSkip)
+  // Spreads a batch over pipeline::MapThreads() threads: pass to Dataset::Map.
+  bool splits_batches = true;
   uint64_t skipped_records() const { return skipped->load(); }
 };
 

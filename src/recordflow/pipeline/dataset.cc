@@ -87,6 +87,7 @@ Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last) {
       case K::kMap:
         (batched ? plan.post_batch : plan.pre_batch).push_back(n);
         if (n->num_parallel != kAutotune) plan.num_parallel = n->num_parallel;
+        if (batched && n->splits_batches) plan.one_batch_at_a_time = true;
         break;
       case K::kBatch:
         if (batched) return UnimplementedError("batch of batches is not supported");
@@ -299,7 +300,8 @@ Result<Dataset> Dataset::Parse(std::vector<example::FeatureSpec> specs, bool byt
   return Dataset(std::move(n));
 }
 
-Result<Dataset> Dataset::Map(MapFn fn, std::string name, int num_parallel) const {
+Result<Dataset> Dataset::Map(MapFn fn, std::string name, int num_parallel,
+                             bool splits_batches) const {
   if (!fn) return InvalidArgumentError("map: no function");
   if (num_parallel < 1 && num_parallel != kAutotune) {
     return InvalidArgumentError("map: num_parallel must be >= 1 or AUTOTUNE");
@@ -308,6 +310,7 @@ Result<Dataset> Dataset::Map(MapFn fn, std::string name, int num_parallel) const
   n->map_fn = std::move(fn);
   n->map_name = std::move(name);
   n->num_parallel = num_parallel;
+  n->splits_batches = splits_batches;
   return Dataset(std::move(n));
 }
 

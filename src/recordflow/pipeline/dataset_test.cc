@@ -4,13 +4,17 @@
 #include "recordflow/pipeline/dataset.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
+#include "recordflow/core/thread_pool.h"
 #include "recordflow/example/example.h"
 #include "recordflow/format/record_test_util.h"
 #include "recordflow/format/record_writer.h"
@@ -409,6 +413,89 @@ TEST(PipelineTest, MapRunsNativeOpsInParallelInOrder) {
   Result<bool> got = it->GetNext(&e);
   ASSERT_FALSE(got.ok());
   EXPECT_NE(got.status().message().find("map 'decode': bad pixel"), std::string::npos);
+}
+
+// A map that splits batches itself gets the iterator's threads and one batch at a time; any
+// other map, or the same map on single records, gets one thread and runs several at once.
+TEST(PipelineTest, SplittingMapsRunOneBatchAtATimeWithAllThreads) {
+  Files f = WriteFiles({200});
+  struct Seen {
+    std::mutex mu;
+    int running = 0;
+    int most_running = 0;
+    std::vector<int> threads;
+  };
+  auto probe = [](Seen* seen) {
+    return [seen](Element& e) -> Status {
+      {
+        std::lock_guard lock(seen->mu);
+        seen->most_running = std::max(seen->most_running, ++seen->running);
+        seen->threads.push_back(MapThreads());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      for (int64_t& v : e.columns[0].int64s) v += 1;
+      std::lock_guard lock(seen->mu);
+      --seen->running;
+      return Status();
+    };
+  };
+  auto parsed = Ok(Ok(Ok(Dataset::FromFiles(f.paths)).Batch(10)).Parse(Spec()));
+  for (bool splits : {true, false}) {
+    Seen seen;
+    auto it = Ok(Ok(parsed.Map(probe(&seen), "probe", 3, splits)).MakeIterator());
+    auto ids = Flat(Drain(*it));
+    ASSERT_EQ(ids.size(), 200u);
+    // Busy time is summed over threads: a split batch keeps all 3 busy for its >= 2 ms.
+    const PipelineStats stats = it->stats();
+    ASSERT_EQ(stats.stages.size(), 3u);
+    EXPECT_GE(stats.stages[1].busy_seconds, 20 * 0.002 * (splits ? 3 : 1)) << stats.Report();
+    EXPECT_LT(stats.stages[1].busy_seconds, 20 * 1.0);
+    for (size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], static_cast<int64_t>(i) + 1);
+    ASSERT_EQ(seen.threads.size(), 20u);
+    for (int t : seen.threads) EXPECT_EQ(t, splits ? 3 : 1) << "splits " << splits;
+    if (splits) {
+      EXPECT_EQ(seen.most_running, 1);
+    } else if (ThreadPool::Default().num_threads() > 1) {
+      EXPECT_GT(seen.most_running, 1);  // 20 batches of 2 ms maps, on every pool thread
+    }
+  }
+  EXPECT_EQ(MapThreads(), 1);  // outside a map
+  // Before the batch, on single records: one thread, whatever the map says.
+  Seen single;
+  auto unbatched = Ok(Ok(Dataset::FromFiles(f.paths)).Take(30).Parse(Spec()));
+  ASSERT_EQ(Flat(RunAll(Ok(unbatched.Map(probe(&single), "probe", 3, true)))).size(), 30u);
+  for (int t : single.threads) EXPECT_EQ(t, 1);
+}
+
+// Closing an iterator tells a running map so (MapCancelled), on every thread it spreads to.
+TEST(PipelineTest, ClosingTheIteratorCancelsARunningMap) {
+  Files f = WriteFiles({40});
+  EXPECT_FALSE(MapCancelled().load());  // outside a map
+  std::atomic<bool> started{false}, saw_cancel{false}, timed_out{false};
+  auto slow = [&](Element&) -> Status {
+    const std::atomic<bool>& cancelled = MapCancelled();
+    started = true;
+    std::thread helper([&] {  // as a map's ParallelFor helper would
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!cancelled.load()) {
+        if (std::chrono::steady_clock::now() > give_up) {
+          timed_out = true;
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      saw_cancel = true;
+    });
+    helper.join();
+    return CancelledError("closed");
+  };
+  auto ds = Ok(Ok(Ok(Dataset::FromFiles(f.paths)).Batch(10)).Map(slow, "slow", 2, true));
+  {
+    auto it = Ok(ds.MakeIterator());
+    while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }  // the destructor cancels and waits for the map
+  EXPECT_TRUE(saw_cancel);
+  EXPECT_FALSE(timed_out);
 }
 
 TEST(PipelineTest, CompressedFilesCheckpointByContent) {

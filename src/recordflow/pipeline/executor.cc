@@ -36,6 +36,24 @@ size_t ElementBytes(const Element& e) {
   return n;
 }
 
+// Sets what MapThreads() and MapCancelled() answer on this thread for one map call.
+class MapCallScope {
+ public:
+  MapCallScope(int threads, const std::atomic<bool>* cancelled)
+      : threads_(std::exchange(map_threads_on_this_thread, threads)),
+        cancelled_(std::exchange(map_cancelled_on_this_thread, cancelled)) {}
+  ~MapCallScope() {
+    map_threads_on_this_thread = threads_;
+    map_cancelled_on_this_thread = cancelled_;
+  }
+  MapCallScope(const MapCallScope&) = delete;
+  MapCallScope& operator=(const MapCallScope&) = delete;
+
+ private:
+  int threads_;
+  const std::atomic<bool>* cancelled_;
+};
+
 }  // namespace
 
 struct PipelineIterator::Unit {
@@ -47,6 +65,7 @@ struct PipelineIterator::Unit {
   bool done = false;
   size_t bytes = 0;
   size_t charged = 0;  // bytes charged to the memory account (records, then outputs)
+  bool scheduled = false;  // handed to the pool (or done without it)
 };
 
 namespace {
@@ -180,7 +199,7 @@ void PipelineIterator::ProduceLoop() {
       unit->charged = UnitBytes(unit->records, unit->outputs);
       memory_.Charge(MemoryAccount::kExecutor, unit->charged);
       units_.push_back(unit);
-      Schedule(unit, lock);
+      ScheduleQueued();
     }
     if (end) {
       // A repeat after batch: a new epoch of the stream, batches restart.
@@ -215,8 +234,16 @@ void PipelineIterator::ProduceLoop() {
   }
 }
 
-void PipelineIterator::Schedule(const std::shared_ptr<Unit>& unit, std::unique_lock<std::mutex>& lock) {
-  (void)lock;
+void PipelineIterator::ScheduleQueued() {
+  if (cancelled_) return;
+  for (const auto& u : units_) {
+    if (plan_.one_batch_at_a_time && running_ > 0) return;
+    if (!u->scheduled && !u->done) Schedule(u);
+  }
+}
+
+void PipelineIterator::Schedule(const std::shared_ptr<Unit>& unit) {
+  unit->scheduled = true;
   ++running_;
   ThreadPool::Default().Schedule([this, unit] {
     const auto t0 = Clock::now();
@@ -234,9 +261,12 @@ void PipelineIterator::Schedule(const std::shared_ptr<Unit>& unit, std::unique_l
       memory_.Release(MemoryAccount::kExecutor, unit->charged - now);
     }
     unit->charged = now;
-    process_busy_ += busy;
+    // Thread-seconds: a unit mapped one at a time has every thread on it (the last image's
+    // tail, when the others have nothing left, is counted as busy).
+    process_busy_ += plan_.one_batch_at_a_time ? busy * parallelism_ : busy;
     processed_elements_ += unit->outputs.size();
     --running_;
+    ScheduleQueued();
     cv_.notify_all();
   });
 }
@@ -326,6 +356,9 @@ Status PipelineIterator::Apply(const Node* op, Element& e, const Unit& u) {
     return Status();
   }
   if (op->kind == Node::Kind::kMap) {
+    const MapCallScope call(
+        op->splits_batches && e.batched && plan_.one_batch_at_a_time ? parallelism_ : 1,
+        &ctx_.cancelled);
     Status s = op->map_fn(e);
     if (!s.ok()) return Status(s.code(), "map '" + op->map_name + "': " + s.message());
     return Status();
@@ -559,6 +592,10 @@ PipelineStats PipelineIterator::stats() const {
 }  // namespace recordflow::pipeline::internal
 
 namespace recordflow::pipeline {
+
+int MapThreads() { return internal::map_threads_on_this_thread; }
+
+const std::atomic<bool>& MapCancelled() { return *internal::map_cancelled_on_this_thread; }
 
 std::string PipelineStats::Report() const {
   std::string out;

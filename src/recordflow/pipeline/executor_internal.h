@@ -14,6 +14,11 @@
 
 namespace recordflow::pipeline::internal {
 
+// What MapThreads() and MapCancelled() answer on this thread (executor.cc).
+inline thread_local int map_threads_on_this_thread = 1;
+inline const std::atomic<bool> never_cancelled{false};
+inline thread_local const std::atomic<bool>* map_cancelled_on_this_thread = &never_cancelled;
+
 // A Dataset's chain split into the record stream and the executor's work (dataset.cc).
 struct Plan {
   std::shared_ptr<const Node> last;  // keeps every node below alive for the iterator
@@ -23,6 +28,8 @@ struct Plan {
   size_t batch_size = 0;                // 0: no batch
   bool drop_remainder = false;
   std::vector<const Node*> post_batch;  // parse / map on batches
+  // A post-batch map splits each batch over the threads itself: process one unit at a time.
+  bool one_batch_at_a_time = false;
   int num_parallel = kAutotune;
   int prefetch = kAutotune;
   bool deterministic = true;
@@ -67,7 +74,10 @@ class PipelineIterator final : public Iterator {
 
   void ProduceLoop();
   Status PullUnit(Unit* u, bool* end_of_stream);
-  void Schedule(const std::shared_ptr<Unit>& unit, std::unique_lock<std::mutex>& lock);
+  // Starts processing queued units: all of them, or the oldest when one runs at a time.
+  // mu_ held.
+  void ScheduleQueued();
+  void Schedule(const std::shared_ptr<Unit>& unit);
   Status Process(Unit& u);
   Status Apply(const Node* op, Element& e, const Unit& u);
   Status RestoreState(StateReader& r);

@@ -105,6 +105,7 @@ struct Node {
   MapFn map_fn;
   std::string map_name;
   int num_parallel = kAutotune;
+  bool splits_batches = false;
   // kBatch
   size_t batch_size = 0;
   bool drop_remainder = false;

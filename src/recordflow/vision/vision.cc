@@ -2,6 +2,7 @@
 #include "recordflow/vision/vision.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "recordflow/core/buffer_pool_internal.h"
+#include "recordflow/core/thread_pool.h"
 #include "recordflow/example/parse.h"
 
 namespace recordflow::vision {
@@ -47,10 +49,14 @@ struct Preset {
   std::shared_ptr<internal::BufferPool> outputs;
 };
 
-// Per pool thread: the decoder (libjpeg state) and every buffer a record needs, reused.
+// Per pool thread, reused: the decoder (libjpeg state) and the decoded pixels of one image...
 struct Scratch {
   ImageDecoder decoder;
   DecodedRegion region;
+};
+
+// ...and the parse of a batch, whose columns the batch's images are read from.
+struct ParseScratch {
   std::vector<Column> columns;
   std::vector<std::span<const std::byte>> spans;
 };
@@ -127,7 +133,7 @@ Status ProcessImage(const Preset& p, const Element& e, size_t i, std::span<const
 }
 
 Status Run(const Preset& p, Element& e) {
-  thread_local Scratch s;
+  thread_local ParseScratch s;
   const CommonOptions& c = p.common;
   const Column* images = nullptr;
   const Column* labels = nullptr;
@@ -174,17 +180,50 @@ Status Run(const Preset& p, Element& e) {
   label.key = c.label_output;
   label.dtype = example::DType::kInt64;
   label.int64s.reserve(n);
+  // Each image into its own slot, on up to MapThreads() threads claiming images one at a time.
+  std::vector<Status> failed(n);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> any_failed{false};
+  const bool skip = c.on_corruption == format::CorruptionPolicy::kSkip;
+  // Set when the iterator closes: the batch would be dropped, so stop decoding it.
+  const std::atomic<bool>& cancelled = pipeline::MapCancelled();
+  auto work = [&](size_t, size_t) {
+    thread_local Scratch mine;
+    // After an error that stops the batch the rest need not be decoded, but every image
+    // claimed is: claims go in order, so the first failing image of the batch is always met.
+    size_t i = 0;
+    while (!(!skip && any_failed.load(std::memory_order_relaxed)) &&
+           !cancelled.load(std::memory_order_relaxed) &&
+           (i = next.fetch_add(1, std::memory_order_relaxed)) < n) {
+      std::span<std::byte> out(t.data.get() + i * per_image, per_image);
+      Status st = ProcessImage(p, e, i, image_bytes(i), mine, out);
+      if (!st.ok()) {
+        failed[i] = std::move(st);
+        any_failed.store(true, std::memory_order_relaxed);
+      }
+    }
+  };
+  const int threads = std::max(1, pipeline::MapThreads());
+  if (threads > 1 && n > 1) {
+    ParallelFor(static_cast<size_t>(threads), 1, threads, work);
+  } else {
+    work(0, 1);
+  }
+  if (cancelled.load(std::memory_order_relaxed)) return CancelledError("the iterator closed");
   size_t kept = 0;
   for (size_t i = 0; i < n; ++i) {
-    std::span<std::byte> out(t.data.get() + kept * per_image, per_image);
-    Status st = ProcessImage(p, e, i, image_bytes(i), s, out);
-    if (!st.ok()) {
+    if (any_failed.load(std::memory_order_relaxed) && !failed[i].ok()) {
       // Positions stay those of all records read: checkpoints count records, not outputs.
-      if (c.on_corruption == format::CorruptionPolicy::kSkip) {
+      if (skip) {
         p.skipped->fetch_add(1, std::memory_order_relaxed);
         continue;
       }
+      // The first failing record in the batch, whichever thread met it first.
+      const Status& st = failed[i];
       return Status(st.code(), "image '" + c.image_key + "' of " + Where(e, i) + ": " + st.message());
+    }
+    if (kept != i) {
+      std::memmove(t.data.get() + kept * per_image, t.data.get() + i * per_image, per_image);
     }
     label.int64s.push_back(labels->int64s[i]);
     ++kept;
@@ -234,6 +273,7 @@ Result<VisionOp> Make(std::shared_ptr<Preset> p, std::string name) {
   op.skipped = p->skipped;
   op.name = std::move(name);
   op.fn = [p](Element& e) { return Run(*p, e); };
+  op.splits_batches = true;
   return op;
 }
 

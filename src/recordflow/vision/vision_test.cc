@@ -171,5 +171,85 @@ TEST(VisionTest, CorruptImageNamesTheRecordOrIsSkipped) {
   EXPECT_EQ(skip.skipped_records(), 1u);
 }
 
+// The presets spread a batch over the iterator's threads (splits_batches): the tensors, labels,
+// skips and errors are those of one thread per batch, bit for bit.
+std::vector<std::string> RecordsWithCorrupt(int n, std::vector<int> corrupt) {
+  std::vector<std::string> recs = Records(n);
+  for (int i : corrupt) {
+    example::Features f;
+    f["image/encoded"] = example::Feature::Bytes({JpegOf(100, 80, i).substr(0, 300)});
+    f["image/class/label"] = example::Feature::Int64s({100 + i});
+    recs[static_cast<size_t>(i)] = example::SerializeExample(f);
+  }
+  return recs;
+}
+
+void ExpectSameBatches(const std::vector<Element>& a, const std::vector<Element>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].tensors[0].shape, b[i].tensors[0].shape) << "batch " << i;
+    ASSERT_EQ(a[i].tensors[0].size_bytes, b[i].tensors[0].size_bytes);
+    EXPECT_EQ(std::memcmp(a[i].tensors[0].data.get(), b[i].tensors[0].data.get(),
+                          a[i].tensors[0].size_bytes), 0) << "batch " << i;
+    EXPECT_EQ(a[i].columns[0].int64s, b[i].columns[0].int64s) << "batch " << i;
+  }
+}
+
+TEST(VisionTest, SplitBatchesEqualOneThreadPerBatch) {
+  ASSERT_TRUE(ImagenetTrain().value().splits_batches);
+  const std::vector<std::string> recs = RecordsWithCorrupt(37, {});
+  for (int eval = 0; eval < 2; ++eval) {
+    ImagenetTrainOptions to;
+    to.size = 40;
+    to.seed = 3;
+    ImagenetEvalOptions eo;
+    eo.size = 40;
+    eo.resize = 48;
+    VisionOp op = eval ? Ok(ImagenetEval(eo)) : Ok(ImagenetTrain(to));
+    Dataset batched = Ok(Dataset::FromRecords(recs).Batch(16));
+    std::vector<Element> serial = RunAll(Ok(batched.Map(op.fn, op.name, 1, false)));
+    ASSERT_EQ(serial.size(), 3u);
+    EXPECT_EQ(serial[2].tensors[0].shape[0], 5);
+    for (int threads : {2, 3, 5}) {
+      SCOPED_TRACE("threads " + std::to_string(threads) + (eval ? " eval" : " train"));
+      ExpectSameBatches(RunAll(Ok(batched.Map(op.fn, op.name, threads, true))), serial);
+    }
+  }
+}
+
+TEST(VisionTest, SplitBatchesSkipAndFailLikeOneThreadPerBatch) {
+  const std::vector<std::string> recs = RecordsWithCorrupt(30, {4, 5, 17, 29});
+  ImagenetTrainOptions o;
+  o.size = 24;
+  o.seed = 5;
+  o.on_corruption = format::CorruptionPolicy::kSkip;
+  VisionOp one = Ok(ImagenetTrain(o));
+  VisionOp split = Ok(ImagenetTrain(o));
+  Dataset batched = Ok(Dataset::FromRecords(recs).Batch(30));
+  std::vector<Element> serial = RunAll(Ok(batched.Map(one.fn, one.name, 1, false)));
+  ASSERT_EQ(serial.size(), 1u);
+  EXPECT_EQ(serial[0].tensors[0].shape[0], 26);
+  std::vector<Element> got = RunAll(Ok(batched.Map(split.fn, split.name, 4, true)));
+  ExpectSameBatches(got, serial);
+  std::vector<int64_t> want;
+  for (int64_t i = 0; i < 30; ++i) {
+    if (i != 4 && i != 5 && i != 17 && i != 29) want.push_back(i);
+  }
+  EXPECT_EQ(got[0].columns[0].int64s, want);
+  EXPECT_EQ(split.skipped_records(), 4u);
+  // Raised: always the batch's first bad record, whichever thread meets which first.
+  o.on_corruption = format::CorruptionPolicy::kRaise;
+  VisionOp raise = Ok(ImagenetTrain(o));
+  for (int round = 0; round < 8; ++round) {
+    auto it = Ok(Ok(batched.Map(raise.fn, raise.name, 4, true)).MakeIterator());
+    Element e;
+    Result<bool> r = it->GetNext(&e);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(r.status().message().find("record 4 of file #0"), std::string::npos)
+        << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace recordflow::vision
