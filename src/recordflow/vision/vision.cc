@@ -212,7 +212,7 @@ Status Run(const Preset& p, Element& e) {
   if (cancelled.load(std::memory_order_relaxed)) return CancelledError("the iterator closed");
   size_t kept = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (any_failed.load(std::memory_order_relaxed) && !failed[i].ok()) {
+    if (!failed[i].ok()) {
       // Positions stay those of all records read: checkpoints count records, not outputs.
       if (skip) {
         p.skipped->fetch_add(1, std::memory_order_relaxed);
