@@ -16,6 +16,7 @@ struct NativeMapOp {
   std::string name;
   std::shared_ptr<std::atomic<uint64_t>> skipped;  // may be null
   bool splits_batches = false;  // see Dataset::Map
+  bool elementwise = false;     // see pipeline::MapOptions
 };
 
 }  // namespace recordflow::python

@@ -220,7 +220,7 @@ void RegisterPipeline(nb::module_& m) {
       .def("batch", [](const Dataset& d, size_t size, bool drop) { return Check(d.Batch(size, drop)); })
       .def("map_native",
            [](const Dataset& d, const NativeMapOp& op, int num_parallel) {
-             return Check(d.Map(op.fn, op.name, num_parallel, op.splits_batches));
+             return Check(d.Map(op.fn, op.name, {num_parallel, op.splits_batches, op.elementwise}));
            })
       .def("prefetch", [](const Dataset& d, int n) { return Check(d.Prefetch(n)); })
       .def("debug_string", &Dataset::DebugString)

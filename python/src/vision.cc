@@ -99,7 +99,7 @@ void RegisterVision(nb::module_& m) {
         o.seed = seed;
         vision::VisionOp op = ValueOrThrow(vision::ImagenetTrain(o));
         return NativeMapOp{std::move(op.fn), std::move(op.name), std::move(op.skipped),
-                           op.splits_batches};
+                           op.splits_batches, op.elementwise};
       },
       "size"_a, "image_key"_a, "label_key"_a, "scale"_a, "ratio"_a, "flip_probability"_a,
       "mean"_a, "std"_a, "dtype"_a, "layout"_a, "interpolation"_a, "seed"_a.none(),
@@ -119,7 +119,7 @@ void RegisterVision(nb::module_& m) {
         o.resize = resize;
         vision::VisionOp op = ValueOrThrow(vision::ImagenetEval(o));
         return NativeMapOp{std::move(op.fn), std::move(op.name), std::move(op.skipped),
-                           op.splits_batches};
+                           op.splits_batches, op.elementwise};
       },
       "size"_a, "resize"_a, "image_key"_a, "label_key"_a, "mean"_a, "std"_a, "dtype"_a,
       "layout"_a, "interpolation"_a, "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a,

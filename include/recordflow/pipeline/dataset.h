@@ -117,6 +117,10 @@ struct ShuffleOptions {
 };
 
 struct IteratorOptions {
+  // Static rewrites of the chain, applied once when the iterator is made (docs/pipeline.md
+  // lists them): each gives the same elements, skip counts and checkpoints as the chain as
+  // written, only cheaper. false runs the chain as written (for comparisons).
+  bool optimize = true;
   // Upper bound on the bytes the iterator holds in its buffers: shuffle buffers, in-memory
   // caches, interleave read-ahead queues and the executor's in-flight and ready batches, all
   // counted in one account (PipelineStats::memory_*). Shuffle buffers and memory caches are
@@ -126,6 +130,19 @@ struct IteratorOptions {
   // which may go past the budget so that a too-small budget still makes progress.
   // Elements already returned by GetNext belong to the caller and are not counted.
   size_t memory_budget = size_t{1} << 30;
+};
+
+// How a native map may be run; see Dataset::Map.
+struct MapOptions {
+  int num_parallel = kAutotune;
+  // The function spreads one batch over MapThreads() threads itself (the vision presets do),
+  // so the iterator maps one batch at a time with all its threads instead of a batch per
+  // thread: the first batch comes sooner, and fewer batches are held at once.
+  bool splits_batches = false;
+  // Calling the function on a batch gives exactly the batch of its outputs on each record
+  // (tensors, columns, skipped records and errors, bit for bit; randomness only from each
+  // record's RecordPosition). Lets the optimizer run `map(f).batch(n)` as `batch(n).map(f)`.
+  bool elementwise = false;
 };
 
 // Per-stage counters; Iterator::stats() returns one per stage, source first.
@@ -200,11 +217,11 @@ class Dataset {
   // values. Views: valid while the Element and this Dataset (spec defaults) live. Ignored
   // (copies) when a map runs on single records before the batch.
   Result<Dataset> Parse(std::vector<example::FeatureSpec> specs, bool bytes_as_views = false) const;
-  // splits_batches: the function spreads one batch over MapThreads() threads itself (the
-  // vision presets do), so the iterator maps one batch at a time with all its threads instead
-  // of a batch per thread: the first batch comes sooner, and fewer batches are held at once.
+  // A native map (see MapOptions; this form: not element-wise).
   Result<Dataset> Map(MapFn fn, std::string name, int num_parallel = kAutotune,
                       bool splits_batches = false) const;
+  // Errors: kInvalidArgument for no function or num_parallel < 1 (other than kAutotune).
+  Result<Dataset> Map(MapFn fn, std::string name, MapOptions options) const;
   Result<Dataset> Batch(size_t batch_size, bool drop_remainder = false) const;
   // Ready outputs kept ahead of the consumer; kAutotune grows it while the consumer waits.
   Result<Dataset> Prefetch(int buffer_size = kAutotune) const;
@@ -216,7 +233,10 @@ class Dataset {
   Result<std::unique_ptr<Iterator>> Restore(std::span<const std::byte> state,
                                             IteratorOptions options = {}) const;
 
-  // One line per stage, e.g. "files(3) -> shuffle(1000) -> batch(32) -> parse(4)".
+  // The stages the iterator runs, in the order it runs them, e.g.
+  // "files(3) -> shuffle(1000) -> batch(32) -> parse(a,b)"; when the optimizer reordered the
+  // chain (IteratorOptions::optimize), followed by "  [rewrites: ...]" naming each rewrite.
+  // A chain that cannot run is described as written.
   std::string DebugString() const;
 
   const std::shared_ptr<const internal::Node>& node() const { return node_; }

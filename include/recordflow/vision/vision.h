@@ -80,6 +80,9 @@ struct VisionOp {
   std::shared_ptr<std::atomic<uint64_t>> skipped;  // records dropped (kSkip)
   // Spreads a batch over pipeline::MapThreads() threads: pass to Dataset::Map.
   bool splits_batches = true;
+  // Each record's output depends only on its bytes and position: `map(op).batch(n)` may run as
+  // `batch(n).map(op)` (MapOptions::elementwise).
+  bool elementwise = true;
   uint64_t skipped_records() const { return skipped->load(); }
 };
 

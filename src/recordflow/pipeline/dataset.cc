@@ -2,6 +2,7 @@
 #include "recordflow/pipeline/dataset.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <filesystem>
 #include <functional>
 #include <glob.h>
@@ -62,8 +63,48 @@ std::vector<const Node*> Chain(const Node* last) {
 std::string Seed(const std::optional<uint64_t>& s) { return s ? std::to_string(*s) : "random"; }
 std::string Count(int n) { return n == kAutotune ? "autotune" : std::to_string(n); }
 
-// Splits the chain into the record stream and the executor's work.
-Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last) {
+std::string Join(const std::vector<const Node*>& nodes) {
+  std::string s;
+  for (const Node* n : nodes) s += (s.empty() ? "" : " -> ") + n->Describe();
+  return s;
+}
+
+// Ops that may run on a whole batch instead of on each record before it: a parse (parsing a
+// batch gives what parsing each record and concatenating would) and maps declared
+// element-wise (MapOptions::elementwise).
+bool RunsPerBatchAlike(const Node* n) {
+  return n->kind == K::kParse || (n->kind == K::kMap && n->elementwise);
+}
+
+// The static rewrites (docs/pipeline.md, "Static optimisation"). Only ops that give the same
+// elements either way move, and they move within the executor, whose checkpoints save the
+// input records of every unit: the state does not depend on where an op runs, so checkpoints
+// of the written and the rewritten chain are interchangeable.
+void Optimize(internal::Plan& plan, bool optimize) {
+  if (plan.batch_size == 0 || plan.pre_batch.empty()) return;
+  // The trailing run of per-batch-alike ops before the batch runs after it instead: one call
+  // per batch instead of one per record, and no copy of each record's outputs into the batch.
+  size_t keep = plan.pre_batch.size();
+  while (keep > 0 && RunsPerBatchAlike(plan.pre_batch[keep - 1])) --keep;
+  // Without the optimizer only the parse-only case moves (it always has).
+  if (!optimize && keep != 0) return;
+  if (!optimize && !std::all_of(plan.pre_batch.begin(), plan.pre_batch.end(),
+                                [](const Node* n) { return n->kind == K::kParse; })) {
+    return;
+  }
+  if (keep == plan.pre_batch.size()) return;
+  const std::vector<const Node*> moved(plan.pre_batch.begin() + static_cast<ptrdiff_t>(keep),
+                                       plan.pre_batch.end());
+  plan.post_batch.insert(plan.post_batch.begin(), moved.begin(), moved.end());
+  plan.pre_batch.resize(keep);
+  plan.rewrites.push_back(Join(moved) + " -> batch(" + std::to_string(plan.batch_size) +
+                          ") runs as batch(" + std::to_string(plan.batch_size) + ") -> " +
+                          Join(moved) + " (element-wise)");
+}
+
+// Splits the chain into the record stream and the executor's work, then applies the static
+// rewrites (when `optimize`).
+Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last, bool optimize) {
   internal::Plan plan;
   plan.last = last;
   plan.nodes = Chain(last.get());
@@ -77,26 +118,28 @@ Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last) {
   plan.stream_end = stream_nodes.back();
   bool batched = false;
   bool repeated = false;
+  std::vector<const Node*> tail;  // repeat / take / skip / prefetch after batch/parse/map
+  const Node* batch_node = nullptr;
   for (; i < plan.nodes.size(); ++i) {
     const Node* n = plan.nodes[i];
     switch (n->kind) {
       case K::kParse:
-        // Parsing a batch gives what parsing each record and batching would: parse after.
         (batched ? plan.post_batch : plan.pre_batch).push_back(n);
         break;
       case K::kMap:
         (batched ? plan.post_batch : plan.pre_batch).push_back(n);
         if (n->num_parallel != kAutotune) plan.num_parallel = n->num_parallel;
-        if (batched && n->splits_batches) plan.one_batch_at_a_time = true;
         break;
       case K::kBatch:
         if (batched) return UnimplementedError("batch of batches is not supported");
         batched = true;
+        batch_node = n;
         plan.batch_size = n->batch_size;
         plan.drop_remainder = n->drop_remainder;
         break;
       case K::kPrefetch:
         plan.prefetch = n->buffer_size;
+        tail.push_back(n);
         break;
       case K::kRepeat:
         if (repeated) return UnimplementedError("two repeats after batch/parse/map");
@@ -105,38 +148,45 @@ Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last) {
         }
         repeated = true;
         plan.tail_repeat = n->count < 0 ? -1 : n->count;
+        tail.push_back(n);
         break;
       case K::kTake:
         plan.take = plan.take < 0 ? n->count : std::min(plan.take, n->count);
+        tail.push_back(n);
         break;
       case K::kSkip:
         if (plan.take >= 0) return UnimplementedError("skip after take after batch/parse/map");
         plan.skip += n->count;
+        tail.push_back(n);
         break;
       default:
         return UnimplementedError(n->Describe() + " after batch/parse/map is not supported: "
                                   "apply it to the records before them");
     }
   }
-  // Parse first on whole batches when nothing else runs on single records.
-  if (plan.batch_size > 0 && !plan.pre_batch.empty() &&
-      std::all_of(plan.pre_batch.begin(), plan.pre_batch.end(),
-                  [](const Node* n) { return n->kind == K::kParse; })) {
-    plan.post_batch.insert(plan.post_batch.begin(), plan.pre_batch.begin(), plan.pre_batch.end());
-    plan.pre_batch.clear();
+  Optimize(plan, optimize);
+  for (const Node* n : plan.post_batch) {
+    if (n->kind == K::kMap && n->splits_batches) plan.one_batch_at_a_time = true;
   }
   for (const Node* n : plan.nodes) {
     if (n->kind == K::kInterleave && !n->interleave.deterministic) plan.deterministic = false;
   }
-  std::string stream, exec;
-  for (const Node* n : stream_nodes) stream += (stream.empty() ? "" : " -> ") + n->Describe();
-  for (const Node* n : plan.pre_batch) exec += (exec.empty() ? "" : " -> ") + n->Describe();
+  std::string exec = Join(plan.pre_batch);
   if (plan.batch_size > 0) exec += (exec.empty() ? "" : " -> ") + std::string("batch(") + std::to_string(plan.batch_size) + ")";
-  for (const Node* n : plan.post_batch) exec += (exec.empty() ? "" : " -> ") + n->Describe();
-  plan.stream_description = stream;
+  if (!plan.post_batch.empty()) exec += (exec.empty() ? "" : " -> ") + Join(plan.post_batch);
+  plan.stream_description = Join(stream_nodes);
   plan.executor_description = exec.empty() ? "pass-through" : exec;
-  // Same description and parameters -> same fingerprint (std::hash of a string is stable
-  // within one build, which is what checkpoints are checked against).
+  // The whole chain as it runs: the batch stage with its own description (drop_remainder).
+  std::vector<const Node*> run = stream_nodes;
+  run.insert(run.end(), plan.pre_batch.begin(), plan.pre_batch.end());
+  if (batch_node != nullptr) run.push_back(batch_node);
+  run.insert(run.end(), plan.post_batch.begin(), plan.post_batch.end());
+  run.insert(run.end(), tail.begin(), tail.end());
+  plan.run_description = Join(run);
+  // The fingerprint is that of the chain as written (not as rewritten): a checkpoint restores
+  // into the same Dataset whether or not the optimizer ran. Same description and parameters ->
+  // same fingerprint (std::hash of a string is stable within one build, which is what
+  // checkpoints are checked against).
   std::string all;
   for (const Node* n : plan.nodes) all += n->Describe() + "|";
   plan.fingerprint = std::hash<std::string>()(all);
@@ -302,15 +352,23 @@ Result<Dataset> Dataset::Parse(std::vector<example::FeatureSpec> specs, bool byt
 
 Result<Dataset> Dataset::Map(MapFn fn, std::string name, int num_parallel,
                              bool splits_batches) const {
+  MapOptions options;
+  options.num_parallel = num_parallel;
+  options.splits_batches = splits_batches;
+  return Map(std::move(fn), std::move(name), options);
+}
+
+Result<Dataset> Dataset::Map(MapFn fn, std::string name, MapOptions options) const {
   if (!fn) return InvalidArgumentError("map: no function");
-  if (num_parallel < 1 && num_parallel != kAutotune) {
+  if (options.num_parallel < 1 && options.num_parallel != kAutotune) {
     return InvalidArgumentError("map: num_parallel must be >= 1 or AUTOTUNE");
   }
   auto n = Derive(node_, K::kMap);
   n->map_fn = std::move(fn);
   n->map_name = std::move(name);
-  n->num_parallel = num_parallel;
-  n->splits_batches = splits_batches;
+  n->num_parallel = options.num_parallel;
+  n->splits_batches = options.splits_batches;
+  n->elementwise = options.elementwise;
   return Dataset(std::move(n));
 }
 
@@ -332,7 +390,7 @@ Result<Dataset> Dataset::Prefetch(int buffer_size) const {
 }
 
 Result<std::unique_ptr<Iterator>> Dataset::MakeIterator(IteratorOptions options) const {
-  RF_ASSIGN_OR_RETURN(internal::Plan plan, Compile(node_));
+  RF_ASSIGN_OR_RETURN(internal::Plan plan, Compile(node_, options.optimize));
   auto it = std::make_unique<internal::PipelineIterator>(std::move(plan), options);
   RF_RETURN_IF_ERROR(it->Start(internal::SeedTable{}, nullptr));
   return std::unique_ptr<Iterator>(std::move(it));
@@ -340,7 +398,7 @@ Result<std::unique_ptr<Iterator>> Dataset::MakeIterator(IteratorOptions options)
 
 Result<std::unique_ptr<Iterator>> Dataset::Restore(std::span<const std::byte> state,
                                                    IteratorOptions options) const {
-  RF_ASSIGN_OR_RETURN(internal::Plan plan, Compile(node_));
+  RF_ASSIGN_OR_RETURN(internal::Plan plan, Compile(node_, options.optimize));
   auto it = std::make_unique<internal::PipelineIterator>(std::move(plan), options);
   internal::StateReader reader(std::string_view(reinterpret_cast<const char*>(state.data()), state.size()));
   RF_RETURN_IF_ERROR(it->Start(internal::SeedTable{}, &reader));
@@ -348,9 +406,13 @@ Result<std::unique_ptr<Iterator>> Dataset::Restore(std::span<const std::byte> st
 }
 
 std::string Dataset::DebugString() const {
-  std::string s;
-  for (const Node* n : Chain(node_.get())) s += (s.empty() ? "" : " -> ") + n->Describe();
-  return s;
+  Result<internal::Plan> plan = Compile(node_, IteratorOptions{}.optimize);
+  if (!plan.ok()) return Join(Chain(node_.get()));
+  std::string s = plan->run_description;
+  if (plan->rewrites.empty()) return s;
+  s += "  [rewrites: ";
+  for (size_t i = 0; i < plan->rewrites.size(); ++i) s += (i > 0 ? "; " : "") + plan->rewrites[i];
+  return s + "]";
 }
 
 }  // namespace recordflow::pipeline

@@ -20,6 +20,7 @@ inline const std::atomic<bool> never_cancelled{false};
 inline thread_local const std::atomic<bool>* map_cancelled_on_this_thread = &never_cancelled;
 
 // A Dataset's chain split into the record stream and the executor's work (dataset.cc).
+// Made once per iterator by Compile(), which also applies the static rewrites.
 struct Plan {
   std::shared_ptr<const Node> last;  // keeps every node below alive for the iterator
   std::vector<const Node*> nodes;  // source first; ordinals used in checkpoints
@@ -39,6 +40,10 @@ struct Plan {
   uint64_t fingerprint = 0;
   std::string stream_description;
   std::string executor_description;
+  // The optimizer's rewrites (empty when the chain runs as written), and the whole chain in the
+  // order it runs.
+  std::vector<std::string> rewrites;
+  std::string run_description;
 
   uint64_t NodeOrdinal(const Node* n) const {
     for (size_t i = 0; i < nodes.size(); ++i) {

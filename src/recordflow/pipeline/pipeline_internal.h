@@ -106,6 +106,7 @@ struct Node {
   std::string map_name;
   int num_parallel = kAutotune;
   bool splits_batches = false;
+  bool elementwise = false;  // MapOptions::elementwise; not part of Describe (nor fingerprints)
   // kBatch
   size_t batch_size = 0;
   bool drop_remainder = false;

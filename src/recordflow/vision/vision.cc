@@ -274,6 +274,7 @@ Result<VisionOp> Make(std::shared_ptr<Preset> p, std::string name) {
   op.name = std::move(name);
   op.fn = [p](Element& e) { return Run(*p, e); };
   op.splits_batches = true;
+  op.elementwise = true;
   return op;
 }
 
