@@ -775,5 +775,163 @@ name="recordflow --help lists doctor"
 run --help
 expect_rc 0; expect_out_has "doctor"
 
+# ---- reshard ---------------------------------------------------------------------------------
+# Inputs written from the byte layout (no recordflow code): three files, one GZIP; the shards are
+# read back the same way by $RS/read_records.py, every CRC checked.
+RS="$T/rs"
+mkdir -p "$RS/in"
+cat >"$RS/tfr.py" <<'PY'
+import gzip, struct
+T = []
+for n in range(256):
+    c = n
+    for _ in range(8):
+        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    T.append(c)
+def crc(d):
+    c = 0xFFFFFFFF
+    for b in d:
+        c = T[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+def masked(d):
+    c = crc(d)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+def frame(p):
+    l = struct.pack("<Q", len(p))
+    return l + struct.pack("<I", masked(l)) + p + struct.pack("<I", masked(p))
+def records(path):
+    data = open(path, "rb").read()
+    if path.endswith(".gz"):
+        data = gzip.decompress(data)
+    pos = 0
+    while pos < len(data):
+        (n,) = struct.unpack_from("<Q", data, pos)
+        assert struct.unpack_from("<I", data, pos + 8)[0] == masked(data[pos:pos + 8]), (path, pos)
+        p = data[pos + 12:pos + 12 + n]
+        assert struct.unpack_from("<I", data, pos + 12 + n)[0] == masked(p), (path, pos)
+        yield p
+        pos += 16 + n
+PY
+python3 - "$RS" <<'PY' || { echo "reshard test data generation failed" >&2; exit 1; }
+import gzip, sys
+sys.path.insert(0, sys.argv[1])
+from tfr import frame
+out = sys.argv[1]
+def payload(f, i):
+    return b"f%dr%d:" % (f, i) + bytes((i * 7 + j) % 256 for j in range((i * 37 + f) % 400))
+for f, n in enumerate([40, 25, 33]):
+    data = b"".join(frame(payload(f, i)) for i in range(n))
+    if f == 1:
+        with gzip.open(out + "/in/part-1.tfrecord.gz", "wb") as g:
+            g.write(data)
+    else:
+        open(out + "/in/part-%d.tfrecord" % f, "wb").write(data)
+# For the kill test: 4000 records of about 2 KB.
+open(out + "/big.tfrecord", "wb").write(
+    b"".join(frame(payload(9, i) + bytes(2048)) for i in range(4000)))
+PY
+# records_of FILE...: one hex payload per line, in file order.
+records_of() {
+  python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); from tfr import records
+for p in sys.argv[2:]:
+    for r in records(p): print(r.hex())' "$RS" "$@"
+}
+inputs=("$RS/in/part-0.tfrecord" "$RS/in/part-1.tfrecord.gz" "$RS/in/part-2.tfrecord")
+records_of "${inputs[@]}" >"$RS/want.txt"
+
+name="reshard: input order, N shards with .idx, records byte-exact, --json summary"
+run reshard "${inputs[@]}" "$RS/ordered" --shards 4 --json
+expect_rc 0; expect_json
+expect_py '
+assert doc["records"] == 98 and len(doc["shards"]) == 4, doc
+assert [s["file"] for s in doc["shards"]] == ["shard-%05d-of-00004.tfrecord" % k for k in range(4)]
+assert sorted(s["records"] for s in doc["shards"]) == [24, 24, 25, 25], doc
+assert doc["resumed_shards"] == 0 and doc["records_this_run"] == 98'
+records_of "$RS"/ordered/shard-*-of-00004.tfrecord >"$RS/got.txt"
+expect_same_file "$RS/got.txt" "$RS/want.txt"
+name="reshard: each .idx has one 'offset size' line per record"
+idx_ok=1
+for f in "$RS"/ordered/shard-*-of-00004.tfrecord; do
+  [[ "$(wc -l <"$f.idx")" -eq "$(records_of "$f" | wc -l)" ]] || idx_ok=0
+done
+if [[ $idx_ok -eq 1 ]]; then pass; else fail ".idx line counts differ from record counts"; fi
+
+name="reshard --shuffle --seed: the same multiset, another order, the same bytes every run"
+run reshard "${inputs[@]}" "$RS/shuf1" --shards 3 --shuffle --seed 7
+expect_rc 0; expect_out_has "resharded 98 records from 3 files into 3 shards"
+run reshard "${inputs[@]}" "$RS/shuf2" --shards 3 --shuffle --seed 7
+expect_rc 0
+for k in 0 1 2; do
+  expect_same_file "$RS/shuf1/shard-0000$k-of-00003.tfrecord" "$RS/shuf2/shard-0000$k-of-00003.tfrecord"
+done
+records_of "$RS"/shuf1/shard-*-of-00003.tfrecord >"$RS/shuf.txt"
+if cmp -s "$RS/shuf.txt" "$RS/want.txt"; then fail "shuffled order equals input order"; else pass; fi
+sort "$RS/shuf.txt" >"$RS/shuf.sorted"; sort "$RS/want.txt" >"$RS/want.sorted"
+expect_same_file "$RS/shuf.sorted" "$RS/want.sorted"
+
+name="reshard --compression GZIP: .tfrecord.gz shards, no .idx, same records"
+run reshard "${inputs[@]}" "$RS/gz" --shards 2 --compression GZIP
+expect_rc 0
+if [[ -f "$RS/gz/shard-00001-of-00002.tfrecord.gz" && ! -e "$RS/gz/shard-00001-of-00002.tfrecord.gz.idx" ]]; then
+  pass
+else
+  fail "GZIP shard names or .idx wrong: $(ls "$RS/gz")"
+fi
+records_of "$RS"/gz/shard-*.tfrecord.gz >"$RS/gz.txt"
+expect_same_file "$RS/gz.txt" "$RS/want.txt"
+
+name="reshard into a DST that holds shards, without --resume: exit 1, names DST"
+run reshard "${inputs[@]}" "$RS/ordered" --shards 4
+expect_rc 1; expect_err_has "recordflow: AlreadyExists: "; expect_err_has "$RS/ordered"; expect_err_has "--resume"
+name="reshard: a missing input is NotFound naming it, exit 1"
+run reshard "$RS/in/nope.tfrecord" "$RS/x" --shards 2
+expect_rc 1; expect_err_has "recordflow: NotFound: "; expect_err_has "$RS/in/nope.tfrecord"
+name="reshard: corrupt input is DataLoss, exit 3, nothing published"
+cp "$RS/in/part-0.tfrecord" "$RS/bad.tfrecord"
+printf 'X' | dd of="$RS/bad.tfrecord" bs=1 seek=100 conv=notrunc 2>/dev/null
+run reshard "$RS/bad.tfrecord" "$RS/badout" --shards 2
+expect_rc 3; expect_err_has "recordflow: DataLoss: "; expect_err_has "$RS/bad.tfrecord"
+if ls "$RS/badout" 2>/dev/null | grep -q tfrecord; then fail "shards published from corrupt input"; else pass; fi
+for args in "reshard" "reshard $RS/in/part-0.tfrecord" "reshard $RS/in/part-0.tfrecord $RS/y" \
+            "reshard $RS/in/part-0.tfrecord $RS/y --shards 0" \
+            "reshard $RS/in/part-0.tfrecord $RS/y --shards 2 --compression LZ4"; do
+  # shellcheck disable=SC2086
+  run $args
+  name="bad command line: recordflow $args"
+  expect_rc 2; expect_err_has "recordflow: usage error: "
+done
+run reshard --help
+name="recordflow reshard --help"
+expect_rc 0; expect_out_has "--shards"; expect_out_has "--resume"
+
+name="reshard killed mid-run, then --resume: finished shards kept, output identical to one run"
+run reshard "$RS/big.tfrecord" "$RS/full" --shards 100 --shuffle --seed 1 --no-sync
+expect_rc 0
+"$RF" reshard "$RS/big.tfrecord" "$RS/cut" --shards 100 --shuffle --seed 1 >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 500); do  # until a few shards are published (fsync'd one by one), at most 5 s
+  [[ $(ls "$RS/cut" 2>/dev/null | grep -c 'tfrecord.idx$') -ge 3 ]] && break
+  sleep 0.01
+done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+killed=$?
+if [[ $killed -ne 137 ]]; then
+  # It finished before the kill (a fast disk): leave what a kill would have left instead.
+  rm -f "$RS"/cut/shard-0005*-of-00100.tfrecord* "$RS"/cut/shard-0009*-of-00100.tfrecord.idx
+fi
+kept_before=$(ls "$RS/cut" | grep -c 'tfrecord.idx$')
+run reshard "$RS/big.tfrecord" "$RS/cut" --shards 100 --shuffle --seed 1 --resume --json
+expect_rc 0
+expect_py "
+assert doc['resumed_shards'] == $kept_before and 0 < doc['resumed_shards'] < 100, (doc['resumed_shards'], $kept_before)
+assert doc['records'] == 4000"
+same=1
+for f in "$RS"/full/shard-*; do cmp -s "$f" "$RS/cut/$(basename "$f")" || same=0; done
+if [[ $same -eq 1 && $(ls -A "$RS/cut" | grep -c tmp) -eq 0 ]]; then pass; else fail "resumed output differs from an uninterrupted run"; fi
+name="reshard --resume with other options: exit 1, FailedPrecondition"
+run reshard "$RS/big.tfrecord" "$RS/cut" --shards 100 --shuffle --seed 2 --resume
+expect_rc 1; expect_err_has "recordflow: FailedPrecondition: "
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -62,6 +62,7 @@ Command AddInspectCommand(CLI::App& app);
 Command AddConvertCommand(CLI::App& app);
 Command AddExtractCommand(CLI::App& app);
 Command AddDoctorCommand(CLI::App& app);  // execs Python's recordflow.doctor
+Command AddReshardCommand(CLI::App& app);
 
 // Sets up the top-level app: description, exit codes in the help, and usage errors printed
 // as "recordflow: usage error: ...".

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
       cli::AddConvertCommand(app),
       cli::AddExtractCommand(app),
       cli::AddDoctorCommand(app),
+      cli::AddReshardCommand(app),
   };
   // CLI11 reports parse failures by exception; they stop here and never reach the library.
   try {
