@@ -35,6 +35,7 @@ from recordflow.example import (
 from recordflow.converter import convert, encode_jpeg, extract, probe_image
 from recordflow import vision
 from recordflow.doctor import diagnose
+from recordflow.reshard import reshard
 from recordflow.errors import (
     AlreadyExistsError,
     CancelledError,
@@ -76,6 +77,7 @@ __all__ = [
     "crc32c_backend",
     "write_index",
     "convert",
+    "reshard",
     "extract",
     "probe_image",
     "encode_jpeg",

@@ -30,5 +30,6 @@ void RegisterExample(nanobind::module_& m);
 void RegisterPipeline(nanobind::module_& m);
 void RegisterConvert(nanobind::module_& m);
 void RegisterVision(nanobind::module_& m);
+void RegisterReshard(nanobind::module_& m);
 
 }  // namespace recordflow::python

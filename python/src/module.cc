@@ -13,4 +13,5 @@ NB_MODULE(_core, m) {
   recordflow::python::RegisterPipeline(m);
   recordflow::python::RegisterConvert(m);
   recordflow::python::RegisterVision(m);
+  recordflow::python::RegisterReshard(m);
 }
