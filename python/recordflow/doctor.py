@@ -421,6 +421,42 @@ def _sample_pipeline(ds: Dataset, paths: list[str], compression: str | None) -> 
     return ds._with_ops(ops)._with_source_files(paths, compression)
 
 
+# Shards of about this size: large enough that opening a file and restarting its read-ahead
+# are a small share of reading it, small enough to spread over readers and hosts.
+RESHARD_TARGET_BYTES = 128 << 20
+
+
+def _files_argument(paths: list[str]) -> str:
+    """The files for a shell command: one glob when a ``dir/*suffix`` matches exactly them,
+    else each path, quoted."""
+    import glob as _glob
+    import shlex
+    dirs = {os.path.dirname(p) for p in paths}
+    suffixes = {os.path.basename(p)[os.path.basename(p).find("."):] if "." in os.path.basename(p)
+                else "" for p in paths}
+    if len(dirs) == 1 and len(suffixes) == 1 and len(paths) > 1:
+        (d,), (suffix,) = dirs, suffixes
+        pattern = os.path.join(d, "*" + suffix)
+        if sorted(_glob.glob(pattern)) == sorted(paths):
+            return shlex.quote(d + os.sep) + "*" + shlex.quote(suffix) if d else "*" + shlex.quote(suffix)
+    return " ".join(shlex.quote(p) for p in paths)
+
+
+def reshard_command(paths: list[str], total_bytes: float, compression: str | None = None) -> tuple[str, int]:
+    """The `recordflow reshard` command that rewrites ``paths`` (``total_bytes`` of output) into
+    shards of about RESHARD_TARGET_BYTES, and the shard count N it computed."""
+    import math
+    import shlex
+    n = max(1, math.ceil(total_bytes / RESHARD_TARGET_BYTES))
+    dirs = {os.path.dirname(os.path.abspath(p)) for p in paths}
+    base = dirs.pop() if len(dirs) == 1 else os.getcwd()
+    dst = os.path.join(base, "resharded")
+    cmd = f"recordflow reshard {_files_argument(paths)} {shlex.quote(dst)} --shards {n}"
+    if compression:
+        cmd += f" --compression {compression}"
+    return cmd, n
+
+
 def _file_layout_variants(ds: Dataset, paths: list[str], compressed: bool, seconds: float,
                           sid: str, log) -> list[dict]:
     """Measures, on a sample of the files rewritten in a temporary directory, what storing
@@ -437,38 +473,51 @@ def _file_layout_variants(ds: Dataset, paths: list[str], compressed: bool, secon
     small = many and mean < 32 << 20
     if not (compressed or small):
         return recs
+    total_bytes = float(sum(sizes))
+    keep = "GZIP" if compressed else None
     if seconds <= 0:  # try_variants=False: the rules' advice, without numbers
         if compressed:
-            recs.append(_Rec.make("uncompressed_files", sid, "store the records uncompressed",
-                                  "Compressed TFRecords cost an inflate of every byte."))
+            # Without a sample the inflated size is unknown: at least the compressed size.
+            cmd, _ = reshard_command(paths, total_bytes)
+            recs.append(_Rec.make("uncompressed_files", sid,
+                                  f"store the records uncompressed: {cmd}",
+                                  "Compressed TFRecords cost an inflate of every byte.",
+                                  command=cmd))
         if small:
+            cmd, n = reshard_command(paths, total_bytes, keep)
             recs.append(_Rec.make("fewer_larger_files", sid,
-                                  f"fewer, larger files (now {len(paths)} of {mean / 2**20:.1f} MiB)",
-                                  "Each file costs an open and a read-ahead restart."))
+                                  f"fewer, larger files (now {len(paths)} of {mean / 2**20:.1f} MiB; "
+                                  f"{n} of about {total_bytes / n / 2**20:.0f} MiB): {cmd}",
+                                  "Each file costs an open and a read-ahead restart.",
+                                  command=cmd))
         return recs
     compression = ds._source_compression()
     out_compression = "GZIP" if compressed else ""
-    sample, records, total = [], [], 0
+    sample, records, total, sample_file_bytes = [], [], 0, 0
     try:
         for path in paths[:16]:
             file_records = list(RecordReader(path, compression))
             sample.append(path)
             records.append(file_records)
             total += sum(len(r) for r in file_records)
+            sample_file_bytes += os.path.getsize(path)
             if total > 32 << 20:
                 break
     except Exception as e:  # an unreadable file fails the baseline too; report, don't crash
         return [_Rec.make("uncompressed_files" if compressed else "fewer_larger_files", sid,
-                          "rewrite the files", "", error=f"{type(e).__name__}: {e}")]
+                          "rewrite the files", "", error=f"{error_name(e)}: {e}")]
     with tempfile.TemporaryDirectory(prefix="rf-doctor-") as tmp:
         log(f"trying file layouts on a sample of {len(sample)} file(s), {total / 2**20:.1f} MiB ...")
         try:
             base = _run_alone(_sample_pipeline(ds, sample, compression), seconds)["elements_per_s"]
         except Exception as e:
             return [_Rec.make("uncompressed_files" if compressed else "fewer_larger_files", sid,
-                              "rewrite the files", "", error=f"{type(e).__name__}: {e}")]
+                              "rewrite the files", "", error=f"{error_name(e)}: {e}")]
         detail_tail = (f" Measured on a sample ({len(sample)} file(s), {total / 2**20:.1f} MiB of "
                        "records) rewritten that way, against the same sample as it is.")
+        # Uncompressed size of all the files, from the sample's ratio (framing: 16 bytes/record).
+        framed = total + 16 * sum(len(r) for r in records)
+        plain_bytes = total_bytes * framed / max(sample_file_bytes, 1)
         if compressed:
             plain = []
             for i, file_records in enumerate(records):
@@ -477,25 +526,28 @@ def _file_layout_variants(ds: Dataset, paths: list[str], compressed: bool, secon
                     for r in file_records:
                         w.write(r)
                 plain.append(path)
+            cmd, _ = reshard_command(paths, plain_bytes)
             recs.append(_measure_alone(
                 "uncompressed", _sample_pipeline(ds, plain, ""), base, seconds,
                 "uncompressed_files", sid,
-                "store the records uncompressed (recordflow convert without --compression)",
+                f"store the records uncompressed: {cmd}",
                 "Compressed TFRecords cost an inflate of every byte on the reading thread."
-                + detail_tail, log))
+                + detail_tail, log, command=cmd))
         if small:
             path = os.path.join(tmp, "joined.tfrecord" + (".gz" if compressed else ""))
             with RecordWriter(path, compression=out_compression or None) as w:
                 for file_records in records:
                     for r in file_records:
                         w.write(r)
+            cmd, n = reshard_command(paths, total_bytes, keep)
             recs.append(_measure_alone(
                 "fewer_larger", _sample_pipeline(ds, [path], out_compression), base, seconds,
                 "fewer_larger_files", sid,
                 f"fewer, larger files (now {len(paths)} files of {mean / 2**20:.1f} MiB on average; "
-                "100-200 MiB shards are typical): recordflow convert --shards N",
-                "Each file costs an open, a read-ahead restart and (compressed) a new inflater."
-                + detail_tail, log))
+                f"{n} of about {total_bytes / n / 2**20:.0f} MiB): {cmd}",
+                "Each file costs an open, a read-ahead restart and (compressed) a new inflater. "
+                "recordflow reshard copies the records unchanged (CRC-checked), with .idx files."
+                + detail_tail, log, command=cmd))
     return recs
 
 
@@ -524,7 +576,7 @@ def _cache_variant(ds: Dataset, paths: list[str], stages: list[dict], seconds: f
     try:
         base = _run_alone(base_ds, seconds)["elements_per_s"]
     except Exception as e:
-        return _Rec.make("cache", sid, title, detail, error=f"{type(e).__name__}: {e}")
+        return _Rec.make("cache", sid, title, detail, error=f"{error_name(e)}: {e}")
     rec = _measure_alone("cache", base_ds._with_ops(ops), base, seconds, "cache", sid, title,
                          detail + f" Measured on a sample of {len(sample)} file(s) against the "
                          "same sample uncached.", lambda m: None)
@@ -579,7 +631,7 @@ def _pre_resize_variant(ds: Dataset, target: int, seconds: float, sid: str, titl
         try:
             base = _run_alone(_sample_pipeline(ds, files[:1], ""), seconds)["elements_per_s"]
         except Exception as e:
-            return _Rec.make("pre_resize", sid, title, detail, error=f"{type(e).__name__}: {e}")
+            return _Rec.make("pre_resize", sid, title, detail, error=f"{error_name(e)}: {e}")
         return _measure_alone("pre_resize", _sample_pipeline(ds, files[1:], ""), base, seconds,
                               "pre_resize", sid, title,
                               detail + f" Measured on a sample of {len(original)} records "
@@ -593,26 +645,114 @@ class _Rec:
     @staticmethod
     def make(rid: str, stage: str | None, title: str, detail: str, *, gain: float | None = None,
              measured: bool = False, metric: str | None = None, baseline: float | None = None,
-             variant: float | None = None, error: str | None = None) -> dict:
+             variant: float | None = None, error: str | None = None,
+             command: str | None = None) -> dict:
         return {"id": rid, "stage": stage, "title": title, "detail": detail,
                 "gain": None if gain is None else round(gain, 3), "measured": measured,
                 "helps": None if gain is None or not measured else gain >= HELPS_GAIN,
-                "metric": metric, "baseline": baseline, "variant": variant, "error": error}
+                "metric": metric, "baseline": baseline, "variant": variant, "error": error,
+                "command": command}
 
 
 def _measure_alone(label: str, variant: Dataset, baseline_rate: float, seconds: float,
-                   rid: str, stage: str, title: str, detail: str, log) -> dict:
+                   rid: str, stage: str, title: str, detail: str, log,
+                   command: str | None = None) -> dict:
     if seconds <= 0:  # try_variants=False: the rule's advice, without a number
-        return _Rec.make(rid, stage, title, detail)
+        return _Rec.make(rid, stage, title, detail, command=command)
     log(f"trying: {title} ...")
     try:
         r = _run_alone(variant, seconds)
     except Exception as e:  # a variant that fails is reported, never fatal
-        return _Rec.make(rid, stage, title, detail, error=f"{type(e).__name__}: {e}")
+        return _Rec.make(rid, stage, title, detail, error=f"{error_name(e)}: {e}",
+                         command=command)
     gain = r["elements_per_s"] / max(baseline_rate, 1e-9)
     return _Rec.make(rid, stage, title, detail, gain=gain, measured=True,
                      metric="elements_per_s", baseline=baseline_rate,
-                     variant=r["elements_per_s"])
+                     variant=r["elements_per_s"], command=command)
+
+
+_IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
+
+
+def _first_value(v: Any) -> Any:
+    """A value of a feature, or of its first row when batched."""
+    while isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.dtype == object):
+        if len(v) == 0:
+            return None
+        v = v[0]
+    return v
+
+
+def _features_of(x: Any) -> dict | None:
+    """The features an element carries: a parsed dict as it is, a serialized Example (or a
+    batch of them) parsed; None for anything else."""
+    from recordflow import Example
+    if isinstance(x, dict):
+        return x
+    record = _first_value(x) if isinstance(x, (list, tuple)) else x
+    if isinstance(record, (bytes, bytearray, memoryview)):
+        try:
+            return Example.parse(bytes(record))
+        except Exception:
+            return None
+    return None
+
+
+def _square_image(y: Any) -> np.ndarray | None:
+    """An HxWx3 (or NxHxWx3) array with H == W in a map's output, or None."""
+    values = y.values() if isinstance(y, dict) else (y if isinstance(y, (list, tuple)) else [y])
+    for v in values:
+        if isinstance(v, np.ndarray) and v.ndim in (3, 4) and v.shape[-1] == 3 and v.shape[-2] == v.shape[-3]:
+            return v
+    return None
+
+
+def _native_replacement(ds: Dataset, op_index: int) -> dict | None:
+    """The native op that does what the Python map at ``op_index`` does, found by running it
+    on the pipeline's first element: a decode + square resize of an encoded image becomes a
+    rf.vision preset (train when two calls on the same element differ: random crops, eval
+    otherwise); a function from serialized Examples to some of their features becomes .parse.
+    None when the map is neither (the doctor then does not offer a native op)."""
+    ops = ds._stage_ops()
+    fn = ops[op_index][1]
+    try:
+        it = iter(ds._with_ops(ops[:op_index]))
+        try:
+            x = next(it)
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+        y1, y2 = fn(x), fn(x)
+    except Exception:
+        return None
+    features = _features_of(x)
+    if not features:
+        return None
+    image_keys = [k for k, v in features.items()
+                  if isinstance(_first_value(v), (bytes, bytearray))
+                  and bytes(_first_value(v)[:8]).startswith(_IMAGE_MAGIC)]
+    out1 = _square_image(y1)
+    if image_keys and out1 is not None:
+        size = int(out1.shape[-2])
+        out2 = _square_image(y2)
+        random = out2 is None or out1.shape != out2.shape or not np.array_equal(out1, out2)
+        args = [f"size={size}"]
+        if image_keys[0] != "image/encoded":
+            args.append(f"image_key={image_keys[0]!r}")
+        labels = [k for k in features if "label" in k.lower()]
+        if labels and labels[0] != "image/class/label":
+            args.append(f"label_key={labels[0]!r}")
+        preset = "imagenet_train" if random else "imagenet_eval"
+        return {"op": f"rf.vision.{preset}({', '.join(args)})", "preset": preset, "size": size,
+                "image_key": image_keys[0], "label_key": labels[0] if labels else None,
+                "replaces_input": not isinstance(x, dict)}
+    raw = not isinstance(x, dict)
+    if raw and isinstance(y1, dict) and y1 and set(y1) <= set(features):
+        keys = ", ".join(repr(k) for k in y1)
+        return {"op": f".parse({{{keys}: ...}})", "preset": None, "keys": list(y1),
+                "replaces_input": True}
+    return None
 
 
 def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
@@ -638,15 +778,33 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
                 "A Python map runs on the consuming thread; with num_parallel it runs on a thread "
                 "pool. Helps when fn sleeps, does I/O or calls code that releases the GIL "
                 "(NumPy, PIL, recordflow ops); pure-Python work stays serial under the GIL.", log))
-        title = "move the Python map to a native op (rf.vision presets, .parse) or into the engine"
-        detail = ("Native ops run in C++ on the pipeline's threads, off the GIL. The gain shown "
-                  "is the pipeline with this map removed: the upper bound a native op can reach.")
-        if later_callables:
-            recs.append(_Rec.make("python_map_native", sid, title, detail,
-                                  gain=_free_gain(stages, sid, records_rate), measured=False))
-        else:
-            recs.append(_measure_alone("native", _replace_op(ds, op_index, None), base,
-                                       variant_seconds, "python_map_native", sid, title, detail, log))
+        # Offered only with the native op that does the map's work: advice to "use a native
+        # op" without naming one cannot be followed.
+        native = _native_replacement(ds, op_index)
+        if native is not None:
+            title = f"replace the Python map with the native op: .map({native['op']})"
+            detail = ("Native ops run in C++ on the pipeline's threads, off the GIL. The doctor "
+                      "ran the map on the pipeline's first element: "
+                      + ("it decodes an image and resizes it to a square"
+                         f" ({native['size']}x{native['size']}), "
+                         + ("differently on each call (random crops), which the train preset does"
+                            if native["preset"] == "imagenet_train" else
+                            "the same on each call, which the eval preset does")
+                         if native["preset"] else "it picks features of the Example, which "
+                         ".parse does")
+                      + ". The gain shown is the pipeline with this map removed: the upper bound "
+                      "the native op can reach.")
+            rec_args = dict(command=f".map({native['op']})")
+            if later_callables:
+                rec = _Rec.make("python_map_native", sid, title, detail,
+                                gain=_free_gain(stages, sid, records_rate), measured=False,
+                                **rec_args)
+            else:
+                rec = _measure_alone("native", _replace_op(ds, op_index, None), base,
+                                     variant_seconds, "python_map_native", sid, title, detail, log,
+                                     **rec_args)
+            rec["native_op"] = native["op"]
+            recs.append(rec)
         if any(o[0] == "batch" for o in ops[op_index + 1:]) and not any(o[0] == "batch" for o in ops[:op_index]):
             recs.append(_Rec.make(
                 "python_map_after_batch", sid, "batch before the Python map and vectorize it",
@@ -762,7 +920,7 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
             recs.append(rec)
         except Exception as e:
             recs.append(_Rec.make("bigger_prefetch", sid, title, detail,
-                                  error=f"{type(e).__name__}: {e}"))
+                                  error=f"{error_name(e)}: {e}"))
     return recs
 
 
@@ -872,43 +1030,142 @@ def _render_text(d: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _ticks(top: float, count: int = 5) -> list[float]:
+    """Round tick values from 0 to at least ``top`` (1, 2 or 5 times a power of ten apart)."""
+    import math
+    if top <= 0:
+        return [0.0]
+    raw = top / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return [i * step for i in range(int(math.ceil(top / step - 1e-9)) + 1)]
+
+
+def _fmt_tick(v: float) -> str:
+    return f"{v:g}"
+
+
+def _timeline_svg(timeline: list[tuple[float, float]]) -> str:
+    """Steps as stacked bars (wait on compute) against time: x in seconds since the first
+    step, y in milliseconds per step, with ticks and axis titles."""
+    left, right, top, bottom = 64, 16, 12, 44
+    plot_w, plot_h = 880, 220
+    width, height = left + plot_w + right, top + plot_h + bottom
+    total = sum(w + c for w, c in timeline)
+    tallest_ms = 1e3 * max(w + c for w, c in timeline)
+    x_ticks = _ticks(total)
+    y_ticks = _ticks(tallest_ms, 4)
+    x_max, y_max = x_ticks[-1] or 1e-9, y_ticks[-1] or 1e-9
+    sx, sy = plot_w / x_max, plot_h / y_max
+    base = top + plot_h
+    parts = []
+    t = 0.0
+    for i, (w, c) in enumerate(timeline):
+        x = left + t * sx
+        bw = max((w + c) * sx, 0.5)
+        h_c, h_w = 1e3 * c * sy, 1e3 * w * sy
+        parts.append(f'<rect x="{x:.2f}" y="{base - h_c:.2f}" width="{bw:.2f}" height="{h_c:.2f}" '
+                     f'fill="#4c78a8"><title>step {i}: compute {1e3 * c:.1f} ms</title></rect>')
+        parts.append(f'<rect x="{x:.2f}" y="{base - h_c - h_w:.2f}" width="{bw:.2f}" '
+                     f'height="{h_w:.2f}" fill="#e45756"><title>step {i}: wait {1e3 * w:.1f} ms'
+                     f'</title></rect>')
+        t += w + c
+    axes = [f'<line x1="{left}" y1="{base}" x2="{left + plot_w}" y2="{base}" stroke="#333"/>',
+            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="#333"/>']
+    for v in x_ticks:
+        x = left + v * sx
+        axes.append(f'<line x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 5}" stroke="#333"/>')
+        axes.append(f'<text x="{x:.1f}" y="{base + 18}" text-anchor="middle" font-size="12">'
+                    f'{_fmt_tick(v)}</text>')
+    for v in y_ticks:
+        y = base - v * sy
+        axes.append(f'<line x1="{left - 5}" y1="{y:.1f}" x2="{left}" y2="{y:.1f}" stroke="#333"/>')
+        axes.append(f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end" font-size="12">'
+                    f'{_fmt_tick(v)}</text>')
+    axes.append(f'<text class="axis-title" x="{left + plot_w / 2:.0f}" y="{height - 6}" '
+                f'text-anchor="middle" font-size="13">time since the first step (s)</text>')
+    axes.append(f'<text class="axis-title" x="14" y="{top + plot_h / 2:.0f}" text-anchor="middle" '
+                f'font-size="13" transform="rotate(-90 14 {top + plot_h / 2:.0f})">'
+                f'step time (ms)</text>')
+    return (f'<svg role="img" aria-label="per-step wait and compute timeline" width="{width}" '
+            f'height="{height}" viewBox="0 0 {width} {height}" style="max-width:100%;height:auto">'
+            + "".join(parts) + "".join(axes) + "</svg>")
+
+
+def _gain_text(r: dict) -> str:
+    if r["error"]:
+        return f"could not be tried ({r['error']})"
+    if r["gain"] is None:
+        return "gain not estimated"
+    if r["measured"]:
+        g = f"measured {r['gain']:.2f}x"
+        if r["metric"] == "steps_per_s":
+            g += (f" steps/s, waiting {100 * r['wait_fraction_before']:.0f}% -> "
+                  f"{100 * r['wait_fraction_after']:.0f}%")
+        return g + (" (no real gain here)" if r["helps"] is False else "")
+    if r["gain"] >= _GAIN_CAP:
+        return f"estimated up to {_GAIN_CAP:.0f}x or more (capped)"
+    return f"estimated up to {r['gain']:.2f}x"
+
+
 def _render_html(d: dict, timeline: list[tuple[float, float]]) -> str:
+    """The report as a page: the verdict first, then what would help, the timeline (axes with
+    units), the stages, and the full text and JSON; long text wraps."""
     esc = html.escape
-    bars = []
-    width, height = 960, 220
     shown = len(timeline)
     timeline = timeline[:_HTML_MAX_STEPS]  # a page of 2 rects per step must stay viewable
+    verdict = (f'<p class="verdict"><strong>Verdict: {esc(d["verdict"].upper())}</strong>'
+               + (f" &mdash; {esc(d['verdict_detail'])}" if d["verdict_detail"] else "") + "</p>"
+               f'<p class="cause"><strong>Cause:</strong> {esc(d["cause"]["explanation"])}</p>')
+    if d["recommendations"]:
+        items = []
+        for r in d["recommendations"]:
+            cmd = (f'<br><code class="command">{esc(r["command"])}</code>'
+                   if r.get("command") else "")
+            items.append(f"<li><strong>{esc(r['title'])}</strong>{cmd}<br>"
+                         f"<em>{esc(_gain_text(r))}.</em> {esc(r['detail'])}</li>")
+        helps = "<h2>What would help</h2><ol>" + "".join(items) + "</ol>"
+    else:
+        helps = f"<h2>What would help</h2><p>{esc(d['verdict_detail'] or 'nothing found')}</p>"
     if timeline:
-        total = sum(w + c for w, c in timeline)
-        scale = width / max(total, 1e-9)
-        tallest = max(w + c for w, c in timeline)
-        x = 0.0
-        for i, (w, c) in enumerate(timeline):
-            h_w = (height - 20) * w / max(tallest, 1e-9)
-            h_c = (height - 20) * c / max(tallest, 1e-9)
-            bw = max((w + c) * scale, 0.5)
-            bars.append(f'<rect x="{x:.2f}" y="{height - h_c:.2f}" width="{bw:.2f}" height="{h_c:.2f}" '
-                        f'fill="#4c78a8"><title>step {i}: compute {1e3 * c:.1f} ms</title></rect>')
-            bars.append(f'<rect x="{x:.2f}" y="{height - h_c - h_w:.2f}" width="{bw:.2f}" '
-                        f'height="{h_w:.2f}" fill="#e45756"><title>step {i}: wait {1e3 * w:.1f} ms'
-                        f'</title></rect>')
-            x += (w + c) * scale
-    svg = (f'<svg width="{width}" height="{height}" style="border:1px solid #ccc">{"".join(bars)}</svg>'
-           if timeline else "<p>No step was given: no timeline (pass step_fn, step_seconds or --step-ms).</p>")
+        timeline_html = (
+            "<h2>Per-step timeline</h2><p>Each bar is one training step: its width the step's "
+            "wall time (x: seconds since the first step), its height the step's time in "
+            'milliseconds (y), split into <span style="color:#e45756">&#9632; waiting for '
+            'data</span> and <span style="color:#4c78a8">&#9632; compute</span>.'
+            + (f" The first {len(timeline)} of {shown} steps." if shown > len(timeline) else "")
+            + "</p>" + _timeline_svg(timeline))
+    else:
+        timeline_html = ("<h2>Per-step timeline</h2><p>No step was given: no timeline (pass "
+                         "step_fn, step_seconds or --step-ms).</p>")
+    rows = []
+    for st in d["stages"]:
+        util = "-" if st["utilization"] is None else f"{100 * st['utilization']:.0f}%"
+        mark = " (slowest)" if st["id"] == d["slowest_stage"] else ""
+        rows.append(f"<tr><td>{esc(st['id'])}{mark}</td><td>{util}</td><td>{st['elements']}</td>"
+                    f"<td>{esc(st['name'])}</td></tr>")
+    stages = ("<h2>Stages</h2><table><tr><th>stage</th><th>utilization</th><th>elements</th>"
+              "<th>what it runs</th></tr>" + "".join(rows) + "</table>")
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>recordflow doctor</title>
-<style>body{{font-family:sans-serif;margin:2em}} pre{{background:#f6f6f6;padding:1em}}</style>
+<style>
+body{{font-family:sans-serif;margin:2em;max-width:72em;line-height:1.4}}
+pre{{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}}
+code{{white-space:pre-wrap;overflow-wrap:anywhere;background:#f0f0f0;padding:0 .2em}}
+.verdict{{font-size:1.3em}} td,th{{text-align:left;padding:.2em .6em;vertical-align:top;
+overflow-wrap:anywhere}} li{{margin-bottom:.6em}}
+</style>
 </head><body>
 <h1>recordflow doctor</h1>
-<h2>Per-step timeline</h2>
-<p>Each bar is one training step, its width the step's wall time, its height split into
-<span style="color:#e45756">waiting for data</span> and
-<span style="color:#4c78a8">compute</span>.{f" The first {len(timeline)} of {shown} steps." if shown > len(timeline) else ""}</p>
-{svg}
+{verdict}
+{helps}
+{timeline_html}
+{stages}
 <h2>Report</h2>
 <pre>{esc(_render_text(d))}</pre>
-<h2>JSON</h2>
+<details><summary>JSON</summary>
 <pre>{esc(json.dumps(d, indent=2))}</pre>
+</details>
 </body></html>
 """
 
@@ -1128,6 +1385,23 @@ def build_preset(paths: list[str], preset: str, batch: int, interleave: int | No
 _EXIT_OK, _EXIT_ERROR, _EXIT_USAGE, _EXIT_DATA_LOSS = 0, 1, 2, 3
 
 
+def error_name(e: BaseException) -> str:
+    """The status code name the other subcommands print for an error ("NotFound",
+    "InvalidArgument", "IOError", ...): a recordflow error's own code, the fitting one for a
+    built-in exception."""
+    from recordflow import errors
+    if isinstance(e, errors.Error) and e.code != "Unknown":
+        return e.code
+    for cls, name in ((FileNotFoundError, "NotFound"), (PermissionError, "PermissionDenied"),
+                      (FileExistsError, "AlreadyExists"), (IsADirectoryError, "InvalidArgument"),
+                      (NotADirectoryError, "InvalidArgument"), (OSError, "IOError"),
+                      (ValueError, "InvalidArgument"), (MemoryError, "ResourceExhausted"),
+                      (NotImplementedError, "Unimplemented")):
+        if isinstance(e, cls):
+            return name
+    return "Internal"
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as the other subcommands print them (docs/cli.md), exit status 2."""
 
@@ -1178,6 +1452,16 @@ def main(argv: list[str] | None = None, prog: str = "recordflow doctor") -> int:
 
     from recordflow import errors
     compression = None if args.compression is None else ("" if args.compression == "NONE" else args.compression)
+    # A path that is not there is a mistake on the command line: said here, naming it, before
+    # anything is read. (Patterns that match nothing are reported by from_files: exit 1.)
+    for path in args.files:
+        if any(c in path for c in "*?["):
+            continue
+        if not os.path.exists(path):
+            parser.error(f"no such file: '{path}'")
+        if os.path.isdir(path):
+            parser.error(f"'{path}' is a folder: give the TFRecord files in it "
+                         f"(e.g. '{os.path.join(path, '*.tfrecord')}')")
     try:
         ds = build_preset(args.files, args.preset, args.batch, args.interleave, compression)
         report = diagnose(ds, step_seconds=None if args.step_ms is None else args.step_ms / 1e3,
@@ -1199,9 +1483,7 @@ def main(argv: list[str] | None = None, prog: str = "recordflow doctor") -> int:
         print(f"recordflow: DataLoss: {e}", file=sys.stderr)
         return _EXIT_DATA_LOSS
     except (errors.Error, OSError, ValueError) as e:
-        name = type(e).__name__
-        print(f"recordflow: {name[:-5] if name.endswith('Error') and name != 'Error' else name}: {e}",
-              file=sys.stderr)
+        print(f"recordflow: {error_name(e)}: {e}", file=sys.stderr)
         return _EXIT_ERROR
     return _EXIT_OK
 
