@@ -128,7 +128,8 @@ Status CheckCropWindow(const Rect& crop, int width, int height);
 
 // Decodes any supported image to RGB (a new decoder per call; see ImageDecoder for reuse).
 Result<Image> DecodeImageRgb(std::span<const std::byte> data,
-                             uint64_t max_pixels = uint64_t{1} << 28);
+                             uint64_t max_pixels = uint64_t{1} << 28,
+                             int max_scans = kDefaultMaxScans);
 
 // The DCT scale denominator (1, 2, 4 or 8) DecodeRegion picks for a crop of crop_w x crop_h
 // resized to target_w x target_h: the largest whose scaled crop still covers the target.

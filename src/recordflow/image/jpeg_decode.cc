@@ -375,10 +375,12 @@ Status ImageDecoder::DecodeRegion(std::span<const std::byte> data,
   return Status::OK();
 }
 
-Result<Image> DecodeImageRgb(std::span<const std::byte> data, uint64_t max_pixels) {
+Result<Image> DecodeImageRgb(std::span<const std::byte> data, uint64_t max_pixels,
+                             int max_scans) {
   ImageDecoder decoder;
   RegionDecodeOptions options;
   options.max_pixels = max_pixels;
+  options.max_scans = max_scans;
   options.dct_scaling = false;
   DecodedRegion region;
   RF_RETURN_IF_ERROR(decoder.DecodeRegion(data, options, &region));
