@@ -49,8 +49,8 @@ void JpegScanLimitMonitor(j_common_ptr cinfo) {
   if (cinfo->is_decompressor && d->progressive_mode && err->max_scans > 0 &&
       d->input_scan_number > err->max_scans) {
     err->too_many_scans = true;
-    std::snprintf(err->message, sizeof(err->message),
-                  "progressive JPEG has more than %d scans (the max_scans limit)", err->max_scans);
+    std::snprintf(err->message, sizeof(err->message), "%s",
+                  internal::TooManyScans(err->max_scans).message().c_str());
     std::longjmp(err->jump, 1);
   }
 }
@@ -581,6 +581,20 @@ Status CompressJpeg(JpegEncodeState* s) {
 
 }  // namespace
 
+namespace internal {
+
+Status TooManyScans(int max_scans, int scans) {
+  if (scans > 0) {
+    return ResourceExhaustedError("progressive JPEG has " + std::to_string(scans) +
+                                  " scans: more than " + std::to_string(max_scans) +
+                                  " scans (the max_scans limit), refused before decoding");
+  }
+  return ResourceExhaustedError("progressive JPEG has more than " + std::to_string(max_scans) +
+                                " scans (the max_scans limit)");
+}
+
+}  // namespace internal
+
 bool CanDecode(ImageFormat format) {
   switch (format) {
     case ImageFormat::kJpeg:
@@ -619,6 +633,10 @@ Result<Image> Decode(std::span<const std::byte> data, DecodeOptions options) {
   Image image;
   switch (info.format) {
     case ImageFormat::kJpeg:
+      if (info.progressive && options.max_scans > 0) {
+        const int scans = internal::CountJpegScans(data, 0);
+        if (scans > options.max_scans) return internal::TooManyScans(options.max_scans, scans);
+      }
       RF_RETURN_IF_ERROR(
           DecodeJpegInto(data, info, options.min_shorter_side, options.max_scans, &image));
       break;

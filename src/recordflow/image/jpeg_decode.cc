@@ -16,6 +16,7 @@
 #include <jpeglib.h>
 
 #include "recordflow/image/ops.h"
+#include "image_internal.h"
 
 namespace recordflow::image {
 
@@ -73,8 +74,8 @@ void ScanLimitMonitor(j_common_ptr cinfo) {
   const int limit = s->options != nullptr ? s->options->max_scans : 0;
   if (limit > 0 && s->cinfo.progressive_mode && s->cinfo.input_scan_number > limit) {
     s->too_many_scans = true;
-    std::snprintf(s->message, sizeof(s->message),
-                  "progressive JPEG has more than %d scans (the max_scans limit)", limit);
+    std::snprintf(s->message, sizeof(s->message), "%s",
+                  internal::TooManyScans(limit).message().c_str());
     std::longjmp(s->jump, 1);
   }
 }
@@ -153,6 +154,14 @@ Status RunRegion(JpegState* s) {
                                   std::to_string(ci.image_height) +
                                   " pixels is over the limit of " + std::to_string(o.max_pixels) +
                                   " pixels");
+  }
+  // Refused before any scan is decoded (the progress monitor is the backstop).
+  if (ci.progressive_mode && o.max_scans > 0) {
+    const int scans = internal::CountJpegScans(s->data, 0);
+    if (scans > o.max_scans) {
+      jpeg_abort_decompress(&ci);
+      return internal::TooManyScans(o.max_scans, scans);
+    }
   }
   const int W = static_cast<int>(ci.image_width), H = static_cast<int>(ci.image_height);
   int x0 = 0, y0 = 0, x1 = W, y1 = H;
@@ -332,6 +341,7 @@ Status ImageDecoder::DecodeRegion(std::span<const std::byte> data,
     EnsureCreated(s);
     Begin(s, data);
     s->policy = options.warnings;
+    s->data = data;
     s->options = &options;
     s->out = out;
     s->error.clear();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "recordflow/image/image.h"
+#include "image_internal.h"
 
 namespace recordflow::image {
 namespace {
@@ -576,6 +577,33 @@ Result<ImageInfo> ProbeWebp(std::span<const std::byte> d) {
 }
 
 }  // namespace
+
+namespace internal {
+
+int CountJpegScans(std::span<const std::byte> d, int stop_after) {
+  int scans = 0;
+  size_t pos = 2;
+  while (pos + 4 <= d.size() && (stop_after <= 0 || scans <= stop_after)) {
+    if (U8(d, pos) != 0xFF) break;
+    while (pos < d.size() && U8(d, pos) == 0xFF) ++pos;  // fill bytes
+    if (pos >= d.size()) break;
+    const uint8_t marker = U8(d, pos++);
+    if (marker == 0xD9) break;                                            // EOI
+    if ((marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) continue;  // no length
+    if (pos + 2 > d.size()) break;
+    const size_t next = pos + Be16(d, pos);
+    if (next > d.size()) break;
+    if (marker == 0xDA) {
+      ++scans;
+      pos = SkipEntropyData(d, next);
+    } else {
+      pos = next;
+    }
+  }
+  return scans;
+}
+
+}  // namespace internal
 
 std::string_view ImageFormatName(ImageFormat format) {
   switch (format) {
