@@ -92,3 +92,30 @@ def test_structure_verify_skips_lying_and_broken_files(tmp_path):
                    verify="header")
     assert {os.path.basename(x["path"]) for x in s["skipped"]} <= set(bad)
     assert "lying_8000.jpg" not in {os.path.basename(x["path"]) for x in s["skipped"]}
+
+
+def test_convert_transcodes_16bit_and_gamma_pngs_to_tensorflow_values(tmp_path):
+    """convert's PNG -> JPEG transcoding starts from tf.io.decode_png's values (no gamma)."""
+    y, x = np.mgrid[0:48, 0:64]
+    smooth16 = np.stack([x * 1000, y * 1300, (x + y) * 500], -1).astype(np.uint16)
+    smooth8 = (smooth16 >> 8).astype(np.uint8)
+    png16 = tf.io.encode_png(smooth16).numpy()
+    png8 = tf.io.encode_png(smooth8).numpy()
+    gamma = struct.pack(">I", 100000)  # gAMA 1.0: "linear" samples
+    gamma_chunk = (struct.pack(">I", 4) + b"gAMA" + gamma +
+                   struct.pack(">I", zlib.crc32(b"gAMA" + gamma) & 0xFFFFFFFF))
+    png8_gamma = png8[:33] + gamma_chunk + png8[33:]
+    src = tmp_path / "src" / "k"
+    os.makedirs(src)
+    files = {"rgb16.png": png16, "rgb8_gamma.png": png8_gamma}
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    s = rf.convert(str(tmp_path / "src"), str(tmp_path / "out"), shuffle=False)
+    assert s["skipped"] == [] and s["transcoded"] == 2
+    stored = _read(tmp_path / "out")
+    for name, data in files.items():
+        want = tf.io.decode_png(data, channels=3).numpy().astype(np.float64)
+        got = tf.io.decode_jpeg(stored[name]).numpy().astype(np.float64)
+        # JPEG at quality 95 of a smooth image: within a couple of levels (a gamma or
+        # linear-light conversion is ~50 off).
+        assert np.abs(got - want).mean() < 2.0, (name, np.abs(got - want).mean())
