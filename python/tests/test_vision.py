@@ -496,3 +496,14 @@ def test_progressive_jpeg_scan_limit():
         rf.vision.decode_image(jpg, max_scans=5)
     with pytest.raises(rf.ResourceExhaustedError, match="more than 5 scans"):
         rf.vision.decode_region(jpg, crop=(0, 0, 8, 8), max_scans=5)
+
+
+def test_resize_box_and_center_crop_outside_the_image_name_window_and_size():
+    a = PHOTOS[0][:20, :30]
+    for box in [(25, 0, 10, 5), (-1, 0, 5, 5), (0, 0, 0, 5), (0, 18, 5, 5)]:
+        with pytest.raises(rf.InvalidArgumentError) as e:
+            rf.vision.resize(a, (5, 5), box=box)
+        assert "30x20" in str(e.value) and f"x={box[0]}" in str(e.value)
+    with pytest.raises(rf.InvalidArgumentError, match="30x20"):
+        rf.vision.center_crop(a, (21, 10))
+    assert rf.vision.resize(a, (5, 5), box=(20, 10, 10, 10)).shape == (5, 5, 3)
