@@ -85,21 +85,43 @@ def imagenet_eval(size: int = 224, resize: int = 256, image_key: str = "image/en
     return NativeOp(op, f"imagenet_eval({size}, {resize})")
 
 
-def decode_image(data: bytes, max_pixels: int = 1 << 28) -> np.ndarray:
-    """Any supported image (JPEG, PNG, BMP, GIF, WebP; dispatched on magic bytes) -> HxWx3 uint8."""
-    return _core.decode_image(bytes(data), int(max_pixels))
+def decode_image(data: bytes, max_pixels: int = 1 << 28, *, channels: int = 3,
+                 dtype: str = "uint8", max_scans: int = 500) -> np.ndarray:
+    """Any supported image (JPEG, PNG, BMP, GIF, WebP; dispatched on magic bytes) -> HxWxC array.
+
+    ``channels``: 3 (RGB, the default), 0 (as stored, like TF's ``channels=0``: PNG gray+alpha
+    gives 2, a palette PNG with transparency 4), 1 or 4. ``dtype``: ``"uint8"`` or ``"uint16"``
+    (TF's ``dtype=tf.uint16``: a 16-bit PNG gives its samples, 8-bit sources value * 257).
+    PNG samples come out as stored, exactly as ``tf.io.decode_png`` gives them: no gamma or
+    colour-profile conversion (gAMA, cHRM, sRGB and iCCP chunks are ignored) and 16-bit samples
+    become 8-bit by their high byte. ``max_pixels``: larger images (and GIF frames larger than
+    that, or far larger than the GIF's screen) raise ``rf.ResourceExhaustedError``
+    before decoding; ``max_scans``: a progressive JPEG with more scans is refused (CPU bound).
+    """
+    dt = np.dtype(dtype)
+    if dt not in (np.dtype(np.uint8), np.dtype(np.uint16)):
+        raise ValueError(f"dtype must be uint8 or uint16, got {dtype!r}")
+    return _core.decode_image(bytes(data), int(max_pixels), int(channels),
+                              dt == np.dtype(np.uint16), int(max_scans))
 
 
 def decode_region(data: bytes, crop: tuple[int, int, int, int] | None = None,
                   target_size: tuple[int, int] | None = None, dct_scaling: bool = True,
-                  fancy_upsampling: bool = True, max_pixels: int = 1 << 28):
+                  fancy_upsampling: bool = True, max_pixels: int = 1 << 28,
+                  max_scans: int = 500):
     """Decodes only ``crop`` = (x, y, width, height) of a JPEG, DCT-scaled when the crop is to be
     resized to ``target_size`` = (width, height) by 2x or more. Returns (pixels, box,
-    scale_denom): ``box`` = (x, y, w, h) locates the crop in ``pixels`` (fractional when scaled)."""
+    scale_denom): ``box`` = (x, y, w, h) locates the crop in ``pixels`` (fractional when scaled).
+
+    The window must lie inside the image with width and height > 0, as for TF's
+    ``decode_and_crop_jpeg`` and ``crop_to_bounding_box``: otherwise ``rf.InvalidArgumentError``
+    (a ValueError) naming the window and the image size; nothing is clipped. ``None``: the
+    whole image. Only the presets clip, deliberately: imagenet_eval's filter margin around its
+    center crop is cut at the image's edges."""
     tw, th = target_size if target_size is not None else (0, 0)
     return _core.decode_region(bytes(data), None if crop is None else tuple(int(v) for v in crop),
                                int(tw), int(th), bool(dct_scaling), bool(fancy_upsampling),
-                               int(max_pixels))
+                               int(max_pixels), int(max_scans))
 
 
 def _u8(image) -> np.ndarray:

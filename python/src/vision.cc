@@ -51,6 +51,15 @@ nb::object ToArray(Image&& img) {
   return nb::cast(nb::ndarray<nb::numpy, uint8_t>(owned->data(), 3, shape, owner));
 }
 
+nb::object ToArray16(image::Image16&& img) {
+  auto* owned = new std::vector<uint16_t>(std::move(img.pixels));
+  nb::capsule owner(owned,
+                    [](void* p) noexcept { delete static_cast<std::vector<uint16_t>*>(p); });
+  size_t shape[3] = {static_cast<size_t>(img.height), static_cast<size_t>(img.width),
+                     static_cast<size_t>(img.channels)};
+  return nb::cast(nb::ndarray<nb::numpy, uint16_t>(owned->data(), 3, shape, owner));
+}
+
 vision::CommonOptions Common(int size, const std::string& image_key, const std::string& label_key,
                              std::array<float, 3> mean, std::array<float, 3> std,
                              const std::string& dtype, const std::string& layout,
@@ -125,23 +134,46 @@ void RegisterVision(nb::module_& m) {
       "layout"_a, "interpolation"_a, "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a,
       "default_label"_a.none());
 
+  // channels: 0 (as stored), 1, 3 or 4; sixteen: uint16 samples (TF's dtype=tf.uint16).
   m.def(
       "decode_image",
-      [](nb::bytes data, uint64_t max_pixels) {
+      [](nb::bytes data, uint64_t max_pixels, int channels, bool sixteen, int max_scans) {
+        if (sixteen) {
+          Result<image::Image16> img = CancelledError("not run");
+          {
+            nb::gil_scoped_release release;
+            image::DecodeOptions o;
+            o.desired_channels = channels;
+            o.max_pixels = max_pixels;
+            o.max_scans = max_scans;
+            img = image::Decode16(BytesSpan(data), o);
+          }
+          return ToArray16(ValueOrThrow(std::move(img)));
+        }
         Result<Image> img = CancelledError("not run");
         {
           nb::gil_scoped_release release;
-          img = image::DecodeImageRgb(BytesSpan(data), max_pixels);
+          if (channels == 3) {
+            img = image::DecodeImageRgb(BytesSpan(data), max_pixels, max_scans);
+          } else {
+            image::DecodeOptions o;
+            o.desired_channels = channels;
+            o.max_pixels = max_pixels;
+            o.max_scans = max_scans;
+            img = image::Decode(BytesSpan(data), o);
+          }
         }
         return ToArray(ValueOrThrow(std::move(img)));
       },
-      "data"_a, "max_pixels"_a = uint64_t{1} << 28);
+      "data"_a, "max_pixels"_a = uint64_t{1} << 28, "channels"_a = 3, "sixteen"_a = false,
+      "max_scans"_a = image::kDefaultMaxScans);
 
   // (pixels, (box x, y, w, h), scale_denom)
   m.def(
       "decode_region",
       [](nb::bytes data, std::optional<std::tuple<int, int, int, int>> crop, int target_width,
-         int target_height, bool dct_scaling, bool fancy_upsampling, uint64_t max_pixels) {
+         int target_height, bool dct_scaling, bool fancy_upsampling, uint64_t max_pixels,
+         int max_scans) {
         image::RegionDecodeOptions o;
         if (crop) {
           o.crop = image::Rect{std::get<0>(*crop), std::get<1>(*crop), std::get<2>(*crop),
@@ -152,6 +184,7 @@ void RegisterVision(nb::module_& m) {
         o.dct_scaling = dct_scaling;
         o.fancy_upsampling = fancy_upsampling;
         o.max_pixels = max_pixels;
+        o.max_scans = max_scans;
         image::DecodedRegion region;
         Status s;
         {
@@ -165,7 +198,8 @@ void RegisterVision(nb::module_& m) {
                               nb::make_tuple(b.x, b.y, b.width, b.height), region.scale_denom);
       },
       "data"_a, "crop"_a = nb::none(), "target_width"_a = 0, "target_height"_a = 0,
-      "dct_scaling"_a = true, "fancy_upsampling"_a = true, "max_pixels"_a = uint64_t{1} << 28);
+      "dct_scaling"_a = true, "fancy_upsampling"_a = true, "max_pixels"_a = uint64_t{1} << 28,
+      "max_scans"_a = image::kDefaultMaxScans);
 
   m.def(
       "resize",

@@ -349,3 +349,161 @@ def test_checkpoint_restore_with_the_train_preset_continues_with_the_same_tensor
     first = {int(l): img for b in full[:5] for l, img in zip(b["label"], b["image"])}
     second = {int(l): img for b in full[5:] for l, img in zip(b["label"], b["image"])}
     assert any(not np.array_equal(first[k], second[k]) for k in first)
+
+
+# ---- PNG decoding exactly as tf.io.decode_png (no gamma, 16 -> 8 bits by the high byte) ------
+
+def _png_chunks(png: bytes, chunks) -> bytes:
+    """Inserts (type, data) chunks right after IHDR."""
+    import struct
+    import zlib
+    end = 8 + 8 + 13 + 4
+    extra = b"".join(struct.pack(">I", len(d)) + t + d +
+                     struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF) for t, d in chunks)
+    return png[:end] + extra + png[end:]
+
+
+def _png_cases():
+    import struct
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.default_rng(11)
+    enc = lambda a: tf.io.encode_png(a).numpy()  # noqa: E731
+    u16 = lambda c: rng.integers(0, 65536, (23, 17, c), dtype=np.uint16)  # noqa: E731
+    u8 = lambda c: rng.integers(0, 256, (23, 17, c), dtype=np.uint8)  # noqa: E731
+    gamma22 = (b"gAMA", struct.pack(">I", 45455))
+    gamma10 = (b"gAMA", struct.pack(">I", 100000))
+    pal = Image.fromarray(u8(1)[..., 0] % 9).convert("P")
+    pal.putpalette([v for i in range(9) for v in (i * 28, 255 - i * 20, (i * 91) % 256)])
+    b = io.BytesIO()
+    pal.save(b, "PNG")
+    palette = b.getvalue()
+    b = io.BytesIO()
+    pal.save(b, "PNG", transparency=bytes(range(0, 250, 30)))
+    palette_trns = b.getvalue()
+    return {
+        "gray16": enc(u16(1)),
+        "rgb16": enc(u16(3)),
+        "rgba16": enc(u16(4)),
+        "gray_alpha16": enc(u16(2)),
+        "gray_alpha8": enc(u8(2)),
+        "palette": palette,
+        "palette_trns": palette_trns,
+        "rgb8_gamma22": _png_chunks(enc(u8(3)), [gamma22]),
+        "rgb8_gamma10": _png_chunks(enc(u8(3)), [gamma10]),
+        "rgb16_gamma22": _png_chunks(enc(u16(3)), [gamma22]),
+        "gray8_gamma22": _png_chunks(enc(u8(1)), [gamma22]),
+    }
+
+
+@pytest.mark.parametrize("name", ["gray16", "rgb16", "rgba16", "gray_alpha16", "gray_alpha8",
+                                  "palette", "palette_trns", "rgb8_gamma22", "rgb8_gamma10",
+                                  "rgb16_gamma22", "gray8_gamma22"])
+def test_png_decode_equals_tensorflow_decode_png(name):
+    tf = pytest.importorskip("tensorflow")
+    data = _png_cases()[name]
+    # channels=4 adds an opaque alpha to images without one; TF's is (1 << bit depth) - 1 of
+    # the file (15 for this 4-bit palette), recordflow's the full 255 / 65535 (docs/image.md).
+    for channels in (0, 3) if name == "palette" else (0, 3, 4):
+        for dtype, tf_dtype in (("uint8", tf.uint8), ("uint16", tf.uint16)):
+            want = tf.io.decode_png(data, channels=channels, dtype=tf_dtype).numpy()
+            got = rf.vision.decode_image(data, channels=channels, dtype=dtype)
+            assert got.dtype == want.dtype and got.shape == want.shape, (channels, dtype)
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} {channels} {dtype}")
+    # The default (RGB uint8) and the region decoder the presets use give the same values.
+    want = tf.io.decode_png(data, channels=3).numpy()
+    np.testing.assert_array_equal(rf.vision.decode_image(data), want)
+    pixels, box, denom = rf.vision.decode_region(data, crop=(2, 3, 10, 12))
+    np.testing.assert_array_equal(pixels, want[3:15, 2:12])
+
+
+def test_presets_decode_a_16bit_png_as_its_high_bytes():
+    # The preset on a 16-bit PNG equals the preset on the 8-bit PNG of TF's decoded values.
+    tf = pytest.importorskip("tensorflow")
+    data = _png_cases()["rgb16_gamma22"]
+    as8 = tf.io.encode_png(tf.io.decode_png(data, channels=3)).numpy()
+    outs = []
+    for png in (data, as8):
+        ex = rf.Example({"image/encoded": png, "image/class/label": 1}).serialize()
+        op = rf.vision.imagenet_eval(16, 18, dtype="uint8")
+        outs.append(next(iter(rf.Dataset.from_records([ex]).batch(1).map(op)))["image"])
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_decode_image_dtype_and_channels_arguments():
+    a = PHOTOS[0][:20, :30]
+    jpg = _jpeg(a)
+    u8 = rf.vision.decode_image(jpg)
+    u16 = rf.vision.decode_image(jpg, dtype="uint16")
+    assert u16.dtype == np.uint16
+    np.testing.assert_array_equal(u16, u8.astype(np.uint16) * 257)  # TF's convert_image_dtype
+    assert rf.vision.decode_image(jpg, channels=1).shape == (20, 30, 1)
+    with pytest.raises(ValueError):
+        rf.vision.decode_image(jpg, dtype="float32")
+
+
+# ---- crop windows: every invalid window is an error, as in TensorFlow ------------------------
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG"])
+def test_invalid_crop_windows_raise_like_tensorflow(fmt):
+    tf = pytest.importorskip("tensorflow")
+    a = PHOTOS[0][:20, :30]
+    b = io.BytesIO()
+    Image.fromarray(a).save(b, fmt)
+    data = b.getvalue()
+    jpg = _jpeg(a)
+    # (x, y, width, height)
+    bad = [(0, 0, 0, 5), (0, 0, 5, 0), (0, 0, -5, 5), (-1, 0, 5, 5), (0, -1, 5, 5),
+           (30, 0, 1, 1), (0, 20, 1, 1), (0, 15, 5, 10), (25, 0, 10, 5), (0, 0, 31, 20)]
+    for x, y, w, h in bad:
+        with pytest.raises(rf.InvalidArgumentError) as e:
+            rf.vision.decode_region(data, crop=(x, y, w, h))
+        assert "30x20" in str(e.value) and f"width={w}" in str(e.value)
+        # TensorFlow refuses the same window.
+        with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
+            tf.io.decode_and_crop_jpeg(jpg, [y, x, h, w]).numpy()
+        with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
+            tf.image.crop_to_bounding_box(a, y, x, h, w)
+    pixels, _, _ = rf.vision.decode_region(jpg, crop=(29, 19, 1, 1), dct_scaling=False)
+    np.testing.assert_array_equal(pixels, tf.io.decode_and_crop_jpeg(
+        jpg, [19, 29, 1, 1], dct_method="INTEGER_ACCURATE").numpy())
+
+
+# ---- CPU limits: GIF frames and progressive scans ----------------------------------------------
+
+def _gif_huge_frame(screen=(1, 1), frame=(65535, 65535)):
+    import struct
+    gif = b"GIF89a" + struct.pack("<HH", *screen) + b"\xf1\x00\x00"
+    gif += b"\x00\x00\x00\xff\x00\x00\x00\xff\x00\x00\x00\xff"
+    gif += b"\x2c" + struct.pack("<HHHH", 0, 0, *frame) + b"\x00"
+    return gif + b"\x02\x02\x4c\x01\x00\x3b"
+
+
+def test_gif_frame_limits_raise_quickly():
+    import time
+    t0 = time.perf_counter()
+    with pytest.raises(rf.ResourceExhaustedError, match="65535x65535"):
+        rf.vision.decode_image(_gif_huge_frame(), max_pixels=1000)
+    with pytest.raises(rf.ResourceExhaustedError, match="logical screen"):
+        rf.vision.decode_image(_gif_huge_frame((2, 2), (4096, 4096)))
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_progressive_jpeg_scan_limit():
+    # Pillow writes 10 scans: a limit of 5 refuses it, the default (500) decodes it.
+    jpg = _jpeg(PHOTOS[0][:64, :64], progressive=True)
+    assert rf.vision.decode_image(jpg).shape == (64, 64, 3)
+    with pytest.raises(rf.ResourceExhaustedError, match="more than 5 scans"):
+        rf.vision.decode_image(jpg, max_scans=5)
+    with pytest.raises(rf.ResourceExhaustedError, match="more than 5 scans"):
+        rf.vision.decode_region(jpg, crop=(0, 0, 8, 8), max_scans=5)
+
+
+def test_resize_box_and_center_crop_outside_the_image_name_window_and_size():
+    a = PHOTOS[0][:20, :30]
+    for box in [(25, 0, 10, 5), (-1, 0, 5, 5), (0, 0, 0, 5), (0, 18, 5, 5)]:
+        with pytest.raises(rf.InvalidArgumentError) as e:
+            rf.vision.resize(a, (5, 5), box=box)
+        assert "30x20" in str(e.value) and f"x={box[0]}" in str(e.value)
+    with pytest.raises(rf.InvalidArgumentError, match="30x20"):
+        rf.vision.center_crop(a, (21, 10))
+    assert rf.vision.resize(a, (5, 5), box=(20, 10, 10, 10)).shape == (5, 5, 3)

@@ -61,6 +61,8 @@ struct ImageInfo {
   int chroma_v = 0;
   // GIF / WebP: more than one frame (only the first is decoded).
   bool animated = false;
+  // JPEG with check_structure: the number of scans (SOS markers). 0 otherwise.
+  int scans = 0;
 
   // Channels of the decoded pixels (Decode with desired_channels = 0): CMYK/YCCK decode to RGB.
   int decoded_channels() const;
@@ -68,17 +70,27 @@ struct ImageInfo {
 };
 
 struct ProbeOptions {
-  // Also walk every JPEG marker segment and the entropy-coded data up to the EOI marker, so
-  // that a truncated or structurally broken JPEG is reported as kDataLoss without decoding it.
-  // Costs one pass over the bytes (memchr speed).
+  // Also check the file's structure without decoding pixels, so that a truncated, lying or
+  // damaged file is reported as kDataLoss (one pass over the bytes):
+  //  JPEG: every marker segment and the entropy-coded data up to the EOI marker; at least one
+  //    scan; and enough entropy-coded bytes for the blocks the header promises (a Huffman-coded
+  //    block of a DC scan takes at least one bit), which catches a header claiming far more
+  //    pixels than the data holds and scans cut short.
+  //  PNG: every chunk's length and CRC, IHDR first, PLTE for palette images, IDAT present and
+  //    contiguous, IEND last; the IDAT zlib stream complete and inflating to at least the rows
+  //    the header promises (skipped above max_pixels, which the caller refuses anyway).
+  //  GIF: every block and sub-block up to the trailer, at least one image.
+  //  BMP: palette and pixel data inside the file.  WebP: the RIFF size inside the file.
   bool check_structure = false;
+  uint64_t max_pixels = uint64_t{1} << 28;
 };
 
 // Reads the header of a JPEG, PNG, GIF, BMP or WebP image without decoding pixels.
 // Errors: kInvalidArgument when the bytes are not an image of a known format ("not an
 // image"); kDataLoss for a known format whose header is truncated or malformed (or, with
-// check_structure, a JPEG missing its end); kUnimplemented for a valid header of a variant not
-// supported (e.g. 12-bit or arithmetic-coded JPEG, a JPEG whose height is set by a DNL marker).
+// check_structure, a file failing the checks listed there); kUnimplemented for a valid header
+// of a variant not supported (e.g. 12-bit or arithmetic-coded JPEG, a JPEG whose height is set
+// by a DNL marker).
 Result<ImageInfo> Probe(std::span<const std::byte> data, ProbeOptions options = {});
 
 // Decoded pixels: 8 bits per sample, rows top to bottom, channels interleaved (HWC), no padding.
@@ -93,12 +105,34 @@ struct Image {
   const uint8_t* row(int y) const { return pixels.data() + static_cast<size_t>(y) * row_bytes(); }
 };
 
+// Decoded pixels with 16 bits per sample (Decode16), laid out as Image.
+struct Image16 {
+  int width = 0;
+  int height = 0;
+  int channels = 0;
+  std::vector<uint16_t> pixels;
+
+  size_t row_samples() const {
+    return static_cast<size_t>(width) * static_cast<size_t>(channels);
+  }
+};
+
+// The progressive-JPEG scan limit TurboJPEG applies (TJPARAM_SCANLIMIT in its tools).
+inline constexpr int kDefaultMaxScans = 500;
+
 struct DecodeOptions {
   // Output channels: 0 = as decoded_channels() says; 1 = gray; 3 = RGB (alpha dropped, gray
   // replicated); 4 = RGBA. Other values are kInvalidArgument.
   int desired_channels = 0;
-  // Refuse images with more pixels than this (kResourceExhausted), before allocating.
+  // Refuse images with more pixels than this (kResourceExhausted), before allocating. GIF:
+  // every frame is held to it too, and a frame may not cover more than the larger of the
+  // logical screen's area and kMaxGifFrameSlack pixels (only the screen's pixels are kept;
+  // a huge frame on a tiny screen is CPU work for nothing).
   uint64_t max_pixels = uint64_t{1} << 28;
+  // Progressive JPEG: refuse a file with more scans than this (kResourceExhausted). Each scan
+  // is a pass over all coefficients: a small file of thousands of tiny scans costs minutes.
+  // Real encoders write fewer than 20.
+  int max_scans = kDefaultMaxScans;
   // Rotate/flip as the EXIF orientation tag says, so that the result is upright.
   bool apply_orientation = false;
   // JPEG only: when > 0, decode at the smallest DCT scale (1/8, 1/4, 1/2) that keeps the
@@ -107,10 +141,21 @@ struct DecodeOptions {
   int min_shorter_side = 0;
 };
 
-// Decodes a JPEG, PNG, GIF (first frame), BMP or WebP image. Errors: those of Probe;
-// kDataLoss for corrupt pixel data; kResourceExhausted above max_pixels; kUnimplemented for a
-// format not compiled in (GIF, WebP without their libraries).
+// A GIF frame may cover up to this many pixels beyond the logical screen's area.
+inline constexpr uint64_t kMaxGifFrameSlack = uint64_t{1} << 20;
+
+// Decodes a JPEG, PNG, GIF (first frame), BMP or WebP image. PNG samples are returned as
+// stored, like TensorFlow's decode_png: no gamma or colour-profile conversion (gAMA, cHRM,
+// sRGB and iCCP chunks are ignored), 16-bit samples give their high byte, a palette image
+// with a tRNS chunk decodes to RGBA. Errors: those of Probe; kDataLoss for corrupt pixel data;
+// kResourceExhausted above max_pixels or max_scans; kUnimplemented for a format not compiled
+// in (GIF, WebP without their libraries).
 Result<Image> Decode(std::span<const std::byte> data, DecodeOptions options = {});
+
+// As Decode, with 16 bits per sample (TensorFlow's decode_png / decode_image with
+// dtype=tf.uint16): a 16-bit PNG gives its samples; 8-bit sources give value * 257 (TF's
+// convert_image_dtype). Errors: those of Decode.
+Result<Image16> Decode16(std::span<const std::byte> data, DecodeOptions options = {});
 
 // True when Decode supports `format` in this build.
 bool CanDecode(ImageFormat format);

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -46,9 +47,10 @@ enum class JpegWarnings : uint8_t {
 };
 
 struct RegionDecodeOptions {
-  // The part of the image wanted, in image pixels; width/height 0: the whole image. It is
-  // clipped to the image (an empty intersection is kInvalidArgument).
-  Rect crop;
+  // The part of the image wanted, in image pixels; none: the whole image. It must lie inside
+  // the image with width and height > 0 (CheckCropWindow), as TensorFlow's
+  // decode_and_crop_jpeg and crop_to_bounding_box require; otherwise kInvalidArgument.
+  std::optional<Rect> crop;
   // The size the crop will be resized to. When both are > 0 and `dct_scaling` is on, the
   // largest DCT scale 1/2, 1/4 or 1/8 whose scaled crop is still at least this large is used
   // (JPEG only): the decoder then does 1/4 .. 1/64 of the IDCT and upsampling work.
@@ -57,6 +59,8 @@ struct RegionDecodeOptions {
   bool dct_scaling = true;
   // Refuse images whose header promises more pixels (kResourceExhausted), before decoding.
   uint64_t max_pixels = uint64_t{1} << 28;
+  // Progressive JPEG: more scans than this is kResourceExhausted (see DecodeOptions).
+  int max_scans = kDefaultMaxScans;
   JpegWarnings warnings = JpegWarnings::kError;
   // JPEG: libjpeg's fancy (triangle-filtered) chroma upsampling, as a full decode by Pillow,
   // TensorFlow and OpenCV does. Off: faster, blockier chroma.
@@ -92,9 +96,9 @@ struct ImageHeader {
 // coefficients, as any progressive decode). Other formats (PNG, BMP, GIF, WebP) are decoded
 // whole by image::Decode and then cropped.
 //
-// Errors: kInvalidArgument for bytes that are not an image ("not an image") or an empty crop;
-// kDataLoss for a corrupt or truncated image (libjpeg's message); kResourceExhausted above
-// max_pixels; kUnimplemented for formats not built in.
+// Errors: kInvalidArgument for bytes that are not an image ("not an image") or a crop window
+// not inside the image; kDataLoss for a corrupt or truncated image (libjpeg's message);
+// kResourceExhausted above max_pixels or max_scans; kUnimplemented for formats not built in.
 //
 // Thread safety: thread-compatible (one decoder per thread). Lifetime: independent of the
 // bytes given (nothing is kept).
@@ -118,9 +122,14 @@ class ImageDecoder {
   std::unique_ptr<JpegState> jpeg_;
 };
 
+// OK when `crop` lies inside a width x height image with width and height > 0 (TensorFlow's
+// rule for crop windows); otherwise kInvalidArgument naming the window and the image size.
+Status CheckCropWindow(const Rect& crop, int width, int height);
+
 // Decodes any supported image to RGB (a new decoder per call; see ImageDecoder for reuse).
 Result<Image> DecodeImageRgb(std::span<const std::byte> data,
-                             uint64_t max_pixels = uint64_t{1} << 28);
+                             uint64_t max_pixels = uint64_t{1} << 28,
+                             int max_scans = kDefaultMaxScans);
 
 // The DCT scale denominator (1, 2, 4 or 8) DecodeRegion picks for a crop of crop_w x crop_h
 // resized to target_w x target_h: the largest whose scaled crop still covers the target.

@@ -72,6 +72,7 @@ ItemResult ProcessItem(const InputItem& item, const InputListing& listing,
   const auto data = std::as_bytes(std::span(bytes->data(), bytes->size()));
   image::ProbeOptions probe_options;
   probe_options.check_structure = options.verify != VerifyLevel::kHeader;
+  probe_options.max_pixels = options.max_pixels;
   Result<image::ImageInfo> probed = image::Probe(data, probe_options);
   if (!probed.ok()) {
     result.error = probed.status();

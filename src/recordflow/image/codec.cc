@@ -4,6 +4,7 @@
 // C++ object that changes after setjmp lives on the heap behind a pointer set before it, so
 // the jump never skips a destructor and never reads an indeterminate local.
 #include <algorithm>
+#include <bit>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
@@ -35,7 +36,24 @@ struct JpegErrorManager {
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
   bool premature_end = false;
+  int max_scans = 0;  // progressive decode: 0 = no limit
+  bool too_many_scans = false;
 };
+
+// libjpeg calls the progress monitor at least once per iMCU row of every scan it absorbs, so
+// a file with more scans than the limit stops at its first row past it (TurboJPEG's scan
+// limit works the same way).
+void JpegScanLimitMonitor(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
+  const auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  if (cinfo->is_decompressor && d->progressive_mode && err->max_scans > 0 &&
+      d->input_scan_number > err->max_scans) {
+    err->too_many_scans = true;
+    std::snprintf(err->message, sizeof(err->message), "%s",
+                  internal::TooManyScans(err->max_scans).message().c_str());
+    std::longjmp(err->jump, 1);
+  }
+}
 
 void JpegErrorExit(j_common_ptr cinfo) {
   auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
@@ -59,6 +77,7 @@ void JpegEmitMessage(j_common_ptr cinfo, int msg_level) {
 struct JpegDecodeState {
   jpeg_decompress_struct cinfo;
   JpegErrorManager err;
+  jpeg_progress_mgr progress;
   Image image;
   std::vector<uint8_t> cmyk_row;
   bool created = false;
@@ -68,17 +87,22 @@ struct JpegDecodeState {
 };
 
 Status DecodeJpegInto(std::span<const std::byte> data, const ImageInfo& info,
-                      int min_shorter_side, Image* out) {
+                      int min_shorter_side, int max_scans, Image* out) {
   auto state = std::make_unique<JpegDecodeState>();
   JpegDecodeState* s = state.get();
   s->cinfo.err = jpeg_std_error(&s->err.pub);
   s->err.pub.error_exit = JpegErrorExit;
   s->err.pub.emit_message = JpegEmitMessage;
+  s->err.max_scans = max_scans;
   if (setjmp(s->err.jump) != 0) {
+    if (s->err.too_many_scans) return ResourceExhaustedError(s->err.message);
     return DataLossError(std::string("corrupt JPEG: ") + s->err.message);
   }
   jpeg_create_decompress(&s->cinfo);
   s->created = true;
+  s->progress = {};
+  s->progress.progress_monitor = JpegScanLimitMonitor;
+  s->cinfo.progress = &s->progress;
   jpeg_mem_src(&s->cinfo, reinterpret_cast<const unsigned char*>(data.data()),
                static_cast<unsigned long>(data.size()));
   jpeg_read_header(&s->cinfo, TRUE);
@@ -159,27 +183,124 @@ struct JpegEncodeState {
 
 // ---- PNG ------------------------------------------------------------------------------------
 
-Status DecodePngInto(std::span<const std::byte> data, Image* out) {
-  png_image png;
-  std::memset(&png, 0, sizeof(png));
-  png.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_memory(&png, data.data(), data.size())) {
-    return DataLossError(std::string("corrupt PNG: ") + png.message);
+// libpng's low-level API with no colour management: samples come out as stored (no gamma,
+// cHRM, sRGB or iCCP conversion; the simplified png_image API would treat 16-bit samples and
+// files with a gAMA chunk as linear light and convert them to sRGB). Channel conversions follow
+// TensorFlow's decode_png: palette -> RGB (RGBA when it has a tRNS chunk), tRNS of gray or RGB
+// images ignored, 16 -> 8 bits keeps the high byte, 8 -> 16 bits multiplies by 257.
+struct PngDecodeState {
+  png_structp png = nullptr;
+  png_infop info = nullptr;
+  std::span<const std::byte> data;
+  size_t pos = 0;
+  char message[256] = {};
+  std::vector<uint8_t> pixels;
+  std::vector<png_bytep> rows;
+  ~PngDecodeState() {
+    if (png != nullptr) png_destroy_read_struct(&png, info != nullptr ? &info : nullptr, nullptr);
   }
-  const bool alpha = png.format & PNG_FORMAT_FLAG_ALPHA;
-  const bool color = png.format & PNG_FORMAT_FLAG_COLOR;
-  png.format = color ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB)
-                     : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
+};
+
+[[noreturn]] void PngError(png_structp png, png_const_charp message) {
+  auto* s = static_cast<PngDecodeState*>(png_get_error_ptr(png));
+  std::snprintf(s->message, sizeof(s->message), "%s", message);
+  png_longjmp(png, 1);
+}
+
+void PngWarning(png_structp, png_const_charp) {}
+
+void PngRead(png_structp png, png_bytep out, size_t n) {
+  auto* s = static_cast<PngDecodeState*>(png_get_io_ptr(png));
+  if (n > s->data.size() - s->pos) png_error(png, "file ends in the middle of the image data");
+  std::memcpy(out, s->data.data() + s->pos, n);
+  s->pos += n;
+}
+
+// Decodes into s->pixels (samples of `bits` 8 or 16, host byte order) and the geometry.
+// Everything between setjmp and a possible longjmp lives in `s` (heap).
+Status RunPngDecode(PngDecodeState* s, int desired_channels, int bits, int* width, int* height,
+                    int* channels) {
+  s->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, s, PngError, PngWarning);
+  if (s->png == nullptr) return InternalError("png_create_read_struct failed");
+  s->info = png_create_info_struct(s->png);
+  if (s->info == nullptr) return InternalError("png_create_info_struct failed");
+  if (setjmp(png_jmpbuf(s->png)) != 0) {
+    return DataLossError(std::string("corrupt PNG: ") + s->message);
+  }
+  png_set_read_fn(s->png, s, PngRead);
+  png_read_info(s->png, s->info);
+  const int color_type = png_get_color_type(s->png, s->info);
+  const int depth = png_get_bit_depth(s->png, s->info);
+  int native;
+  switch (color_type) {
+    case PNG_COLOR_TYPE_GRAY: native = 1; break;
+    case PNG_COLOR_TYPE_GRAY_ALPHA: native = 2; break;
+    case PNG_COLOR_TYPE_RGB: native = 3; break;
+    case PNG_COLOR_TYPE_RGB_ALPHA: native = 4; break;
+    case PNG_COLOR_TYPE_PALETTE:
+      native = png_get_valid(s->png, s->info, PNG_INFO_tRNS) != 0 ? 4 : 3;
+      break;
+    default: png_error(s->png, "bad color type");
+  }
+  if (color_type == PNG_COLOR_TYPE_PALETTE) {
+    png_set_palette_to_rgb(s->png);
+    if (native == 4) png_set_tRNS_to_alpha(s->png);
+  }
+  if (color_type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(s->png);
+  const int want = desired_channels == 0 ? native : desired_channels;
+  const bool color_in = native >= 3;
+  const bool alpha_in = native == 2 || native == 4;
+  const bool color_out = want >= 3;
+  const bool alpha_out = want == 2 || want == 4;
+  if (color_in && !color_out) {
+    // TensorFlow's weights (ITU-R BT.601), in libpng's 1/100000 fixed point.
+    png_set_rgb_to_gray_fixed(s->png, 1, 29900, 58700);
+  }
+  if (!color_in && color_out) png_set_gray_to_rgb(s->png);
+  if (alpha_in && !alpha_out) png_set_strip_alpha(s->png);
+  if (!alpha_in && alpha_out) png_set_add_alpha(s->png, 0xFFFF, PNG_FILLER_AFTER);
+  if (bits == 8 && depth == 16) png_set_strip_16(s->png);
+  if (bits == 16 && depth < 16) png_set_expand_16(s->png);
+  if (bits == 16 && std::endian::native == std::endian::little) png_set_swap(s->png);
+  png_set_interlace_handling(s->png);
+  png_read_update_info(s->png, s->info);
+  const png_uint_32 w = png_get_image_width(s->png, s->info);
+  const png_uint_32 h = png_get_image_height(s->png, s->info);
+  const size_t row_bytes = static_cast<size_t>(w) * want * (bits / 8);
+  if (png_get_rowbytes(s->png, s->info) != row_bytes ||
+      png_get_channels(s->png, s->info) != want) {
+    png_error(s->png, "unexpected row layout after the transforms");
+  }
+  s->pixels.resize(row_bytes * h);
+  s->rows.resize(h);
+  for (png_uint_32 y = 0; y < h; ++y) s->rows[y] = s->pixels.data() + row_bytes * y;
+  png_read_image(s->png, s->rows.data());
+  *width = static_cast<int>(w);
+  *height = static_cast<int>(h);
+  *channels = want;
+  return Status::OK();
+}
+
+// desired_channels: 0 (as stored, TF's channels=0), 1, 2, 3 or 4.
+Status DecodePngInto(std::span<const std::byte> data, int desired_channels, Image* out) {
+  auto state = std::make_unique<PngDecodeState>();
+  state->data = data;
   Image image;
-  image.width = static_cast<int>(png.width);
-  image.height = static_cast<int>(png.height);
-  image.channels = static_cast<int>(PNG_IMAGE_SAMPLE_CHANNELS(png.format));
-  image.pixels.resize(PNG_IMAGE_SIZE(png));
-  if (!png_image_finish_read(&png, nullptr, image.pixels.data(), 0, nullptr)) {
-    std::string message = png.message;
-    png_image_free(&png);
-    return DataLossError("corrupt PNG: " + message);
-  }
+  RF_RETURN_IF_ERROR(RunPngDecode(state.get(), desired_channels, 8, &image.width, &image.height,
+                                  &image.channels));
+  image.pixels = std::move(state->pixels);
+  *out = std::move(image);
+  return Status::OK();
+}
+
+Status DecodePng16Into(std::span<const std::byte> data, int desired_channels, Image16* out) {
+  auto state = std::make_unique<PngDecodeState>();
+  state->data = data;
+  Image16 image;
+  RF_RETURN_IF_ERROR(RunPngDecode(state.get(), desired_channels, 16, &image.width, &image.height,
+                                  &image.channels));
+  image.pixels.resize(state->pixels.size() / 2);
+  std::memcpy(image.pixels.data(), state->pixels.data(), image.pixels.size() * 2);
   *out = std::move(image);
   return Status::OK();
 }
@@ -301,7 +422,7 @@ struct GifCloser {
   }
 };
 
-Status DecodeGifInto(std::span<const std::byte> data, Image* out) {
+Status DecodeGifInto(std::span<const std::byte> data, uint64_t max_pixels, Image* out) {
   GifSource source{data, 0};
   int error = 0;
   std::unique_ptr<GifFileType, GifCloser> gif(DGifOpen(&source, GifRead, &error));
@@ -348,6 +469,22 @@ Status DecodeGifInto(std::span<const std::byte> data, Image* out) {
     }
     if (desc.Width <= 0 || desc.Height <= 0 || desc.Width > 65535 || desc.Height > 65535) {
       return DataLossError("corrupt GIF: bad frame size");
+    }
+    // The logical screen passed the max_pixels check; the frame, which costs the LZW work,
+    // has its own size. Only the screen's pixels are kept, so a frame far larger than the
+    // screen is work for nothing.
+    const uint64_t frame_pixels = uint64_t(desc.Width) * uint64_t(desc.Height);
+    const std::string frame = "GIF frame of " + std::to_string(desc.Width) + "x" +
+                              std::to_string(desc.Height) + " pixels at (" +
+                              std::to_string(desc.Left) + ", " + std::to_string(desc.Top) + ")";
+    if (frame_pixels > max_pixels) {
+      return ResourceExhaustedError(frame + " is over the limit of " +
+                                    std::to_string(max_pixels) + " pixels");
+    }
+    const uint64_t screen_pixels = uint64_t(image.width) * uint64_t(image.height);
+    if (frame_pixels > std::max(screen_pixels, kMaxGifFrameSlack)) {
+      return ResourceExhaustedError(frame + " is larger than its " + std::to_string(image.width) +
+                                    "x" + std::to_string(image.height) + " logical screen");
     }
     std::vector<GifPixelType> line(static_cast<size_t>(desc.Width));
     std::vector<int> rows;
@@ -444,6 +581,20 @@ Status CompressJpeg(JpegEncodeState* s) {
 
 }  // namespace
 
+namespace internal {
+
+Status TooManyScans(int max_scans, int scans) {
+  if (scans > 0) {
+    return ResourceExhaustedError("progressive JPEG has " + std::to_string(scans) +
+                                  " scans: more than " + std::to_string(max_scans) +
+                                  " scans (the max_scans limit), refused before decoding");
+  }
+  return ResourceExhaustedError("progressive JPEG has more than " + std::to_string(max_scans) +
+                                " scans (the max_scans limit)");
+}
+
+}  // namespace internal
+
 bool CanDecode(ImageFormat format) {
   switch (format) {
     case ImageFormat::kJpeg:
@@ -482,12 +633,21 @@ Result<Image> Decode(std::span<const std::byte> data, DecodeOptions options) {
   Image image;
   switch (info.format) {
     case ImageFormat::kJpeg:
-      RF_RETURN_IF_ERROR(DecodeJpegInto(data, info, options.min_shorter_side, &image));
+      if (info.progressive && options.max_scans > 0) {
+        const int scans = internal::CountJpegScans(data, 0);
+        if (scans > options.max_scans) return internal::TooManyScans(options.max_scans, scans);
+      }
+      RF_RETURN_IF_ERROR(
+          DecodeJpegInto(data, info, options.min_shorter_side, options.max_scans, &image));
       break;
-    case ImageFormat::kPng: RF_RETURN_IF_ERROR(DecodePngInto(data, &image)); break;
+    case ImageFormat::kPng:
+      RF_RETURN_IF_ERROR(DecodePngInto(data, options.desired_channels, &image));
+      break;
     case ImageFormat::kBmp: RF_RETURN_IF_ERROR(DecodeBmpInto(data, &image)); break;
 #ifdef RF_HAVE_GIF
-    case ImageFormat::kGif: RF_RETURN_IF_ERROR(DecodeGifInto(data, &image)); break;
+    case ImageFormat::kGif:
+      RF_RETURN_IF_ERROR(DecodeGifInto(data, options.max_pixels, &image));
+      break;
 #endif
 #ifdef RF_HAVE_WEBP
     case ImageFormat::kWebp: RF_RETURN_IF_ERROR(DecodeWebpInto(data, info, &image)); break;
@@ -501,6 +661,35 @@ Result<Image> Decode(std::span<const std::byte> data, DecodeOptions options) {
     image = internal::ConvertChannels(image, options.desired_channels);
   }
   return image;
+}
+
+Result<Image16> Decode16(std::span<const std::byte> data, DecodeOptions options) {
+  Image16 out;
+  if (SniffFormat(data) == ImageFormat::kPng) {
+    if (options.desired_channels < 0 || options.desired_channels > 4 ||
+        options.desired_channels == 2) {
+      return InvalidArgumentError("desired_channels must be 0, 1, 3 or 4 (got " +
+                                  std::to_string(options.desired_channels) + ")");
+    }
+    RF_ASSIGN_OR_RETURN(ImageInfo info, Probe(data));
+    if (info.pixels() > options.max_pixels) {
+      return ResourceExhaustedError("image of " + std::to_string(info.width) + "x" +
+                                    std::to_string(info.height) +
+                                    " pixels is over the limit of " +
+                                    std::to_string(options.max_pixels) + " pixels");
+    }
+    RF_RETURN_IF_ERROR(DecodePng16Into(data, options.desired_channels, &out));
+    return out;
+  }
+  RF_ASSIGN_OR_RETURN(Image image, Decode(data, options));
+  out.width = image.width;
+  out.height = image.height;
+  out.channels = image.channels;
+  out.pixels.resize(image.pixels.size());
+  for (size_t i = 0; i < image.pixels.size(); ++i) {
+    out.pixels[i] = static_cast<uint16_t>(image.pixels[i] * 257);
+  }
+  return out;
 }
 
 Result<std::string> EncodeJpeg(const Image& input, JpegEncodeOptions options) {

@@ -16,6 +16,7 @@
 #include <jpeglib.h>
 
 #include "recordflow/image/ops.h"
+#include "image_internal.h"
 
 namespace recordflow::image {
 
@@ -34,6 +35,8 @@ struct ImageDecoder::JpegState {
   std::span<const std::byte> data;
   std::vector<uint8_t> row;  // one scanline as libjpeg writes it (reused)
   std::string error;         // set before returning an error from Run
+  jpeg_progress_mgr progress;
+  bool too_many_scans = false;
 
   ~JpegState() {
     if (created) jpeg_destroy_decompress(&cinfo);
@@ -60,6 +63,19 @@ void EmitMessage(j_common_ptr cinfo, int msg_level) {
   if (s->warnings++ == 0) (*cinfo->err->format_message)(cinfo, s->message);
   if (s->policy == JpegWarnings::kError || cinfo->err->msg_code == JWRN_JPEG_EOF) {
     if (s->warnings > 1) (*cinfo->err->format_message)(cinfo, s->message);
+    std::longjmp(s->jump, 1);
+  }
+}
+
+// Called at least once per iMCU row of every scan libjpeg absorbs: a progressive file with
+// more scans than options->max_scans stops at the first row past the limit.
+void ScanLimitMonitor(j_common_ptr cinfo) {
+  JpegState* s = StateOf(cinfo);
+  const int limit = s->options != nullptr ? s->options->max_scans : 0;
+  if (limit > 0 && s->cinfo.progressive_mode && s->cinfo.input_scan_number > limit) {
+    s->too_many_scans = true;
+    std::snprintf(s->message, sizeof(s->message), "%s",
+                  internal::TooManyScans(limit).message().c_str());
     std::longjmp(s->jump, 1);
   }
 }
@@ -92,6 +108,7 @@ void Begin(JpegState* s, std::span<const std::byte> data) {
   s->src.bytes_in_buffer = data.size();
   s->warnings = 0;
   s->message[0] = '\0';
+  s->too_many_scans = false;
 }
 
 // CMYK as libjpeg gives it (Adobe files store it inverted) -> RGB, as image::Decode does.
@@ -122,6 +139,7 @@ Status RunHeader(JpegState* s, ImageHeader* header) {
 Status RunRegion(JpegState* s) {
   if (setjmp(s->jump) != 0) {
     jpeg_abort_decompress(&s->cinfo);
+    if (s->too_many_scans) return ResourceExhaustedError(s->message);
     if (!s->error.empty()) return InvalidArgumentError(s->error);
     return DataLossError(std::string("corrupt JPEG: ") + s->message);
   }
@@ -137,19 +155,25 @@ Status RunRegion(JpegState* s) {
                                   " pixels is over the limit of " + std::to_string(o.max_pixels) +
                                   " pixels");
   }
-  const int W = static_cast<int>(ci.image_width), H = static_cast<int>(ci.image_height);
-  // The crop, clipped to the image.
-  int x0 = 0, y0 = 0, x1 = W, y1 = H;
-  if (o.crop.width > 0 && o.crop.height > 0) {
-    x0 = std::max(o.crop.x, 0);
-    y0 = std::max(o.crop.y, 0);
-    x1 = std::min<int64_t>(int64_t{o.crop.x} + o.crop.width, W);
-    y1 = std::min<int64_t>(int64_t{o.crop.y} + o.crop.height, H);
+  // Refused before any scan is decoded (the progress monitor is the backstop).
+  if (ci.progressive_mode && o.max_scans > 0) {
+    const int scans = internal::CountJpegScans(s->data, 0);
+    if (scans > o.max_scans) {
+      jpeg_abort_decompress(&ci);
+      return internal::TooManyScans(o.max_scans, scans);
+    }
   }
-  if (x1 <= x0 || y1 <= y0) {
-    jpeg_abort_decompress(&ci);
-    return InvalidArgumentError("crop lies outside the " + std::to_string(W) + "x" +
-                                std::to_string(H) + " image");
+  const int W = static_cast<int>(ci.image_width), H = static_cast<int>(ci.image_height);
+  int x0 = 0, y0 = 0, x1 = W, y1 = H;
+  if (o.crop.has_value()) {
+    if (Status valid = CheckCropWindow(*o.crop, W, H); !valid.ok()) {
+      jpeg_abort_decompress(&ci);
+      return valid;
+    }
+    x0 = o.crop->x;
+    y0 = o.crop->y;
+    x1 = o.crop->x + o.crop->width;
+    y1 = o.crop->y + o.crop->height;
   }
   int d = 1;
   if (o.dct_scaling && o.target_width > 0 && o.target_height > 0) {
@@ -241,6 +265,9 @@ void EnsureCreated(JpegState* s) {
   s->src.bytes_in_buffer = 0;
   s->src.next_input_byte = nullptr;
   s->cinfo.src = &s->src;
+  s->progress = {};
+  s->progress.progress_monitor = ScanLimitMonitor;
+  s->cinfo.progress = &s->progress;
   s->created = true;
 }
 
@@ -253,6 +280,29 @@ Status CheckKnown(std::span<const std::byte> data, ImageFormat format) {
 }
 
 }  // namespace
+
+Status CheckCropWindow(const Rect& crop, int width, int height) {
+  const int64_t right = int64_t{crop.x} + crop.width, bottom = int64_t{crop.y} + crop.height;
+  if (crop.width > 0 && crop.height > 0 && crop.x >= 0 && crop.y >= 0 && right <= width &&
+      bottom <= height) {
+    return Status::OK();
+  }
+  std::string why;
+  if (crop.width <= 0 || crop.height <= 0) {
+    why = "width and height must be > 0";
+  } else if (crop.x < 0 || crop.y < 0) {
+    why = "offsets must be >= 0";
+  } else if (crop.x >= width || crop.y >= height) {
+    why = "offset is past the image";
+  } else {
+    why = "window extends past the image";
+  }
+  return InvalidArgumentError("invalid crop window x=" + std::to_string(crop.x) +
+                              " y=" + std::to_string(crop.y) + " width=" +
+                              std::to_string(crop.width) + " height=" +
+                              std::to_string(crop.height) + " for a " + std::to_string(width) +
+                              "x" + std::to_string(height) + " image: " + why);
+}
 
 int ChooseScaleDenom(int crop_w, int crop_h, int target_w, int target_h) {
   for (int d : {8, 4, 2}) {
@@ -291,6 +341,7 @@ Status ImageDecoder::DecodeRegion(std::span<const std::byte> data,
     EnsureCreated(s);
     Begin(s, data);
     s->policy = options.warnings;
+    s->data = data;
     s->options = &options;
     s->out = out;
     s->error.clear();
@@ -300,17 +351,20 @@ Status ImageDecoder::DecodeRegion(std::span<const std::byte> data,
   DecodeOptions decode;
   decode.desired_channels = 3;
   decode.max_pixels = options.max_pixels;
+  decode.max_scans = options.max_scans;
+  // The window is checked against the header before any pixel is decoded.
+  if (options.crop.has_value()) {
+    RF_ASSIGN_OR_RETURN(ImageInfo info, Probe(data));
+    RF_RETURN_IF_ERROR(CheckCropWindow(*options.crop, info.width, info.height));
+  }
   RF_ASSIGN_OR_RETURN(Image full, Decode(data, decode));
   int x0 = 0, y0 = 0, x1 = full.width, y1 = full.height;
-  if (options.crop.width > 0 && options.crop.height > 0) {
-    x0 = std::max(options.crop.x, 0);
-    y0 = std::max(options.crop.y, 0);
-    x1 = std::min<int64_t>(int64_t{options.crop.x} + options.crop.width, full.width);
-    y1 = std::min<int64_t>(int64_t{options.crop.y} + options.crop.height, full.height);
-  }
-  if (x1 <= x0 || y1 <= y0) {
-    return InvalidArgumentError("crop lies outside the " + std::to_string(full.width) + "x" +
-                                std::to_string(full.height) + " image");
+  if (options.crop.has_value()) {
+    RF_RETURN_IF_ERROR(CheckCropWindow(*options.crop, full.width, full.height));
+    x0 = options.crop->x;
+    y0 = options.crop->y;
+    x1 = options.crop->x + options.crop->width;
+    y1 = options.crop->y + options.crop->height;
   }
   out->format = format;
   out->scale_denom = 1;
@@ -331,10 +385,12 @@ Status ImageDecoder::DecodeRegion(std::span<const std::byte> data,
   return Status::OK();
 }
 
-Result<Image> DecodeImageRgb(std::span<const std::byte> data, uint64_t max_pixels) {
+Result<Image> DecodeImageRgb(std::span<const std::byte> data, uint64_t max_pixels,
+                             int max_scans) {
   ImageDecoder decoder;
   RegionDecodeOptions options;
   options.max_pixels = max_pixels;
+  options.max_scans = max_scans;
   options.dct_scaling = false;
   DecodedRegion region;
   RF_RETURN_IF_ERROR(decoder.DecodeRegion(data, options, &region));

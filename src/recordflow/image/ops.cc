@@ -193,7 +193,11 @@ Status ResampleRows(const Image& image, const Box& box, int out_w, int out_h,
   const double eps = 1e-6;
   if (!(box.width > 0 && box.height > 0 && box.x >= -eps && box.y >= -eps &&
         box.x + box.width <= image.width + eps && box.y + box.height <= image.height + eps)) {
-    return InvalidArgumentError("resample: the source box is empty or outside the image");
+    return InvalidArgumentError(
+        "resample: the source box x=" + std::to_string(box.x) + " y=" + std::to_string(box.y) +
+        " width=" + std::to_string(box.width) + " height=" + std::to_string(box.height) +
+        " is empty or outside the " + std::to_string(image.width) + "x" +
+        std::to_string(image.height) + " image");
   }
   thread_local ResampleScratch s;
   const internal::Kernels& k = internal::ActiveKernels();

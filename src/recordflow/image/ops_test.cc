@@ -200,7 +200,7 @@ TEST(FusedDecodeTest, CmykAndGrayGiveRgbLikeDecode) {
   DecodedRegion region;
   ASSERT_TRUE(decoder.DecodeRegion(Bytes(cmyk), o, &region).ok());
   EXPECT_EQ(region.image.channels, 3);
-  EXPECT_TRUE(region.image.pixels == Crop(*want, o.crop).pixels);
+  EXPECT_TRUE(region.image.pixels == Crop(*want, *o.crop).pixels);
 }
 
 TEST(FusedDecodeTest, PngAndOtherFormatsDecodeAndCrop) {
@@ -229,7 +229,7 @@ TEST(FusedDecodeTest, PngAndOtherFormatsDecodeAndCrop) {
   Status s = decoder.DecodeRegion(Bytes(bmp), o, &region);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(region.format, ImageFormat::kBmp);
-  EXPECT_TRUE(region.image.pixels == Crop(png_src, o.crop).pixels);
+  EXPECT_TRUE(region.image.pixels == Crop(png_src, *o.crop).pixels);
   auto header = decoder.ReadHeader(Bytes(bmp));
   ASSERT_TRUE(header.ok());
   EXPECT_EQ(header->width, 64);

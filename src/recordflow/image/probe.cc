@@ -1,10 +1,14 @@
 // Format sniffing and header probes. Every read is bounds-checked through Reader: the input
 // is untrusted (see fuzz/image_probe_fuzzer.cc).
+#include <zlib.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "recordflow/image/image.h"
+#include "image_internal.h"
 
 namespace recordflow::image {
 namespace {
@@ -89,6 +93,36 @@ size_t SkipEntropyData(std::span<const std::byte> d, size_t pos) {
   return d.size();
 }
 
+// The least number of bits a Huffman-coded scan with this SOS payload can take: one per block
+// of each component in a scan that holds DC coefficients (Ss = 0; a DC difference or
+// refinement bit is at least one bit per block, and a sequential scan adds an AC code or EOB).
+// AC-only progressive scans can skip whole bands with one end-of-band run: no lower bound.
+// Blocks are counted as in a non-interleaved scan, the fewest the frame can have.
+uint64_t ScanMinimumBits(std::span<const std::byte> sos, const ImageInfo& info,
+                         const uint8_t* component_ids, const int* h_samp, const int* v_samp) {
+  if (sos.empty()) return 0;
+  const size_t count = U8(sos, 0);
+  if (sos.size() < 1 + 2 * count + 3) return 0;
+  if (U8(sos, 1 + 2 * count) != 0) return 0;  // Ss > 0: AC only
+  int h_max = 1, v_max = 1;
+  for (int c = 0; c < info.channels && c < 4; ++c) {
+    h_max = std::max(h_max, h_samp[c]);
+    v_max = std::max(v_max, v_samp[c]);
+  }
+  uint64_t bits = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const uint8_t id = U8(sos, 1 + 2 * i);
+    for (int c = 0; c < info.channels && c < 4; ++c) {
+      if (component_ids[c] != id) continue;
+      const uint64_t w = (uint64_t(info.width) * h_samp[c] + h_max - 1) / h_max;
+      const uint64_t h = (uint64_t(info.height) * v_samp[c] + v_max - 1) / v_max;
+      bits += ((w + 7) / 8) * ((h + 7) / 8);
+      break;
+    }
+  }
+  return bits;
+}
+
 Result<ImageInfo> ProbeJpeg(std::span<const std::byte> d, const ProbeOptions& options) {
   ImageInfo info;
   info.format = ImageFormat::kJpeg;
@@ -96,6 +130,10 @@ Result<ImageInfo> ProbeJpeg(std::span<const std::byte> d, const ProbeOptions& op
   int adobe_transform = -1;
   uint8_t component_ids[4] = {0, 0, 0, 0};
   int h_samp[4] = {0, 0, 0, 0}, v_samp[4] = {0, 0, 0, 0};
+  bool arithmetic = false;
+  // With check_structure: the least number of entropy-coded bits the scans need, and the bytes
+  // they have.
+  uint64_t needed_bits = 0, entropy_bytes = 0;
   size_t pos = 2;
   while (true) {
     if (pos >= d.size()) {
@@ -110,6 +148,20 @@ Result<ImageInfo> ProbeJpeg(std::span<const std::byte> d, const ProbeOptions& op
     const uint8_t marker = U8(d, pos++);
     if (marker == 0xD9) {  // EOI
       if (!saw_sof) return DataLossError("malformed JPEG: end of image before a frame header");
+      if (options.check_structure) {
+        if (info.scans == 0) {
+          return DataLossError("malformed JPEG: no scan (no entropy-coded data) before the end "
+                               "of image at byte " + std::to_string(pos - 2));
+        }
+        if (!arithmetic && entropy_bytes * 8 < needed_bits) {
+          return DataLossError(
+              "truncated JPEG: the header promises " + std::to_string(info.width) + "x" +
+              std::to_string(info.height) + " pixels, whose scans need at least " +
+              std::to_string((needed_bits + 7) / 8) + " bytes of entropy-coded data, but " +
+              "there are " + std::to_string(entropy_bytes) +
+              " (a lying header or a scan cut short)");
+        }
+      }
       break;
     }
     if ((marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) continue;  // no length
@@ -173,11 +225,15 @@ Result<ImageInfo> ProbeJpeg(std::span<const std::byte> d, const ProbeOptions& op
       info.height = height;
       info.channels = components;
       info.progressive = marker == 0xC2 || marker == 0xCA;
+      arithmetic = marker >= 0xC9;
       saw_sof = true;
     } else if (marker == 0xDA) {  // SOS: entropy-coded data follows
       if (!saw_sof) return DataLossError("malformed JPEG: scan before the frame header");
       if (!options.check_structure) break;
+      ++info.scans;
+      needed_bits += ScanMinimumBits(payload, info, component_ids, h_samp, v_samp);
       pos = SkipEntropyData(d, next);
+      entropy_bytes += pos - next;
       continue;
     }
     pos = next;
@@ -226,6 +282,219 @@ Result<ImageInfo> ProbePng(std::span<const std::byte> d) {
     default: return DataLossError("malformed PNG: bad color type " + std::to_string(U8(d, 25)));
   }
   return info;
+}
+
+// The bytes the IDAT stream of a width x height PNG inflates to: a filter byte and the packed
+// samples of every row (of every pass of an interlaced image).
+uint64_t PngImageDataSize(uint64_t w, uint64_t h, int bits_per_pixel, bool interlaced) {
+  auto rows = [&](uint64_t pw, uint64_t ph) {
+    if (pw == 0 || ph == 0) return uint64_t{0};
+    return ph * ((pw * bits_per_pixel + 7) / 8 + 1);
+  };
+  if (!interlaced) return rows(w, h);
+  static constexpr int kPass[7][4] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4},
+                                      {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};
+  uint64_t total = 0;
+  for (const auto& p : kPass) {
+    const uint64_t pw = w > uint64_t(p[0]) ? (w - p[0] + p[2] - 1) / p[2] : 0;
+    const uint64_t ph = h > uint64_t(p[1]) ? (h - p[1] + p[3] - 1) / p[3] : 0;
+    total += rows(pw, ph);
+  }
+  return total;
+}
+
+// Walks every chunk (length, type, CRC, order) and inflates the IDAT stream without keeping it.
+Status CheckPngStructure(std::span<const std::byte> d, const ImageInfo& info,
+                         const ProbeOptions& options) {
+  const int color_type = U8(d, 25);
+  const int depth = U8(d, 24);
+  const bool interlaced = U8(d, 28) == 1;
+  static constexpr int kSamples[7] = {1, 0, 3, 1, 2, 0, 4};
+  if (depth != 1 && depth != 2 && depth != 4 && depth != 8 && depth != 16) {
+    return DataLossError("malformed PNG: bit depth " + std::to_string(depth));
+  }
+  const int bits_per_pixel = kSamples[color_type] * depth;
+  bool saw_plte = false, saw_idat = false, idat_ended = false, saw_iend = false;
+  z_stream z{};
+  if (inflateInit(&z) != Z_OK) return InternalError("zlib inflateInit failed");
+  struct Ender {
+    z_stream* z;
+    ~Ender() { inflateEnd(z); }
+  } ender{&z};
+  const bool inflate_idat = info.pixels() <= options.max_pixels;
+  const uint64_t expected =
+      PngImageDataSize(uint64_t(info.width), uint64_t(info.height), bits_per_pixel, interlaced);
+  uint64_t inflated = 0;
+  bool stream_end = false;
+  std::vector<unsigned char> scratch(inflate_idat ? 1 << 16 : 0);
+  size_t pos = 8;
+  for (int index = 0; pos < d.size() && !saw_iend; ++index) {
+    if (d.size() - pos < 12) {
+      return DataLossError("truncated PNG: chunk header at byte " + std::to_string(pos) +
+                           " runs past the end");
+    }
+    const uint32_t length = Be32(d, pos);
+    std::string type(reinterpret_cast<const char*>(d.data()) + pos + 4, 4);
+    if (length > 0x7FFFFFFFu) {
+      return DataLossError("malformed PNG: chunk length " + std::to_string(length) +
+                           " at byte " + std::to_string(pos));
+    }
+    for (char c : type) {
+      if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))) {
+        return DataLossError("malformed PNG: bad chunk type at byte " + std::to_string(pos));
+      }
+    }
+    if (d.size() - pos - 12 < length) {
+      return DataLossError("truncated PNG: " + type + " chunk at byte " + std::to_string(pos) +
+                           " runs past the end (" + std::to_string(length) + " bytes of data)");
+    }
+    const auto* body = reinterpret_cast<const Bytef*>(d.data()) + pos + 4;
+    const uint32_t crc = static_cast<uint32_t>(crc32(0, body, 4 + length));
+    if (crc != Be32(d, pos + 8 + length)) {
+      return DataLossError("corrupt PNG: CRC mismatch in the " + type + " chunk at byte " +
+                           std::to_string(pos));
+    }
+    if (index == 0 && type != "IHDR") return DataLossError("malformed PNG: no IHDR first");
+    if (type == "PLTE") saw_plte = true;
+    if (type == "IDAT") {
+      if (idat_ended) {
+        return DataLossError("malformed PNG: IDAT chunks not contiguous (byte " +
+                             std::to_string(pos) + ")");
+      }
+      saw_idat = true;
+      if (inflate_idat && !stream_end) {
+        z.next_in = const_cast<Bytef*>(body + 4);
+        z.avail_in = length;
+        while (z.avail_in > 0 && !stream_end && inflated <= expected) {
+          z.next_out = scratch.data();
+          z.avail_out = static_cast<uInt>(scratch.size());
+          const int rc = inflate(&z, Z_NO_FLUSH);
+          inflated += scratch.size() - z.avail_out;
+          if (rc == Z_STREAM_END) {
+            stream_end = true;
+          } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+            return DataLossError("corrupt PNG: image data (zlib: " +
+                                 std::string(z.msg != nullptr ? z.msg : "error") +
+                                 ") in the IDAT chunk at byte " + std::to_string(pos));
+          } else if (rc == Z_BUF_ERROR && z.avail_out != 0) {
+            break;  // needs the next chunk's input
+          }
+        }
+      }
+    } else if (saw_idat) {
+      idat_ended = true;
+    }
+    if (type == "IEND") saw_iend = true;
+    pos += 12 + length;
+  }
+  if (!saw_iend) return DataLossError("truncated PNG: no IEND chunk (file cut short?)");
+  if (!saw_idat) return DataLossError("malformed PNG: no IDAT chunk");
+  if (color_type == 3 && !saw_plte) return DataLossError("malformed PNG: palette image without PLTE");
+  if (inflate_idat && inflated < expected) {
+    return DataLossError("truncated PNG: the image data inflates to " + std::to_string(inflated) +
+                         " bytes, the " + std::to_string(info.width) + "x" +
+                         std::to_string(info.height) + " header needs " +
+                         std::to_string(expected) +
+                         (stream_end ? "" : " (the zlib stream does not end)"));
+  }
+  return Status::OK();
+}
+
+// Walks every GIF block and sub-block up to the trailer.
+Status CheckGifStructure(std::span<const std::byte> d) {
+  size_t pos = 13;
+  auto color_table = [&](uint8_t flags) -> Status {
+    if (flags & 0x80) {
+      const size_t size = size_t{3} << ((flags & 7) + 1);
+      if (d.size() - pos < size) {
+        return DataLossError("truncated GIF: color table at byte " + std::to_string(pos));
+      }
+      pos += size;
+    }
+    return Status::OK();
+  };
+  auto sub_blocks = [&]() -> Status {
+    while (true) {
+      if (pos >= d.size()) {
+        return DataLossError("truncated GIF: data sub-block at byte " + std::to_string(pos) +
+                             " runs past the end");
+      }
+      const size_t n = U8(d, pos++);
+      if (n == 0) return Status::OK();
+      if (d.size() - pos < n) {
+        return DataLossError("truncated GIF: data sub-block at byte " + std::to_string(pos - 1) +
+                             " runs past the end");
+      }
+      pos += n;
+    }
+  };
+  RF_RETURN_IF_ERROR(color_table(U8(d, 10)));
+  int images = 0;
+  while (true) {
+    if (pos >= d.size()) {
+      return DataLossError("truncated GIF: no trailer (file cut short?) after " +
+                           std::to_string(images) + " image(s)");
+    }
+    const uint8_t kind = U8(d, pos++);
+    if (kind == 0x3B) break;
+    if (kind == 0x21) {
+      if (pos >= d.size()) return DataLossError("truncated GIF: extension label");
+      ++pos;
+      RF_RETURN_IF_ERROR(sub_blocks());
+    } else if (kind == 0x2C) {
+      if (d.size() - pos < 9) return DataLossError("truncated GIF: image descriptor");
+      const uint8_t flags = U8(d, pos + 8);
+      pos += 9;
+      RF_RETURN_IF_ERROR(color_table(flags));
+      if (pos >= d.size()) return DataLossError("truncated GIF: LZW code size");
+      const int code_size = U8(d, pos++);
+      if (code_size < 2 || code_size > 11) {
+        return DataLossError("malformed GIF: LZW code size " + std::to_string(code_size));
+      }
+      RF_RETURN_IF_ERROR(sub_blocks());
+      ++images;
+    } else {
+      return DataLossError("malformed GIF: unknown block 0x" +
+                           std::string(1, "0123456789ABCDEF"[kind >> 4]) +
+                           std::string(1, "0123456789ABCDEF"[kind & 15]) + " at byte " +
+                           std::to_string(pos - 1));
+    }
+  }
+  if (images == 0) return DataLossError("malformed GIF: no image");
+  return Status::OK();
+}
+
+// The palette and the pixel data must lie inside the file.
+Status CheckBmpStructure(std::span<const std::byte> d, const ImageInfo& info) {
+  const uint32_t pixel_offset = Le32(d, 10);
+  const uint32_t header_size = Le32(d, 14);
+  int bpp;
+  uint32_t compression = 0, image_size = 0;
+  if (header_size == 12) {
+    bpp = static_cast<int>(Le16(d, 24));
+  } else {
+    if (d.size() < 14 + 40) return Truncated("BMP", "info header");
+    bpp = static_cast<int>(Le16(d, 28));
+    compression = Le32(d, 30);
+    image_size = Le32(d, 34);
+  }
+  if (pixel_offset > d.size()) {
+    return DataLossError("truncated BMP: pixel data offset " + std::to_string(pixel_offset) +
+                         " is past the end (" + std::to_string(d.size()) + " bytes)");
+  }
+  uint64_t need;
+  if (compression == 0 || compression == 3) {
+    need = (uint64_t(info.width) * bpp + 31) / 32 * 4 * uint64_t(info.height);
+  } else {
+    need = image_size;  // RLE / embedded: the stated size
+  }
+  if (d.size() - pixel_offset < need) {
+    return DataLossError("truncated BMP pixel data: the " + std::to_string(info.width) + "x" +
+                         std::to_string(info.height) + " header needs " + std::to_string(need) +
+                         " bytes at byte " + std::to_string(pixel_offset) + ", the file has " +
+                         std::to_string(d.size() - pixel_offset));
+  }
+  return Status::OK();
 }
 
 Result<ImageInfo> ProbeGif(std::span<const std::byte> d) {
@@ -309,6 +578,33 @@ Result<ImageInfo> ProbeWebp(std::span<const std::byte> d) {
 
 }  // namespace
 
+namespace internal {
+
+int CountJpegScans(std::span<const std::byte> d, int stop_after) {
+  int scans = 0;
+  size_t pos = 2;
+  while (pos + 4 <= d.size() && (stop_after <= 0 || scans <= stop_after)) {
+    if (U8(d, pos) != 0xFF) break;
+    while (pos < d.size() && U8(d, pos) == 0xFF) ++pos;  // fill bytes
+    if (pos >= d.size()) break;
+    const uint8_t marker = U8(d, pos++);
+    if (marker == 0xD9) break;                                            // EOI
+    if ((marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) continue;  // no length
+    if (pos + 2 > d.size()) break;
+    const size_t next = pos + Be16(d, pos);
+    if (next > d.size()) break;
+    if (marker == 0xDA) {
+      ++scans;
+      pos = SkipEntropyData(d, next);
+    } else {
+      pos = next;
+    }
+  }
+  return scans;
+}
+
+}  // namespace internal
+
 std::string_view ImageFormatName(ImageFormat format) {
   switch (format) {
     case ImageFormat::kJpeg: return "JPEG";
@@ -352,12 +648,33 @@ ImageFormat SniffFormat(std::span<const std::byte> d) {
 }
 
 Result<ImageInfo> Probe(std::span<const std::byte> data, ProbeOptions options) {
+  Result<ImageInfo> info = InvalidArgumentError("");
   switch (SniffFormat(data)) {
     case ImageFormat::kJpeg: return ProbeJpeg(data, options);
-    case ImageFormat::kPng: return ProbePng(data);
-    case ImageFormat::kGif: return ProbeGif(data);
-    case ImageFormat::kBmp: return ProbeBmp(data);
-    case ImageFormat::kWebp: return ProbeWebp(data);
+    case ImageFormat::kPng:
+      info = ProbePng(data);
+      if (info.ok() && options.check_structure) {
+        RF_RETURN_IF_ERROR(CheckPngStructure(data, *info, options));
+      }
+      return info;
+    case ImageFormat::kGif:
+      info = ProbeGif(data);
+      if (info.ok() && options.check_structure) RF_RETURN_IF_ERROR(CheckGifStructure(data));
+      return info;
+    case ImageFormat::kBmp:
+      info = ProbeBmp(data);
+      if (info.ok() && options.check_structure) {
+        RF_RETURN_IF_ERROR(CheckBmpStructure(data, *info));
+      }
+      return info;
+    case ImageFormat::kWebp:
+      info = ProbeWebp(data);
+      if (info.ok() && options.check_structure && uint64_t{Le32(data, 4)} + 8 > data.size()) {
+        return DataLossError("truncated WebP: the RIFF header says " +
+                             std::to_string(uint64_t{Le32(data, 4)} + 8) + " bytes, the file has " +
+                             std::to_string(data.size()));
+      }
+      return info;
     case ImageFormat::kUnknown: break;
   }
   if (data.empty()) return InvalidArgumentError("not an image: empty file");

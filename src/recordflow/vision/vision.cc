@@ -110,7 +110,8 @@ Status ProcessImage(const Preset& p, const Element& e, size_t i, std::span<const
   } else {
     want = EvalCropBox(header.width, header.height, p.resize, size);
     // Resize-then-crop filters the kept pixels with their neighbours outside the crop: decode
-    // a margin of the filter's support around it.
+    // a margin of the filter's support around it, clipped to the image (deliberately: the
+    // margin is ours, not the caller's window).
     const int m = static_cast<int>(std::ceil(std::max(want.width, want.height) / size)) + 2;
     const int x0 = std::max(0, static_cast<int>(std::floor(want.x)) - m);
     const int y0 = std::max(0, static_cast<int>(std::floor(want.y)) - m);
@@ -121,7 +122,7 @@ Status ProcessImage(const Preset& p, const Element& e, size_t i, std::span<const
   RF_RETURN_IF_ERROR(s.decoder.DecodeRegion(data, ro, &s.region));
   // The wanted box in the decoded region's pixels.
   const double d = s.region.scale_denom;
-  Box box{s.region.box.x + (want.x - ro.crop.x) / d, s.region.box.y + (want.y - ro.crop.y) / d,
+  Box box{s.region.box.x + (want.x - ro.crop->x) / d, s.region.box.y + (want.y - ro.crop->y) / d,
           want.width / d, want.height / d};
   box.x = std::max(0.0, box.x);
   box.y = std::max(0.0, box.y);
