@@ -45,6 +45,9 @@ class Dataset:
         self._source = _source
         self._ops = _ops
         self._last_iterator: Iterator | None = None
+        # Iterations started so far: iteration k reseeds every seeded stage with (seed, k), as
+        # tf.data's reshuffle_each_iteration does (see iterator()).
+        self._iterations = 0
 
     # ---------------------------------------------------------------- sources
     @staticmethod
@@ -200,27 +203,59 @@ class Dataset:
                 ds = getattr(ds, name)(*args)
         return ds, keys
 
-    def iterator(self, memory_budget: int = 1 << 30) -> "Iterator":
+    def iterator(self, memory_budget: int = 1 << 30, epoch: int | None = None) -> "Iterator":
         """Starts the pipeline. ``memory_budget``: bytes the engine's buffers may hold (shuffle
         buffers, memory caches, interleave read-ahead, batches in flight, open files' record
         readers; see
         ``stats()["memory"]`` and docs/pipeline.md). A shuffle buffer or memory cache that
-        alone exceeds it raises ResourceExhaustedError."""
+        alone exceeds it raises ResourceExhaustedError.
+
+        ``epoch``: which iteration of this Dataset to run (None: the next one; the first is 0).
+        Like tf.data's ``reshuffle_each_iteration``, iteration k of the same Dataset object
+        gets a new order: seeded file orders, shuffles and augmentations (``rf.vision``
+        presets) are a function of (seed, k), so iteration k is the same in every run.
+        Passing ``epoch`` also makes the next iteration ``epoch + 1`` (resuming at an epoch)."""
+        epoch = self._next_epoch(epoch)
         native, python = self._split()
         ds, keys = self._native(native)
-        it = Iterator(ds.make_iterator(memory_budget), keys, python)
+        it = Iterator(ds.make_iterator(memory_budget, epoch), keys, python)
+        it.epoch = epoch
         self._last_iterator = it
         return it
+
+    def _next_epoch(self, epoch: int | None) -> int:
+        if epoch is None:
+            epoch = getattr(self, "_iterations", 0)  # (absent in objects unpickled without it)
+        elif int(epoch) < 0:
+            raise ValueError(f"epoch must be >= 0, not {epoch}")
+        self._iterations = int(epoch) + 1
+        return int(epoch)
+
+    @property
+    def epoch(self) -> int:
+        """The iteration the next ``iterator()`` / ``iter()`` runs (0 before the first)."""
+        return getattr(self, "_iterations", 0)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next ``iterator()`` / ``iter()`` run iteration ``epoch`` (resuming a job
+        at an epoch: iteration k's order depends only on the seeds and k)."""
+        if int(epoch) < 0:
+            raise ValueError(f"epoch must be >= 0, not {epoch}")
+        self._iterations = int(epoch)
 
     def __iter__(self) -> "Iterator":
         return self.iterator()
 
     def restore(self, state: bytes, memory_budget: int = 1 << 30) -> "Iterator":
         """An iterator that continues exactly where ``state`` (from Iterator.checkpoint() of an
-        iterator of an equal Dataset) was taken."""
+        iterator of an equal Dataset) was taken, in the same iteration (epoch) as the saved
+        one; the next ``iterator()`` runs the iteration after it."""
         native, python = self._split()
         ds, keys = self._native(native)
         it = Iterator(ds.restore(bytes(state), memory_budget), keys, python)
+        # The checkpoint carries its iteration: the one after it comes next.
+        it.epoch = it._it.iteration
+        self._iterations = it.epoch + 1
         self._last_iterator = it
         return it
 

@@ -35,9 +35,14 @@ class NativeOp:
     """A native map op (accepted by rf.Dataset.map). ``skipped_records``: images dropped under
     on_corruption="skip"."""
 
-    def __init__(self, core_op, description: str):
+    def __init__(self, core_op, description: str, outputs: dict | None = None,
+                 drops_records: bool = False):
         self._core = core_op
         self._description = description
+        # What the op yields per record: {key: (shape, numpy dtype name)}; None when unknown.
+        # Adapters (rf.tf) derive static signatures from it.
+        self.outputs = outputs
+        self.drops_records = drops_records  # batches may shrink (on_corruption="skip")
 
     @property
     def name(self) -> str:
@@ -67,7 +72,8 @@ def imagenet_train(size: int = 224, image_key: str = "image/encoded",
                               [float(v) for v in mean], [float(v) for v in std], str(dtype),
                               str(layout), str(interpolation), seed, bool(dct_scaling),
                               int(max_pixels), str(on_corruption), default_label)
-    return NativeOp(op, f"imagenet_train({size})")
+    return NativeOp(op, f"imagenet_train({size})", _preset_outputs(size, dtype, layout),
+                    drops_records=on_corruption == "skip")
 
 
 def imagenet_eval(size: int = 224, resize: int = 256, image_key: str = "image/encoded",
@@ -82,7 +88,15 @@ def imagenet_eval(size: int = 224, resize: int = 256, image_key: str = "image/en
                              [float(v) for v in mean], [float(v) for v in std], str(dtype),
                              str(layout), str(interpolation), bool(dct_scaling), int(max_pixels),
                              str(on_corruption), default_label)
-    return NativeOp(op, f"imagenet_eval({size}, {resize})")
+    return NativeOp(op, f"imagenet_eval({size}, {resize})", _preset_outputs(size, dtype, layout),
+                    drops_records=on_corruption == "skip")
+
+
+def _preset_outputs(size: int, dtype: str, layout: str) -> dict | None:
+    if dtype not in ("float32", "float16", "uint8"):
+        return None  # bfloat16 arrives as ml_dtypes.bfloat16 or uint16 bits
+    image = (int(size), int(size), 3) if layout.upper() == "HWC" else (3, int(size), int(size))
+    return {"image": (image, dtype), "label": ((), "int64")}
 
 
 def decode_image(data: bytes, max_pixels: int = 1 << 28) -> np.ndarray:
