@@ -115,84 +115,99 @@ def _to_tf(x: Any) -> Any:
 
 
 class _Source:
-    """The recordflow side of one to_tf_dataset: which iteration runs next, and the positions
-    (checkpoints) of the elements handed to TensorFlow, for state_dict()."""
+    """The recordflow side of one to_tf_dataset: which iteration runs next, and positions in
+    it (recordflow checkpoints every ``checkpoint_every`` elements handed to TensorFlow), for
+    state_dict(). A position between two checkpoints is the checkpoint before it plus the
+    number of elements to replay after it."""
 
-    _KEEP = 64  # positions kept: enough for tf.data stages that read ahead of the consumer
+    _KEEP = 8  # checkpoints kept: enough for tf.data stages that read ahead of the consumer
 
-    def __init__(self, dataset: Dataset, track_state: bool):
+    def __init__(self, dataset: Dataset, checkpoint_every: int):
+        if checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every must be >= 0, not {checkpoint_every}")
         self.dataset = Dataset(dataset._source, dataset._ops)
         self.dataset.set_epoch(dataset.epoch)
-        self.track_state = track_state
+        self.every = int(checkpoint_every)
         self._lock = threading.Lock()
         self._resume: dict | None = None
         self._epoch = self.dataset.epoch  # the iteration running (or next)
         self._produced = 0  # elements handed to TensorFlow in this iteration
-        self._states: collections.deque = collections.deque(maxlen=self._KEEP)
+        self._states: collections.deque = collections.deque(maxlen=self._KEEP)  # (count, state)
 
     def generate(self):
         with self._lock:
             resume, self._resume = self._resume, None
+            self._states.clear()
             if resume is not None:
-                epoch, count, ckpt = resume["epoch"], int(resume["elements"]), resume.get("checkpoint")
-                if ckpt is not None:
-                    it = self.dataset.restore(ckpt)
-                    skip = 0
+                epoch, count = resume["epoch"], resume["elements"]
+                if resume["checkpoint"] is not None:
+                    it = self.dataset.restore(resume["checkpoint"])
+                    at = resume["checkpoint_elements"]
+                    self._states.append((at, resume["checkpoint"]))
                 else:
                     it = self.dataset.iterator(epoch=epoch)
-                    skip = count
+                    at = 0
             else:
                 it = self.dataset.iterator()
-                epoch, count, skip = it.epoch, 0, 0
-            self._epoch, self._produced = epoch, count
-            self._states.clear()
-            if resume is not None and resume.get("checkpoint") is not None:
-                self._states.append((count, resume["checkpoint"]))
-        tracking = self.track_state
+                epoch, count, at = it.epoch, 0, 0
+            self._epoch, self._produced = epoch, at
+        tracking = self.every > 0
         try:
-            for _ in range(skip):  # no checkpoint to restore: replay the order (deterministic)
+            if tracking and at == 0:
+                tracking = self._save(it, 0)  # the start: unseeded stages' seeds are in it
+            for _ in range(count - at):  # replay from the checkpoint to the saved position
                 if next(it, None) is None:
                     return
-            for element in it:
-                state = None
-                if tracking:
-                    try:
-                        state = it.checkpoint()
-                    except UnimplementedError:
-                        tracking = False  # Python-side stages: positions by count only
                 with self._lock:
                     self._produced += 1
-                    self._states.append((self._produced, state))
+            for element in it:
+                with self._lock:
+                    self._produced += 1
+                    n = self._produced
+                if tracking and n % self.every == 0:
+                    tracking = self._save(it, n)
                 yield _to_tf(element)
         finally:
             it.close()
 
+    def _save(self, it, n: int) -> bool:
+        try:
+            state = it.checkpoint()
+        except UnimplementedError:
+            return False  # Python-side stages: positions replay from the epoch's start
+        with self._lock:
+            self._states.append((n, state))
+        return True
+
     def state_dict(self, consumed: int | None = None) -> dict:
-        """{"epoch", "elements", "checkpoint"}: the position after ``consumed`` elements of the
-        current iteration (default: all handed to TensorFlow)."""
+        """{"epoch", "elements", "checkpoint", "checkpoint_elements"}: the position after
+        ``consumed`` elements of the current iteration (default: all handed to TensorFlow),
+        as the last checkpoint at or before it and the elements to replay after it."""
         with self._lock:
             n = self._produced if consumed is None else int(consumed)
-            if n > self._produced:
-                raise ValueError(f"state_dict(consumed={n}): only {self._produced} elements "
-                                 "were produced in this iteration")
-            saved = dict(self._states)
-            if n in saved:
-                ckpt = saved[n]
-            elif n == self._produced or n == 0:
-                ckpt = None  # restored by replaying n elements (or nothing to replay)
+            if not 0 <= n <= self._produced:
+                raise ValueError(f"state_dict(consumed={n}): {self._produced} elements were "
+                                 "produced in this iteration")
+            before = [(m, st) for m, st in self._states if m <= n]
+            if before:
+                m, ckpt = before[-1]
+            elif self._states:
+                raise ValueError(f"state_dict(consumed={n}): the oldest checkpoint kept is at "
+                                 f"element {self._states[0][0]}")
             else:
-                raise ValueError(f"state_dict(consumed={n}): only the last {self._KEEP} "
-                                 f"positions are kept ({self._produced} produced)")
-            return {"epoch": self._epoch, "elements": n, "checkpoint": ckpt}
+                m, ckpt = 0, None  # no checkpoints: replay from the epoch's start
+            return {"epoch": self._epoch, "elements": n, "checkpoint": ckpt,
+                    "checkpoint_elements": m}
 
     def load_state_dict(self, state: Mapping) -> None:
         with self._lock:
             self._resume = {"epoch": int(state["epoch"]), "elements": int(state["elements"]),
-                            "checkpoint": state.get("checkpoint")}
+                            "checkpoint": state.get("checkpoint"),
+                            "checkpoint_elements": int(state.get("checkpoint_elements", 0))}
             self._epoch, self._produced = self._resume["epoch"], self._resume["elements"]
             self._states.clear()
             if self._resume["checkpoint"] is not None:
-                self._states.append((self._produced, self._resume["checkpoint"]))
+                self._states.append((self._resume["checkpoint_elements"], self._resume["checkpoint"]))
 
     def set_epoch(self, epoch: int) -> None:
         with self._lock:
@@ -201,10 +216,11 @@ class _Source:
             self._resume = None
             self.dataset.set_epoch(epoch)
             self._epoch, self._produced = int(epoch), 0
+            self._states.clear()
 
 
 def to_tf_dataset(dataset: Dataset, output_signature: Any = None, *,
-                  track_state: bool = True, cardinality: bool = True) -> tf.data.Dataset:
+                  checkpoint_every: int = 16, cardinality: bool = True) -> tf.data.Dataset:
     """``dataset`` as a ``tf.data.Dataset`` (see the module docs for the signature).
 
     Each iteration of the tf.data.Dataset starts a new recordflow iterator: iteration k runs
@@ -219,8 +235,10 @@ def to_tf_dataset(dataset: Dataset, output_signature: Any = None, *,
     Stateful protocol) and ``set_epoch(epoch)``: the state names the epoch and the position
     after ``consumed`` elements of it (default: every element handed to TensorFlow so far);
     after ``load_state_dict`` the next iteration continues there, every remaining record once.
-    ``track_state``: take a recordflow checkpoint after every element (cheap for uncompressed
-    files: record references); False restores by replaying the epoch's first elements.
+    ``checkpoint_every``: a recordflow checkpoint is taken at the start of an iteration and
+    after every ``checkpoint_every`` elements (the last 8 kept); a position in between restores
+    the checkpoint before it and replays the elements after it. 0: no checkpoints, a restore
+    replays the epoch from its start (exact for seeded pipelines only).
     """
     sig = output_signature if output_signature is not None else globals()["output_signature"](dataset)
     if sig is None:
@@ -233,7 +251,7 @@ def to_tf_dataset(dataset: Dataset, output_signature: Any = None, *,
         if first is None:
             raise ValueError("to_tf_dataset: the dataset is empty; pass output_signature")
         sig = _infer(first)
-    source = _Source(dataset, track_state)
+    source = _Source(dataset, checkpoint_every)
     tfds = tf.data.Dataset.from_generator(source.generate, output_signature=sig)
     n = _cardinality(dataset) if cardinality else None
     if n is not None:

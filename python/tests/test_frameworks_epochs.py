@@ -198,19 +198,25 @@ def test_keras_resume_at_an_epoch_continues_that_epochs_order(shards, tmp_path, 
     assert _epoch(split2.epochs[0])[1] != _epoch(split.epochs[0])[1]
 
 
-def test_to_tf_dataset_state_dict_resumes_mid_epoch_exactly_once(shards, tf):
+@pytest.mark.parametrize("every", [1, 16, 0])
+def test_to_tf_dataset_state_dict_resumes_mid_epoch_exactly_once(shards, tf, every):
     import recordflow.tf as rftf
 
     ds = pipeline(shards)
     full = [by_label([{k: v.numpy() for k, v in e.items()}])[1]
             for e in rftf.to_tf_dataset(pipeline(shards))]
-    tfds = rftf.to_tf_dataset(ds, cardinality=False)
+    tfds = rftf.to_tf_dataset(ds, cardinality=False, checkpoint_every=every)
     it = iter(tfds)
-    head = [by_label([{k: v.numpy() for k, v in next(it).items()}])[1] for _ in range(2)]
-    state = tfds.state_dict()
+    head = [by_label([{k: v.numpy() for k, v in next(it).items()}])[1] for _ in range(3)]
+    # The position after 2 elements (a consumer one element behind), and after 3.
+    state = tfds.state_dict(consumed=2)
     assert state["epoch"] == 0 and state["elements"] == 2
+    assert state["checkpoint_elements"] == (2 if every == 1 else 0)
+    assert (state["checkpoint"] is None) == (every == 0)
+    assert tfds.state_dict()["elements"] == 3
+    head = head[:2]
     del it
-    again = rftf.to_tf_dataset(pipeline(shards), cardinality=False)
+    again = rftf.to_tf_dataset(pipeline(shards), cardinality=False, checkpoint_every=every)
     again.load_state_dict(state)
     rest = [by_label([{k: v.numpy() for k, v in e.items()}])[1] for e in again]
     assert head + rest == full
