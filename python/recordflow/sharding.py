@@ -34,7 +34,9 @@ rank computes every consumer's count from the same files.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import glob as _glob
+import heapq
 import os
 from collections.abc import Mapping
 from typing import Literal
@@ -247,15 +249,20 @@ def assign_files(files: list[str], num_consumers: int,
             sizes.append((os.path.getsize(f), i))
         except OSError:
             sizes.append((0, i))
-    load = [0] * num_consumers
-    count = [0] * num_consumers
+    return [[files[i] for i in part] for part in _deal(tuple(sizes), num_consumers)]
+
+
+@functools.lru_cache(maxsize=64)
+def _deal(sizes: tuple, num_consumers: int) -> tuple:
+    # Every consumer of every rank deals the same files (an even plan deals once per consumer
+    # it counts): cached, and a heap keeps it O(files log consumers).
+    heap = [(0, 0, k) for k in range(num_consumers)]  # (load, files, consumer): ties as min()
     picked: list[list[int]] = [[] for _ in range(num_consumers)]
     for size, i in sorted(sizes, key=lambda s: (-s[0], s[1])):
-        c = min(range(num_consumers), key=lambda k: (load[k], count[k], k))
-        load[c] += size
-        count[c] += 1
+        load, count, c = heapq.heappop(heap)
         picked[c].append(i)
-    return [[files[i] for i in sorted(p)] for p in picked]
+        heapq.heappush(heap, (load + size, count + 1, c))
+    return tuple(tuple(sorted(p)) for p in picked)
 
 
 def _record_stages_end(ops: tuple) -> int:
