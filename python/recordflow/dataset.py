@@ -33,6 +33,8 @@ from recordflow.errors import UnimplementedError
 from recordflow.example import FixedLen, Parser, Ragged, VarLen, _specs
 
 AUTOTUNE = _core.AUTOTUNE
+INFINITE = -1  # cardinality of an endless pipeline (tf.data.INFINITE_CARDINALITY)
+UNKNOWN = -2   # cardinality not known without running it (tf.data.UNKNOWN_CARDINALITY)
 
 _NATIVE = {"shard", "interleave", "shuffle", "global_shuffle", "repeat", "take", "skip", "cache",
            "parse", "batch", "prefetch", "native_map"}
@@ -142,6 +144,38 @@ class Dataset:
         """Keeps up to ``n`` ready elements ahead of the consumer (AUTOTUNE: grown while the
         consumer waits, within the memory budget)."""
         return self._with("prefetch", int(n))
+
+    # ---------------------------------------------------------------- length and pickling
+    def cardinality(self) -> int:
+        """Elements one pass yields, without reading the data: a count, ``rf.INFINITE`` or
+        ``rf.UNKNOWN`` (as tf.data). Files count through their ``.idx`` index or the
+        ``summary.json`` of ``recordflow convert``; see docs/pipeline.md for each stage."""
+        from recordflow._cardinality import cardinality
+        return cardinality(self._source, self._ops)
+
+    def __len__(self) -> int:
+        n = self.cardinality()
+        if n == INFINITE:
+            raise TypeError("The dataset is infinite.")
+        if n < 0:
+            raise TypeError("The dataset length is unknown (no .idx index or convert summary "
+                            "for its files, or a filter): see Dataset.cardinality().")
+        return n
+
+    def __bool__(self) -> bool:
+        return True  # __len__ must not decide truth (nor read .idx files for it)
+
+    def __getstate__(self) -> dict:
+        # The description only (native ops pickle as their constructor's arguments); an
+        # unpickled Dataset builds its engine objects when iterated.
+        # The iteration counter goes along: a copy runs the same next epoch as the original.
+        return {"_source": self._source, "_ops": self._ops, "_iterations": self.epoch}
+
+    def __setstate__(self, state: dict) -> None:
+        self._source = state["_source"]
+        self._ops = state["_ops"]
+        self._iterations = int(state.get("_iterations", 0))
+        self._last_iterator = None
 
     # ---------------------------------------------------------------- rewriting (rf.doctor)
     # rf.diagnose tries variants of a user's pipeline (an interleave added, a map made parallel,

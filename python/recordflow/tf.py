@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from recordflow.dataset import Dataset
+from recordflow.dataset import INFINITE, Dataset
 from recordflow.errors import UnimplementedError
 from recordflow.example import FixedLen, Ragged, VarLen
 
@@ -268,19 +268,9 @@ def to_tf_dataset(dataset: Dataset, output_signature: Any = None, *,
 
 
 def _cardinality(dataset: Dataset) -> int | None:
-    """Elements per iteration when recordflow knows it (Dataset.cardinality, where present)."""
-    card = getattr(dataset, "cardinality", None)
-    if card is None:
-        return None
-    try:
-        n = int(card())
-    except Exception:  # noqa: BLE001 - a pipeline recordflow cannot count
-        return None
-    if n == getattr(rf_module(), "INFINITE", None):
+    """Elements per iteration when recordflow knows it (Dataset.cardinality), tf.data's
+    INFINITE for an endless pipeline, None when unknown."""
+    n = int(dataset.cardinality())
+    if n == INFINITE:
         return int(tf.data.INFINITE_CARDINALITY)
     return n if n >= 0 else None
-
-
-def rf_module():
-    import recordflow
-    return recordflow

@@ -314,3 +314,18 @@ def test_jax_jit_step_over_loader_epochs_and_mid_epoch_resume(shards):
     order = by_label(head + list(resumed))[1]
     assert order == by_label(list(rfj.loader(pipeline(shards), epoch=1)))[1]
     assert sorted(order) == list(range(N))
+
+
+def test_to_tf_dataset_cardinality_gives_keras_its_steps(shards, tf):
+    keras = pytest.importorskip("keras")
+    import recordflow.tf as rftf
+
+    ds = pipeline(shards)  # 24 records, batches of 4 with drop_remainder
+    tfds = rftf.to_tf_dataset(ds)
+    assert int(tfds.cardinality()) == len(ds) == N // 4
+    assert int(rftf.to_tf_dataset(ds.repeat()).cardinality()) == tf.data.INFINITE_CARDINALITY
+    filtered = rf.Dataset.from_files(str(shards / "train-*.tfrecord")).filter(lambda r: True)
+    assert int(rftf.to_tf_dataset(filtered).cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    assert int(rftf.to_tf_dataset(ds, cardinality=False).cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    history = _model(keras).fit(tfds.map(lambda e: (e["image"], e["label"])), epochs=1, verbose=0)
+    assert history.params["steps"] == N // 4
