@@ -10,6 +10,12 @@ permutation of all records of all files, read by offset and parsed in C++ (GIL r
 ``shuffle=False`` batches are in file order. Every epoch's batches cover every record exactly
 once (the last batch is smaller unless ``drop_remainder``).
 
+``map=`` takes a native op instead of a spec (``rf.vision.imagenet_train`` /
+``imagenet_eval``): batches of JPEG shards from ``recordflow convert`` are decoded and
+augmented in C++, with augmentation seeds drawn from (op seed, epoch, batch index).
+``state_dict()`` / ``load_state_dict()`` and the :class:`DataCheckpoint` callback keep the
+data position with the model's checkpoints.
+
 Works with every Keras 3 backend (TensorFlow, JAX, PyTorch): batches are NumPy arrays.
 """
 
@@ -225,7 +231,9 @@ class DataCheckpoint(keras.callbacks.Callback):
     :meth:`restore` reads it back and returns the ``initial_epoch`` for ``fit``.
 
     ``state`` is the position after the batches Keras finished: {"epoch", "batch",
-    "data": data.state_dict(...)}.
+    "data": data.state_dict(...)}. Keras fixes the steps per epoch when ``fit`` starts: after
+    a mid-epoch ``restore()``, finish that epoch with ``fit(..., epochs=e + 1,
+    initial_epoch=e)`` and continue with another ``fit`` call.
     """
 
     def __init__(self, data: Any, path: str | os.PathLike | None = None,

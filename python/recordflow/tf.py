@@ -8,7 +8,13 @@
   size with ``drop_remainder=True``, else None; no batch dimension without ``batch``);
   bytes -> ``tf.string``;
 - VarLen(dtype) -> ``tf.RaggedTensorSpec([batch, None], dtype)`` built from ``row_splits``;
-- an unparsed pipeline -> ``tf.string`` records.
+- an unparsed pipeline -> ``tf.string`` records;
+- a native op that declares its outputs (the rf.vision presets) after ``batch`` ->
+  ``{"image": TensorSpec([batch, size, size, 3]), "label": TensorSpec([batch], int64)}``.
+
+Each iteration of the tf.data.Dataset is the next iteration (epoch) of the rf.Dataset: a new
+order and new augmentations, the same in every run. The result has ``state_dict()`` /
+``load_state_dict()`` and ``set_epoch()``; its cardinality is the Dataset's when known.
 
 Values cross into TensorFlow once per batch (TensorFlow copies NumPy input into its own
 tensors); recordflow's reading and parsing keep running in C++ meanwhile. A pipeline that

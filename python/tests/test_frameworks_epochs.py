@@ -329,3 +329,48 @@ def test_to_tf_dataset_cardinality_gives_keras_its_steps(shards, tf):
     assert int(rftf.to_tf_dataset(ds, cardinality=False).cardinality()) == tf.data.UNKNOWN_CARDINALITY
     history = _model(keras).fit(tfds.map(lambda e: (e["image"], e["label"])), epochs=1, verbose=0)
     assert history.params["steps"] == N // 4
+
+
+def test_keras_fit_resumes_mid_epoch_on_pydataset_exactly_once(shards, tmp_path):
+    keras = pytest.importorskip("keras")
+    import recordflow.keras as rfk
+
+    class Crash(Exception):
+        pass
+
+    def make(log):
+        class Logged(rfk.PyDataset):
+            def __getitem__(self, index):
+                x, y = super().__getitem__(index)
+                log[(self.epoch, index + self._start)] = y.tolist()
+                return x, y
+        return Logged(str(shards / "train-*"), batch_size=4, x="image", y="label", seed=5,
+                      map=rf.vision.imagenet_train(SIZE, seed=3))
+
+    class CrashAfter(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 2:  # 3 batches trained, the data state saved after 2 (save_freq=2)
+                raise Crash()
+
+    path = tmp_path / "data.state"
+    first = {}
+    ds = make(first)
+    with pytest.raises(Crash):
+        _model(keras).fit(ds, epochs=2, verbose=0,
+                          callbacks=[rfk.DataCheckpoint(ds, path, save_freq=2), CrashAfter()])
+    resumed_log = {}
+    ds2 = make(resumed_log)
+    ckpt = rfk.DataCheckpoint(ds2, path, save_freq=2)
+    assert ckpt.restore() == 0 and len(ds2) == N // 4 - 2
+    resumed_log.clear()  # restore() reads nothing, but be explicit: only fit's reads count
+    # Keras fixes the steps per epoch when fit starts: the rest of the epoch is one fit call,
+    # the next epochs another.
+    model = _model(keras)
+    model.fit(ds2, epochs=1, initial_epoch=0, verbose=0, callbacks=[ckpt])
+    model.fit(ds2, epochs=2, initial_epoch=1, verbose=0, callbacks=[ckpt])
+    # Epoch 0: batches 0-1 before the crash (as saved), 2-5 after the resume; epoch 1 whole.
+    reference = make({})
+    reference.set_epoch(0)
+    epoch0 = [reference[i][1].tolist() for i in range(len(reference))]
+    assert [first[(0, i)] for i in range(2)] + [resumed_log[(0, i)] for i in range(2, 6)] == epoch0
+    assert sorted(v for i in range(6) for v in resumed_log[(1, i)]) == list(range(N))
