@@ -20,7 +20,7 @@ from recordflow._core import (
     crc32c_backend,
     write_index,
 )
-from recordflow.dataset import AUTOTUNE, Dataset, Iterator
+from recordflow.dataset import AUTOTUNE, INFINITE, UNKNOWN, Dataset, Iterator
 from recordflow.example import (
     Example,
     FixedLen,
@@ -55,6 +55,8 @@ from recordflow.errors import (
 
 __all__ = [
     "AUTOTUNE",
+    "INFINITE",
+    "UNKNOWN",
     "Dataset",
     "vision",
     "diagnose",

@@ -33,6 +33,8 @@ from recordflow.errors import UnimplementedError
 from recordflow.example import FixedLen, Parser, Ragged, VarLen, _specs
 
 AUTOTUNE = _core.AUTOTUNE
+INFINITE = -1  # cardinality of an endless pipeline (tf.data.INFINITE_CARDINALITY)
+UNKNOWN = -2   # cardinality not known without running it (tf.data.UNKNOWN_CARDINALITY)
 
 _NATIVE = {"shard", "interleave", "shuffle", "global_shuffle", "repeat", "take", "skip", "cache",
            "parse", "batch", "prefetch", "native_map"}
@@ -45,6 +47,9 @@ class Dataset:
         self._source = _source
         self._ops = _ops
         self._last_iterator: Iterator | None = None
+        # Iterations started so far: iteration k reseeds every seeded stage with (seed, k), as
+        # tf.data's reshuffle_each_iteration does (see iterator()).
+        self._iterations = 0
 
     # ---------------------------------------------------------------- sources
     @staticmethod
@@ -140,6 +145,38 @@ class Dataset:
         consumer waits, within the memory budget)."""
         return self._with("prefetch", int(n))
 
+    # ---------------------------------------------------------------- length and pickling
+    def cardinality(self) -> int:
+        """Elements one pass yields, without reading the data: a count, ``rf.INFINITE`` or
+        ``rf.UNKNOWN`` (as tf.data). Files count through their ``.idx`` index or the
+        ``summary.json`` of ``recordflow convert``; see docs/pipeline.md for each stage."""
+        from recordflow._cardinality import cardinality
+        return cardinality(self._source, self._ops)
+
+    def __len__(self) -> int:
+        n = self.cardinality()
+        if n == INFINITE:
+            raise TypeError("The dataset is infinite.")
+        if n < 0:
+            raise TypeError("The dataset length is unknown (no .idx index or convert summary "
+                            "for its files, or a filter): see Dataset.cardinality().")
+        return n
+
+    def __bool__(self) -> bool:
+        return True  # __len__ must not decide truth (nor read .idx files for it)
+
+    def __getstate__(self) -> dict:
+        # The description only (native ops pickle as their constructor's arguments); an
+        # unpickled Dataset builds its engine objects when iterated.
+        # The iteration counter goes along: a copy runs the same next epoch as the original.
+        return {"_source": self._source, "_ops": self._ops, "_iterations": self.epoch}
+
+    def __setstate__(self, state: dict) -> None:
+        self._source = state["_source"]
+        self._ops = state["_ops"]
+        self._iterations = int(state.get("_iterations", 0))
+        self._last_iterator = None
+
     # ---------------------------------------------------------------- rewriting (rf.doctor)
     # rf.diagnose tries variants of a user's pipeline (an interleave added, a map made parallel,
     # a bigger prefetch) by rebuilding it with one stage changed. Stages are the tuples that the
@@ -200,27 +237,59 @@ class Dataset:
                 ds = getattr(ds, name)(*args)
         return ds, keys
 
-    def iterator(self, memory_budget: int = 1 << 30) -> "Iterator":
+    def iterator(self, memory_budget: int = 1 << 30, epoch: int | None = None) -> "Iterator":
         """Starts the pipeline. ``memory_budget``: bytes the engine's buffers may hold (shuffle
         buffers, memory caches, interleave read-ahead, batches in flight, open files' record
         readers; see
         ``stats()["memory"]`` and docs/pipeline.md). A shuffle buffer or memory cache that
-        alone exceeds it raises ResourceExhaustedError."""
+        alone exceeds it raises ResourceExhaustedError.
+
+        ``epoch``: which iteration of this Dataset to run (None: the next one; the first is 0).
+        Like tf.data's ``reshuffle_each_iteration``, iteration k of the same Dataset object
+        gets a new order: seeded file orders, shuffles and augmentations (``rf.vision``
+        presets) are a function of (seed, k), so iteration k is the same in every run.
+        Passing ``epoch`` also makes the next iteration ``epoch + 1`` (resuming at an epoch)."""
+        epoch = self._next_epoch(epoch)
         native, python = self._split()
         ds, keys = self._native(native)
-        it = Iterator(ds.make_iterator(memory_budget), keys, python)
+        it = Iterator(ds.make_iterator(memory_budget, epoch), keys, python)
+        it.epoch = epoch
         self._last_iterator = it
         return it
+
+    def _next_epoch(self, epoch: int | None) -> int:
+        if epoch is None:
+            epoch = getattr(self, "_iterations", 0)  # (absent in objects unpickled without it)
+        elif int(epoch) < 0:
+            raise ValueError(f"epoch must be >= 0, not {epoch}")
+        self._iterations = int(epoch) + 1
+        return int(epoch)
+
+    @property
+    def epoch(self) -> int:
+        """The iteration the next ``iterator()`` / ``iter()`` runs (0 before the first)."""
+        return getattr(self, "_iterations", 0)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next ``iterator()`` / ``iter()`` run iteration ``epoch`` (resuming a job
+        at an epoch: iteration k's order depends only on the seeds and k)."""
+        if int(epoch) < 0:
+            raise ValueError(f"epoch must be >= 0, not {epoch}")
+        self._iterations = int(epoch)
 
     def __iter__(self) -> "Iterator":
         return self.iterator()
 
     def restore(self, state: bytes, memory_budget: int = 1 << 30) -> "Iterator":
         """An iterator that continues exactly where ``state`` (from Iterator.checkpoint() of an
-        iterator of an equal Dataset) was taken."""
+        iterator of an equal Dataset) was taken, in the same iteration (epoch) as the saved
+        one; the next ``iterator()`` runs the iteration after it."""
         native, python = self._split()
         ds, keys = self._native(native)
         it = Iterator(ds.restore(bytes(state), memory_budget), keys, python)
+        # The checkpoint carries its iteration: the one after it comes next.
+        it.epoch = it._it.iteration
+        self._iterations = it.epoch + 1
         self._last_iterator = it
         return it
 

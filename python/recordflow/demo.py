@@ -130,7 +130,7 @@ def pipeline_demo(files, spec, expected):
     ok = n == 2 * expected
     print(f"  {len(labels)} batches, {n} images ({n / dt:,.0f} images/s incl. start-up); "
           f"every image twice: {'yes' if ok else 'NO'}")
-    it = ds.iterator()
+    it = ds.iterator(epoch=0)  # the iteration `labels` came from (each iteration reshuffles)
     for _ in range(len(labels) // 2):
         next(it)
     state = it.checkpoint()

@@ -73,16 +73,22 @@ def to_jax(batch: Any) -> Any:
     return batch
 
 
-def loader(dataset: Dataset, sharding: Any = None, epoch: int = 0, seed: int = 0,
+def loader(dataset: Dataset, sharding: Any = None, epoch: int | None = None, seed: int = 0,
            keys: Sequence[str] | None = None, ragged: str = "dense", ragged_pad: Any = 0,
            mode: Mode = "auto", process_index: int | None = None,
-           process_count: int | None = None) -> Iterator:
+           process_count: int | None = None) -> "Loader":
     """One epoch of this process's shard of ``dataset`` (see :func:`process_shard`).
+
+    ``epoch``: which epoch (None: the dataset's next iteration, ``dataset.epoch``, so that
+    calling ``loader(ds)`` once per epoch gives a new order and new augmentations each
+    time). Shuffle seeds become ``seed + epoch`` and augmentation seeds mix in the epoch: the
+    same in every process and every run.
 
     ``sharding=None`` yields dicts of NumPy arrays (call ``jax.device_put`` on them);
     a ``jax.sharding.Sharding`` yields global ``jax.Array``s via
     ``jax.make_array_from_process_local_data``: the dataset's batch size is then the
     per-process batch. ``keys`` selects features (bytes features are dropped unless listed).
+    The returned :class:`Loader` has ``state_dict()`` / ``load_state_dict()``.
 
     Example::
 
@@ -95,16 +101,75 @@ def loader(dataset: Dataset, sharding: Any = None, epoch: int = 0, seed: int = 0
     """
     if ragged not in ("dense", "keep"):
         raise ValueError(f'ragged must be "dense" or "keep", not {ragged!r}')
-    shard = process_shard(dataset, epoch=epoch, seed=seed, mode=mode,
-                          process_index=process_index, process_count=process_count)
-    it = shard.iterator()
-    try:
-        for batch in it:
-            local = _prepare(batch, keys, ragged, ragged_pad)
-            if sharding is None:
-                yield local
+    if epoch is None:
+        epoch = dataset._next_epoch(None)
+    else:
+        dataset.set_epoch(int(epoch) + 1)
+    return Loader(dataset, sharding, int(epoch), seed, keys, ragged, ragged_pad, mode,
+                  process_index, process_count)
+
+
+class Loader:
+    """One epoch of batches (an iterator; see :func:`loader`), with torchdata's Stateful
+    protocol: ``state_dict()`` is the position after the batches returned so far;
+    ``load_state_dict(state)`` continues from there (the rest of that epoch, each record
+    once). The iterator starts on the first ``next``."""
+
+    def __init__(self, dataset, sharding, epoch, seed, keys, ragged, ragged_pad, mode,
+                 process_index, process_count):
+        self.epoch = epoch
+        self._sharding = sharding
+        self._keys, self._ragged, self._pad = keys, ragged, ragged_pad
+        self._shard = process_shard(dataset, epoch=epoch, seed=seed, mode=mode,
+                                    process_index=process_index, process_count=process_count)
+        self._it = None
+        self._restore: bytes | None = None
+        self._done = False
+        self.batches = 0  # returned in this epoch
+
+    def __iter__(self) -> "Loader":
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        if self._it is None:
+            if self._restore is not None:
+                self._it = self._shard.restore(self._restore)
             else:
-                yield jax.tree_util.tree_map(
-                    lambda a: jax.make_array_from_process_local_data(sharding, a), local)
-    finally:
-        it.close()
+                self._it = self._shard.iterator(epoch=self.epoch)
+        batch = next(self._it, None)
+        if batch is None:
+            self.close()
+            self._done = True
+            raise StopIteration
+        self.batches += 1
+        local = _prepare(batch, self._keys, self._ragged, self._pad)
+        if self._sharding is None:
+            return local
+        return jax.tree_util.tree_map(
+            lambda a: jax.make_array_from_process_local_data(self._sharding, a), local)
+
+    def state_dict(self) -> dict:
+        """{"epoch", "batches", "checkpoint"}: checkpoint is None before the first batch."""
+        if self._it is None:
+            return {"epoch": self.epoch, "batches": self.batches, "checkpoint": self._restore}
+        if self._done:
+            return {"epoch": self.epoch, "batches": self.batches, "checkpoint": None, "done": True}
+        return {"epoch": self.epoch, "batches": self.batches, "checkpoint": self._it.checkpoint()}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        """Continues at ``state`` (of a loader of the same dataset, epoch and process)."""
+        if int(state["epoch"]) != self.epoch:
+            raise ValueError(f"state of epoch {state['epoch']} loaded into the loader of epoch "
+                             f"{self.epoch}: use loader(ds, epoch={state['epoch']})")
+        self.close()
+        self._restore = state.get("checkpoint")
+        self._done = bool(state.get("done", False))
+        self.batches = int(state.get("batches", 0))
+
+    def close(self) -> None:
+        """Stops the recordflow iterator (idempotent)."""
+        if self._it is not None:
+            self._it.close()
+            self._it = None

@@ -14,6 +14,13 @@ Two ways in:
   ``DataLoader(ids, batch_size=None)``: the batches come from recordflow. Worker processes add
   a copy per batch (tensors travel through shared memory); ``loader`` does not.
 
+Both give every rank the same number of batches per epoch (``even="drop"``, the default, or
+``"pad"``: see :mod:`recordflow.sharding`), have a ``len()`` (batches per epoch of this rank)
+and checkpoint mid-epoch through ``state_dict()`` / ``load_state_dict()`` (torchdata's Stateful
+protocol: ``torchdata.stateful_dataloader.StatefulDataLoader``, Lightning and the like save and
+restore them, per rank and per DataLoader worker); a resumed epoch yields exactly the batches
+the interrupted one had not yet yielded.
+
 What becomes of each feature (``keys=`` selects features; the others are dropped):
 
 - numeric FixedLen columns -> ``torch.Tensor`` sharing memory with recordflow's buffer (kept
@@ -39,8 +46,9 @@ import torch
 import torch.utils.data
 
 from recordflow.dataset import Dataset
+from recordflow.errors import InvalidArgumentError
 from recordflow.example import Ragged
-from recordflow.sharding import Mode, ShardingPlan
+from recordflow.sharding import Even, Mode, ShardingPlan, file_counts
 
 __all__ = ["IterableDataset", "Loader", "loader", "to_torch", "distributed_rank"]
 
@@ -112,8 +120,16 @@ class IterableDataset(torch.utils.data.IterableDataset):
     ``dataset``: an rf.Dataset *without* a final ``repeat()`` (one pass is one epoch), usually
     ending in ``batch(...).parse(spec)``. ``rank`` / ``world_size``: from ``torch.distributed``
     when not given (pass them to simulate ranks). ``seed``: used by shuffles that have none (all
-    ranks must agree). ``mode``: "auto", "files" or "records". ``keys``, ``ragged``,
-    ``ragged_pad``: as :func:`to_torch`.
+    ranks must agree). ``mode``: "auto", "files" or "records". ``even``: "drop" (default: every
+    worker of every rank reads as many records as the smallest; :attr:`dropped_records` says how
+    many are left out per epoch), "pad" (as many as the largest, reading some twice) or None
+    (no equalizing: ranks may run different numbers of steps). ``num_workers``: the DataLoader's,
+    for ``len()`` (checked when iterating). ``keys``, ``ragged``, ``ragged_pad``: as
+    :func:`to_torch`.
+
+    ``len()``: batches this rank yields per epoch (all its workers together). ``state_dict()``
+    / ``load_state_dict()``: the position of the running epoch (of this worker, inside a
+    DataLoader worker), restored by the next ``iter()``.
 
     Use ``DataLoader(ds, batch_size=None, num_workers=k)``, and call ``ds.set_epoch(e)`` before
     each epoch's ``iter(loader)``, as with ``DistributedSampler``. With
@@ -125,7 +141,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
 
     def __init__(self, dataset: Dataset, *, rank: int | None = None, world_size: int | None = None,
                  seed: int = 0, mode: Mode = "auto", keys: Sequence[str] | None = None,
-                 ragged: str = "split", ragged_pad: Any = 0):
+                 ragged: str = "split", ragged_pad: Any = 0, even: Even = "drop",
+                 num_workers: int | None = None):
         super().__init__()
         if not isinstance(dataset, Dataset):
             raise TypeError(f"IterableDataset takes an rf.Dataset, not {type(dataset).__name__}")
@@ -138,12 +155,28 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.keys = list(keys) if keys is not None else None
         self.ragged = ragged
         self.ragged_pad = ragged_pad
+        self.even = even
+        self.num_workers = None if num_workers is None else max(1, int(num_workers))
         self.epoch = 0
+        self._counts: dict | None = None
+        self._it = None        # the running epoch's rf iterator
+        self._resume = None    # a loaded position, used by the next iter()
+        self._finished = False
+        self._paused = None    # the position of an epoch left mid-way (a loop's break)
         self.plan(0, 1)  # checks the arguments now rather than in a worker
+        if even is not None and self.world_size * (self.num_workers or 1) > 1:
+            self._file_counts()  # once, here: DataLoader workers get the counts with the pickle
+
+    def _file_counts(self) -> dict:
+        if self._counts is None:
+            self._counts = file_counts(self.dataset)
+        return self._counts
 
     def set_epoch(self, epoch: int) -> None:
         """Sets the epoch for the next iteration: every shuffle seed becomes seed + epoch."""
         self.epoch = int(epoch)
+        self._finished = False
+        self._paused = None
 
     def plan(self, worker_id: int | None = None, num_workers: int | None = None) -> ShardingPlan:
         """The sharding plan of one worker of this rank (by default: the calling worker, from
@@ -151,26 +184,122 @@ class IterableDataset(torch.utils.data.IterableDataset):
         if worker_id is None or num_workers is None:
             info = torch.utils.data.get_worker_info()
             worker_id, num_workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        if self.even is not None and self.world_size * num_workers > 1:
+            counts = self._file_counts()
+        else:
+            counts = self._counts
         return ShardingPlan(rank=self.rank, world_size=self.world_size, worker_id=worker_id,
                             num_workers=num_workers, seed=self.seed, epoch=self.epoch,
-                            mode=self.mode)
+                            mode=self.mode, even=self.even, counts=counts)
 
     def shard(self, worker_id: int | None = None, num_workers: int | None = None) -> Dataset:
         """The rf.Dataset one worker of this rank reads in the current epoch."""
         return self.plan(worker_id, num_workers).apply(self.dataset)
 
+    @property
+    def dropped_records(self) -> int:
+        """Records left out per epoch job-wide by ``even="drop"`` (read twice under "pad"),
+        for the DataLoader's ``num_workers`` given to the constructor (default 1)."""
+        return self.plan(0, self.num_workers or 1).dropped(self.dataset)
+
+    def __len__(self) -> int:
+        workers = self.num_workers or 1
+        total = 0
+        for w in range(workers):
+            n = self.shard(w, workers).cardinality()
+            if n < 0:
+                raise TypeError("the number of batches per epoch is not known (see "
+                                "rf.Dataset.cardinality(): a filter, or files without .idx?)")
+            total += n
+        return total
+
+    def _worker(self) -> tuple[int, int]:
+        info = torch.utils.data.get_worker_info()
+        worker_id, num_workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        if self.num_workers is not None and info is not None and num_workers != self.num_workers:
+            raise InvalidArgumentError(
+                f"IterableDataset(num_workers={self.num_workers}) runs in a DataLoader with "
+                f"num_workers={num_workers}: pass the DataLoader's")
+        return worker_id, num_workers
+
     def __iter__(self) -> _Iterator:
-        it = self.shard().iterator()
+        worker_id, num_workers = self._worker()
+        shard = self.shard(worker_id, num_workers)
+        resume, self._resume = self._resume, None
+        self._finished = False
+        self._paused = None
+        if resume is None:
+            it = shard.iterator()
+        else:
+            _check_position(resume, self, worker_id, num_workers)
+            if resume["done"]:
+                self._finished = True
+                return
+            it = shard.restore(resume["position"]) if resume["position"] else shard.iterator()
+        self._it = it
         try:
             for batch in it:
                 yield _convert(batch, self.keys, self.ragged, self.ragged_pad)
+            self._finished = True
+        except GeneratorExit:
+            # The loop stopped mid-epoch (break, or the generator was dropped): keep where it
+            # stood, so that state_dict() taken now still resumes after the last batch yielded.
+            if self._it is it:
+                try:
+                    self._paused = bytes(it.checkpoint())
+                except Exception as e:  # a pipeline that cannot checkpoint: state_dict() says so
+                    self._paused = e
+            raise
         finally:
+            if self._it is it:  # an abandoned earlier epoch may be collected during a later one
+                self._it = None
             it.close()
+
+    # ---------------------------------------------------------------- checkpoints (Stateful)
+    def state_dict(self) -> dict:
+        """The position in the current epoch: before its first batch, after the last batch
+        yielded (also after a ``break`` out of the loop), or at its end. Taken in the process
+        that iterates (a DataLoader worker: the StatefulDataLoader collects it there)."""
+        if self._resume is not None:
+            return dict(self._resume)
+        worker_id, num_workers = self._worker()
+        position = b""
+        if self._it is not None:
+            position = bytes(self._it.checkpoint())
+        elif isinstance(self._paused, Exception):
+            raise self._paused
+        elif self._paused is not None:
+            position = self._paused
+        return {"epoch": self.epoch, "seed": self.seed, "rank": self.rank,
+                "world_size": self.world_size, "worker_id": worker_id,
+                "num_workers": num_workers, "done": self._it is None and self._finished,
+                "position": position}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        """Restores a state_dict(): the next ``iter()`` continues that epoch where it was."""
+        missing = {"epoch", "rank", "world_size", "done", "position"} - set(state)
+        if missing:
+            raise InvalidArgumentError(f"not an rf.torch state_dict: missing {sorted(missing)}")
+        self.epoch = int(state["epoch"])
+        self.seed = int(state.get("seed", self.seed))
+        self._resume = dict(state)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["dataset"] = Dataset(self.dataset._source, self.dataset._ops)
+        state["_it"] = None
         return state
+
+
+def _check_position(state: Mapping, ds: IterableDataset, worker_id: int, num_workers: int) -> None:
+    mine = (ds.rank, ds.world_size, worker_id, num_workers)
+    theirs = (state["rank"], state["world_size"], state.get("worker_id", worker_id),
+              state.get("num_workers", num_workers))
+    if tuple(theirs) != mine:
+        raise InvalidArgumentError(
+            f"state_dict of rank {theirs[0]}/{theirs[1]}, worker {theirs[2]}/{theirs[3]} loaded "
+            f"into rank {mine[0]}/{mine[1]}, worker {mine[2]}/{mine[3]}: each rank and worker "
+            "resumes from its own state")
 
 
 class Loader:
@@ -181,12 +310,13 @@ class Loader:
     def __init__(self, dataset: Dataset | IterableDataset, device: Any = None, pin_memory: bool = False,
                  non_blocking: bool = True, keys: Sequence[str] | None = None, ragged: str = "split",
                  ragged_pad: Any = 0, rank: int | None = None, world_size: int | None = None,
-                 seed: int = 0, mode: Mode = "auto"):
+                 seed: int = 0, mode: Mode = "auto", even: Even = "drop"):
         if isinstance(dataset, IterableDataset):
             self._source = dataset
         else:
             self._source = IterableDataset(dataset, rank=rank, world_size=world_size, seed=seed,
-                                           mode=mode, keys=keys, ragged=ragged, ragged_pad=ragged_pad)
+                                           mode=mode, keys=keys, ragged=ragged, ragged_pad=ragged_pad,
+                                           even=even)
         self.device = torch.device(device) if device is not None else None
         self.non_blocking = bool(non_blocking)
         cuda = self.device is not None and self.device.type == "cuda"
@@ -205,6 +335,19 @@ class Loader:
     def dataset(self) -> IterableDataset:
         """The rf.torch.IterableDataset (with the sharding plan) this loader iterates."""
         return self._source
+
+    def __len__(self) -> int:
+        """Batches per epoch on this rank (the same on every rank unless even=None)."""
+        return len(self._source)
+
+    def state_dict(self) -> dict:
+        """The position in the current epoch, after the last batch yielded (torchdata's
+        Stateful protocol). With a CUDA device the batch copied ahead counts as yielded."""
+        return self._source.state_dict()
+
+    def load_state_dict(self, state: Mapping) -> None:
+        """Restores a state_dict(): the next ``iter()`` continues that epoch."""
+        self._source.load_state_dict(state)
 
     def __iter__(self) -> _Iterator:
         batches = iter(self._source)
@@ -266,7 +409,7 @@ def _map_tensors(x, fn):
 def loader(dataset: Dataset | IterableDataset, device: Any = None, pin_memory: bool = False,
            non_blocking: bool = True, keys: Sequence[str] | None = None, ragged: str = "split",
            ragged_pad: Any = 0, rank: int | None = None, world_size: int | None = None,
-           seed: int = 0, mode: Mode = "auto") -> Loader:
+           seed: int = 0, mode: Mode = "auto", even: Even = "drop") -> Loader:
     """Batches of an rf.Dataset as torch tensors, with no worker processes.
 
     ``device``: None or "cpu" gives tensors that share memory with recordflow's buffers;
@@ -274,8 +417,10 @@ def loader(dataset: Dataset | IterableDataset, device: Any = None, pin_memory: b
     a side stream, one batch ahead; ``non_blocking`` as ``Tensor.to``). Without CUDA,
     ``pin_memory`` is ignored with a warning. Under DDP the data is split across ranks
     (``rank``/``world_size`` from ``torch.distributed`` unless given) exactly as
-    :class:`IterableDataset` does; ``set_epoch`` on the result reshuffles. ``keys``,
-    ``ragged``, ``ragged_pad``: as :func:`to_torch`.
+    :class:`IterableDataset` does, every rank getting the same number of batches (``even``);
+    ``set_epoch`` on the result reshuffles; ``len()``, ``state_dict()`` and
+    ``load_state_dict()`` as :class:`IterableDataset`. ``keys``, ``ragged``, ``ragged_pad``:
+    as :func:`to_torch`.
 
     Example::
 
@@ -289,4 +434,4 @@ def loader(dataset: Dataset | IterableDataset, device: Any = None, pin_memory: b
     """
     return Loader(dataset, device=device, pin_memory=pin_memory, non_blocking=non_blocking,
                   keys=keys, ragged=ragged, ragged_pad=ragged_pad, rank=rank,
-                  world_size=world_size, seed=seed, mode=mode)
+                  world_size=world_size, seed=seed, mode=mode, even=even)

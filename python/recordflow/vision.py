@@ -21,6 +21,7 @@ random_resized_crop_params) take and return HWC uint8 NumPy arrays.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 
 import numpy as np
@@ -35,9 +36,41 @@ class NativeOp:
     """A native map op (accepted by rf.Dataset.map). ``skipped_records``: images dropped under
     on_corruption="skip"."""
 
-    def __init__(self, core_op, description: str):
+    def __init__(self, core_op, description: str, factory: str | None = None,
+                 params: dict | None = None):
         self._core = core_op
         self._description = description
+        # The preset function and its arguments: a NativeOp pickles as them and is rebuilt by
+        # calling it again (DataLoader workers under spawn / forkserver).
+        self._factory = factory
+        self._params = dict(params) if params is not None else None
+
+    def __reduce__(self):
+        if self._factory is None:
+            raise TypeError(f"cannot pickle {self!r}: it was not made by an rf.vision preset")
+        return (_rebuild_native_op, (self._factory, self._params))
+
+    def _drops_records(self) -> bool:
+        """Whether it may drop records (on_corruption="skip"): the count after it is unknown."""
+        return self._params is None or self._params.get("on_corruption", "raise") != "raise"
+
+    @property
+    def outputs(self) -> dict | None:
+        """What the op yields per record, ``{key: (shape, NumPy dtype name)}`` (adapters such
+        as rf.tf derive static signatures from it); None when unknown (bfloat16 arrives as
+        ml_dtypes.bfloat16 or uint16 bits)."""
+        p = self._params
+        if p is None or p.get("dtype", "float32") not in ("float32", "float16", "uint8"):
+            return None
+        size = int(p["size"])
+        hwc = str(p.get("layout", "HWC")).upper() == "HWC"
+        image = (size, size, 3) if hwc else (3, size, size)
+        return {"image": (image, p.get("dtype", "float32")), "label": ((), "int64")}
+
+    @property
+    def drops_records(self) -> bool:
+        """Batches after it may be smaller than the batch size (on_corruption="skip")."""
+        return self._drops_records()
 
     @property
     def name(self) -> str:
@@ -62,12 +95,14 @@ def imagenet_train(size: int = 224, image_key: str = "image/encoded",
     epoch), so a seeded pipeline is reproducible; None draws a random seed. ``dtype``: float32,
     float16, bfloat16 (delivered as uint16 bits, or ml_dtypes.bfloat16 when installed) or uint8
     (resized pixels, not normalized). ``layout``: "HWC" or "CHW"."""
+    if seed is None:  # drawn here so that a pickled copy (a spawned worker) keeps it
+        seed = secrets.randbits(63)
     op = _core.imagenet_train(int(size), image_key, label_key, tuple(map(float, scale)),
                               tuple(map(float, ratio)), float(flip_probability),
                               [float(v) for v in mean], [float(v) for v in std], str(dtype),
                               str(layout), str(interpolation), seed, bool(dct_scaling),
                               int(max_pixels), str(on_corruption), default_label)
-    return NativeOp(op, f"imagenet_train({size})")
+    return NativeOp(op, f"imagenet_train({size})", "imagenet_train", _params(locals()))
 
 
 def imagenet_eval(size: int = 224, resize: int = 256, image_key: str = "image/encoded",
@@ -82,7 +117,17 @@ def imagenet_eval(size: int = 224, resize: int = 256, image_key: str = "image/en
                              [float(v) for v in mean], [float(v) for v in std], str(dtype),
                              str(layout), str(interpolation), bool(dct_scaling), int(max_pixels),
                              str(on_corruption), default_label)
-    return NativeOp(op, f"imagenet_eval({size}, {resize})")
+    return NativeOp(op, f"imagenet_eval({size}, {resize})", "imagenet_eval", _params(locals()))
+
+
+def _params(scope: dict) -> dict:
+    return {k: v for k, v in scope.items() if k != "op"}
+
+
+def _rebuild_native_op(factory: str, params: dict) -> NativeOp:
+    if factory not in ("imagenet_train", "imagenet_eval"):
+        raise ValueError(f"unknown rf.vision preset {factory!r}")
+    return globals()[factory](**params)
 
 
 def decode_image(data: bytes, max_pixels: int = 1 << 28, *, channels: int = 3,

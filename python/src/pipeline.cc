@@ -98,6 +98,11 @@ class PyIterator {
     return nb::bytes(state.data(), state.size());
   }
 
+  uint64_t Iteration() const {
+    CheckOpen();
+    return it_->iteration();
+  }
+
   nb::dict Stats() const {
     CheckOpen();
     pipeline::PipelineStats s = it_->stats();
@@ -161,6 +166,7 @@ void RegisterPipeline(nb::module_& m) {
       .def("next", &PyIterator::Next)
       .def("checkpoint", &PyIterator::Checkpoint)
       .def("stats", &PyIterator::Stats)
+      .def_prop_ro("iteration", &PyIterator::Iteration)
       .def("close", &PyIterator::Close);
 
   nb::class_<Dataset>(m, "PipelineDataset")
@@ -226,9 +232,10 @@ void RegisterPipeline(nb::module_& m) {
       .def("debug_string", &Dataset::DebugString)
       .def(
           "make_iterator",
-          [](const Dataset& d, size_t memory_budget) {
+          [](const Dataset& d, size_t memory_budget, uint64_t iteration) {
             pipeline::IteratorOptions o;
             o.memory_budget = memory_budget;
+            o.iteration = iteration;
             Result<std::unique_ptr<Iterator>> it = CancelledError("not run");
             {
               nb::gil_scoped_release release;
@@ -236,7 +243,8 @@ void RegisterPipeline(nb::module_& m) {
             }
             return new PyIterator(ValueOrThrow(std::move(it)));
           },
-          "memory_budget"_a = size_t{1} << 30, nb::rv_policy::take_ownership)
+          "memory_budget"_a = size_t{1} << 30, "iteration"_a = uint64_t{0},
+          nb::rv_policy::take_ownership)
       .def(
           "restore",
           [](const Dataset& d, nb::bytes state, size_t memory_budget) {

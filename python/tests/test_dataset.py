@@ -92,7 +92,12 @@ def test_shards_are_disjoint_and_complete(files):
 def test_shuffle_seeded_and_reshuffled_each_epoch(files):
     ds = rf.Dataset.from_files(files).shuffle(200, seed=3)
     a, b = ids_of(ds), ids_of(ds)
-    assert a == b and a != all_ids(COUNTS) and sorted(a) == all_ids(COUNTS)
+    # Each iteration of the Dataset is a new order (reshuffle_each_iteration), the same in
+    # every run: a fresh Dataset repeats both.
+    assert a != b and sorted(b) == all_ids(COUNTS)
+    fresh = rf.Dataset.from_files(files).shuffle(200, seed=3)
+    assert ids_of(fresh) == a and ids_of(fresh) == b
+    assert a != all_ids(COUNTS) and sorted(a) == all_ids(COUNTS)
     two = ids_of(ds.repeat(2))
     n = len(a)
     assert sorted(two[:n]) == sorted(two[n:]) and two[:n] != two[n:]
@@ -114,7 +119,7 @@ def test_checkpoint_restore_continues_exactly(files, pipeline):
     }[pipeline]
     full = [repr(x) for x in ds]
     for k in (0, 1, len(full) // 2, len(full) - 1, len(full)):
-        it = ds.iterator()
+        it = ds.iterator(epoch=0)  # the iteration `full` ran
         head = [repr(next(it)) for _ in range(k)]
         state = it.checkpoint()
         it.close()

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:Runtime
 from test_frameworks import COUNTS, SPEC, all_ids, write_files  # noqa: E402
 
 
-def epoch_ids(ds, rank, world_size, num_workers, epoch):
-    ids_ds = rft.IterableDataset(ds, rank=rank, world_size=world_size, seed=11)
+def epoch_ids(ds, rank, world_size, num_workers, epoch, even=None):
+    ids_ds = rft.IterableDataset(ds, rank=rank, world_size=world_size, seed=11, even=even,
+                                 num_workers=num_workers or None)
     ids_ds.set_epoch(epoch)
     # timeout: a worker that hangs fails the test instead of blocking it.
     loader = torch.utils.data.DataLoader(ids_ds, batch_size=None, num_workers=num_workers,
@@ -45,9 +46,15 @@ def test_dataloader_workers_and_ranks_see_every_record_once(tmp_path, num_worker
         ds = rf.Dataset.from_files(paths).global_shuffle().batch(8).parse(SPEC)
     seen = []
     for rank in range(2):
-        seen += epoch_ids(ds, rank, 2, num_workers, epoch=0)
+        seen += epoch_ids(ds, rank, 2, num_workers, epoch=0)  # even=None: the plain split
     assert sorted(seen) == all_ids(counts)
     assert len(seen) == len(set(seen))
+    # The default (even="drop"): at most once, and only the counted records are missing.
+    ids_ds = rft.IterableDataset(ds, rank=0, world_size=2, seed=11, num_workers=max(num_workers, 1))
+    per_rank = [epoch_ids(ds, rank, 2, num_workers, epoch=0, even="drop") for rank in range(2)]
+    seen = per_rank[0] + per_rank[1]
+    assert len(seen) == len(set(seen))
+    assert len(seen) + ids_ds.dropped_records == len(all_ids(counts))
 
 
 def test_set_epoch_reshuffles_like_distributed_sampler(tmp_path):

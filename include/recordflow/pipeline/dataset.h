@@ -130,6 +130,12 @@ struct IteratorOptions {
   // which may go past the budget so that a too-small budget still makes progress.
   // Elements already returned by GetNext belong to the caller and are not counted.
   size_t memory_budget = size_t{1} << 30;
+  // Which iteration of the Dataset this iterator is (tf.data's reshuffle_each_iteration): the
+  // seeds of shuffles and file orders (unless reshuffle_each_iteration is off) and the epoch
+  // that per-element augmentation seeds mix in are derived from (seed, iteration, repeat
+  // epoch), so iteration k of a seeded pipeline is a new order, the same in every run.
+  // 0 is the first iteration. A checkpoint carries it: Restore ignores this field.
+  uint64_t iteration = 0;
 };
 
 // How a native map may be run; see Dataset::Map.
@@ -261,6 +267,8 @@ class Iterator {
   // kUnimplemented for stages that cannot be saved (Python-side stages are handled above).
   virtual Result<std::string> Checkpoint() = 0;
   virtual PipelineStats stats() const = 0;
+  // IteratorOptions::iteration, or the restored checkpoint's.
+  virtual uint64_t iteration() const { return 0; }
 };
 
 }  // namespace recordflow::pipeline

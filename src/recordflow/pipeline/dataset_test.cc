@@ -535,6 +535,51 @@ TEST(PipelineTest, UnseededShuffleSavesItsSeed) {
   EXPECT_EQ(Drain(*Ok(ds.Restore(Bytes(state)))), rest);
 }
 
+// tf.data's reshuffle_each_iteration: iteration k of a seeded pipeline is its own order, the
+// same in every run; augmentation epochs differ per iteration; a checkpoint carries k.
+TEST(PipelineTest, EachIterationOfASeededPipelineIsANewDeterministicOrder) {
+  Files f = WriteFiles({40, 35, 25});
+  FilesOptions fo;
+  fo.shuffle_files = true;
+  fo.seed = 3;
+  std::vector<uint64_t> epochs_seen;
+  std::mutex mu;
+  auto record_epochs = [&](Element& e) -> Status {
+    std::lock_guard lock(mu);
+    for (const RecordPosition& p : e.positions) epochs_seen.push_back(p.epoch);
+    return Status();
+  };
+  auto ds = Ok(Ok(Ok(Ok(Dataset::FromFiles(f.paths, fo)).Shuffle({.buffer_size = 30, .seed = 5}))
+                      .Batch(10)).Map(record_epochs, "epochs", 1));
+  auto run = [&](uint64_t iteration) {
+    IteratorOptions o;
+    o.iteration = iteration;
+    epochs_seen.clear();
+    return Flat(Drain(*Ok(ds.MakeIterator(o))));
+  };
+  const auto first = run(0);
+  const std::set<uint64_t> epochs0(epochs_seen.begin(), epochs_seen.end());
+  const auto second = run(1);
+  const std::set<uint64_t> epochs1(epochs_seen.begin(), epochs_seen.end());
+  EXPECT_EQ(first, Flat(RunAll(ds)));  // iteration 0 is the default iterator's order
+  EXPECT_NE(first, second);
+  EXPECT_EQ(second, run(1));
+  EXPECT_NE(second, run(2));
+  auto sorted = second;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, AllIds(f));
+  EXPECT_NE(epochs0, epochs1);  // per-element augmentation seeds see another epoch
+  // Restoring a checkpoint of iteration 1 continues iteration 1, whatever the options say.
+  IteratorOptions o;
+  o.iteration = 1;
+  auto it = Ok(ds.MakeIterator(o));
+  auto head = Flat(Drain(*it, 3));
+  const std::string state = Ok(it->Checkpoint());
+  auto rest = Flat(Drain(*Ok(ds.Restore(Bytes(state)))));
+  head.insert(head.end(), rest.begin(), rest.end());
+  EXPECT_EQ(head, second);
+}
+
 TEST(PipelineTest, StatsReportCountsStages) {
   Files f = WriteFiles({100});
   auto it = Ok(Ok(Ok(Ok(Dataset::FromFiles(f.paths)).Batch(10)).Parse(Spec())).MakeIterator());

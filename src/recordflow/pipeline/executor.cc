@@ -22,7 +22,10 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-constexpr char kMagic[] = "RFCKPT01";
+constexpr char kMagic[] = "RFCKPT02";
+// Checkpoints before IteratorOptions::iteration existed: the same layout without it
+// (iteration 0).
+constexpr char kMagicV1[] = "RFCKPT01";
 constexpr size_t kUnbatchedRun = 32;  // records per unit when there is no batch
 
 size_t ElementBytes(const Element& e) {
@@ -80,7 +83,7 @@ size_t UnitBytes(const std::vector<Record>& records, const std::vector<Element>&
 
 PipelineIterator::PipelineIterator(Plan plan, IteratorOptions options)
     : plan_(std::move(plan)), options_(options), start_(Clock::now()),
-      memory_(options.memory_budget) {
+      memory_(options.memory_budget), iteration_(options.iteration) {
   ctx_.fetcher = MakeFetcher(plan_.stream_end);
   ctx_.memory = &memory_;
   stream_stats_.resize(1);
@@ -100,7 +103,7 @@ Status PipelineIterator::Start(SeedTable seeds, StateReader* restore_from) {
   if (restore_from != nullptr) {
     RF_RETURN_IF_ERROR(RestoreState(*restore_from));
   } else {
-    RF_ASSIGN_OR_RETURN(stream_, MakeRecordIterator(plan_.stream_end, epoch_, &ctx_, &seeds_, 0));
+    RF_ASSIGN_OR_RETURN(stream_, MakeRecordIterator(plan_.stream_end, SeedEpoch(epoch_), &ctx_, &seeds_, 0));
   }
   producer_ = std::thread([this] { ProduceLoop(); });
   return Status();
@@ -117,6 +120,11 @@ void PipelineIterator::Stop() {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return running_ == 0; });
   stream_.reset();
+}
+
+uint64_t PipelineIterator::SeedEpoch(uint64_t epoch) const {
+  // Iteration 0 keeps the plain epoch, so a first iteration's orders are what they always were.
+  return iteration_ == 0 ? epoch : MixSeed(MixSeed(0x6974657261746521ull, iteration_), epoch);
 }
 
 size_t PipelineIterator::Capacity() const { return static_cast<size_t>(parallelism_) + buffer_; }
@@ -216,7 +224,7 @@ void PipelineIterator::ProduceLoop() {
       producing_ = true;  // Checkpoint waits: the stream and seed table change
       lock.unlock();
       Result<std::unique_ptr<RecordIterator>> next =
-          MakeRecordIterator(plan_.stream_end, epoch_, &ctx_, &seeds_, 0);
+          MakeRecordIterator(plan_.stream_end, SeedEpoch(epoch_), &ctx_, &seeds_, 0);
       lock.lock();
       producing_ = false;
       cv_.notify_all();
@@ -283,7 +291,7 @@ Status PipelineIterator::Process(Unit& u) {
       e.records.push_back(keep_payloads_ ? u.records[i].data : std::move(u.records[i].data));
       e.positions.push_back(u.records[i].position);
       // The stream's repeat passes, then the executor's (a repeat after batch).
-      e.positions.back().epoch = e.positions.back().epoch * 0x9E3779B97F4A7C15ull + u.epoch;
+      e.positions.back().epoch = e.positions.back().epoch * 0x9E3779B97F4A7C15ull + SeedEpoch(u.epoch);
     }
     return e;
   };
@@ -463,6 +471,7 @@ Result<std::string> PipelineIterator::Checkpoint() {
     w.U64(seed);
   }
   w.U64(epoch_);
+  w.U64(iteration_);
   w.U64(tail_epochs_done_);
   w.Bool(produced_in_epoch_);
   w.U64(delivered_);
@@ -508,7 +517,8 @@ Result<std::string> PipelineIterator::Checkpoint() {
 
 Status PipelineIterator::RestoreState(StateReader& r) {
   RF_ASSIGN_OR_RETURN(std::string magic, r.Str("magic"));
-  if (magic != std::string_view(kMagic, 8)) {
+  const bool v1 = magic == std::string_view(kMagicV1, 8);
+  if (magic != std::string_view(kMagic, 8) && !v1) {
     return InvalidArgumentError("not a recordflow pipeline checkpoint (bad magic)");
   }
   RF_ASSIGN_OR_RETURN(uint64_t fp, r.U64("fingerprint"));
@@ -525,6 +535,10 @@ Status PipelineIterator::RestoreState(StateReader& r) {
     seeds_.seeds[node] = seed;
   }
   RF_ASSIGN_OR_RETURN(epoch_, r.U64("epoch"));
+  iteration_ = 0;
+  if (!v1) {
+    RF_ASSIGN_OR_RETURN(iteration_, r.U64("iteration"));
+  }
   RF_ASSIGN_OR_RETURN(uint64_t tail_epochs, r.U64("tail epochs"));
   tail_epochs_done_ = static_cast<int64_t>(tail_epochs);
   RF_ASSIGN_OR_RETURN(produced_in_epoch_, r.Bool("epoch progress"));
@@ -546,7 +560,7 @@ Status PipelineIterator::RestoreState(StateReader& r) {
     replay_.push_back(std::move(u));
   }
   // The stream of the saved epoch, at its saved place.
-  RF_ASSIGN_OR_RETURN(stream_, MakeRecordIterator(plan_.stream_end, epoch_, &ctx_, &seeds_, 0));
+  RF_ASSIGN_OR_RETURN(stream_, MakeRecordIterator(plan_.stream_end, SeedEpoch(epoch_), &ctx_, &seeds_, 0));
   if (done) {
     replay_done_ = true;
   } else {

@@ -73,6 +73,7 @@ class PipelineIterator final : public Iterator {
   Result<bool> GetNext(Element* out) override;
   Result<std::string> Checkpoint() override;
   PipelineStats stats() const override;
+  uint64_t iteration() const override { return iteration_; }
 
  private:
   struct Unit;
@@ -90,6 +91,9 @@ class PipelineIterator final : public Iterator {
   void Autotune();  // mu_ held
   size_t Capacity() const;
   size_t CountReady() const;
+  // The epoch number seeded stages and augmentation seeds see for executor epoch `epoch`:
+  // `epoch` itself in iteration 0, a mix of (iteration, epoch) in later iterations.
+  uint64_t SeedEpoch(uint64_t epoch) const;
 
   Plan plan_;
   IteratorOptions options_;
@@ -111,6 +115,8 @@ class PipelineIterator final : public Iterator {
   bool replay_done_ = false;
   Status pending_error_;
   uint64_t epoch_ = 0;
+  // IteratorOptions::iteration, or the restored checkpoint's.
+  uint64_t iteration_ = 0;
   int64_t tail_epochs_done_ = 0;
   bool produced_in_epoch_ = false;
   std::thread producer_;
