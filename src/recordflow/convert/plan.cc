@@ -129,7 +129,7 @@ Result<InputListing> ListImageFolder(const std::string& root) {
       }
       if (is_dir) continue;
       if (is_link && !it->exists(type_ec)) {
-        entries.push_back({rel, "broken symlink"});
+        entries.push_back({rel, "NotFound: broken symlink (its target does not exist)"});
         continue;
       }
       entries.push_back({rel, ""});
