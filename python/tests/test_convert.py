@@ -538,3 +538,28 @@ def test_python_inputs_are_streamed_not_held(tmp_path):
     assert s["records"] == 200
     # 200 records of 256 KiB = 50 MiB; a streaming writer holds a few at a time.
     assert peak < 12 << 20, peak
+
+
+def test_python_inputs_overwrite_replaces_only_a_complete_output(tmp_path):
+    dst = str(tmp_path / "out")
+    rf.convert([{"name": f"old{i}", "label": 0} for i in range(4)], dst, shards=2)
+    with open(os.path.join(dst, "README.txt"), "w") as f:
+        f.write("mine")
+    before = {n: open(os.path.join(dst, n), "rb").read() for n in sorted(os.listdir(dst))
+              if os.path.isfile(os.path.join(dst, n))}
+
+    def failing():
+        yield {"name": "new0", "label": 0}
+        raise RuntimeError("source failed mid-way")
+
+    with pytest.raises(RuntimeError, match="mid-way"):
+        rf.convert(failing(), dst, shards=1, overwrite=True)
+    after = {n: open(os.path.join(dst, n), "rb").read() for n in sorted(os.listdir(dst))
+             if os.path.isfile(os.path.join(dst, n))}
+    assert after == before
+    assert [n for n in os.listdir(tmp_path) if n != "out"] == []  # no staging folder left
+    s = rf.convert([{"name": "new0", "label": 0}], dst, shards=1, overwrite=True)
+    assert s["records"] == 1
+    assert sorted(n for n in os.listdir(dst) if n.startswith("train-")) == [
+        "train-00000-of-00001.tfrecord", "train-00000-of-00001.tfrecord.idx"]
+    assert open(os.path.join(dst, "README.txt")).read() == "mine"
