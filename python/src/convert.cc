@@ -86,6 +86,28 @@ std::string Convert(const std::string& src, const std::string& dst, const nb::di
   return ValueOrThrow(std::move(summary)).ToJson();
 }
 
+// One image of a Python input, checked and re-encoded as Convert would (verify, max_pixels,
+// non_jpeg, resize_shorter, quality, force_rgb, exif_orientation from `options`).
+nb::dict PrepareImage(nb::bytes data, const nb::dict& options) {
+  const convert::ConvertOptions o = ToOptions(options);
+  std::string bytes(data.c_str(), data.size());
+  Result<convert::PreparedImage> prepared = InternalError("not run");
+  {
+    nb::gil_scoped_release release;
+    prepared = convert::PrepareImage(std::move(bytes), o);
+  }
+  convert::PreparedImage p = ValueOrThrow(std::move(prepared));
+  nb::dict d;
+  d["encoded"] = nb::bytes(p.encoded.data(), p.encoded.size());
+  d["format"] = p.format;
+  d["width"] = p.width;
+  d["height"] = p.height;
+  d["channels"] = p.channels;
+  d["colorspace"] = p.colorspace;
+  d["transcoded"] = p.transcoded;
+  return d;
+}
+
 std::string Extract(const std::vector<std::string>& files, const std::string& out_dir,
                     const nb::object& compression, bool overwrite, const std::string& labels_csv) {
   convert::ExtractOptions o;
@@ -145,6 +167,7 @@ void RegisterConvert(nb::module_& m) {
   m.def("_convert", &Convert, "src"_a, "dst"_a, "options"_a, "progress"_a = nb::none());
   m.def("_extract", &Extract, "files"_a, "out_dir"_a, "compression"_a = nb::none(),
         "overwrite"_a = false, "labels_csv"_a = "labels.csv");
+  m.def("_prepare_image", &PrepareImage, "data"_a, "options"_a);
   m.def("probe_image", &ProbeImage, "data"_a,
         "Header of an encoded image (JPEG, PNG, GIF, BMP, WebP) without decoding: dict of "
         "format, width, height, channels, colorspace, orientation, progressive.");

@@ -463,3 +463,103 @@ def test_progress_callback_and_summary_file(folder, tmp_path):
     assert calls and calls[-1][0] == calls[-1][1] == len(truth)
     on_disk = json.load(open(tmp_path / "out" / "summary.json"))
     assert on_disk["records"] == s["records"] == len(truth)
+
+
+def test_summary_is_summary_json_for_every_source(folder, tmp_path):
+    src, truth = folder
+    native = rf.convert(src, str(tmp_path / "folder"), shards=2)
+    assert native == json.load(open(tmp_path / "folder" / "summary.json"))
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 255, (12, 16, 20, 3), dtype=np.uint8)
+    labels = np.arange(12) % 3
+    python = rf.convert((images, labels), str(tmp_path / "np"), shards=2, val_fraction=0.25,
+                        class_names=["a", "b", "c"])
+    assert python == json.load(open(tmp_path / "np" / "summary.json"))
+    assert list(python) == list(native)
+    for split in ("train",):
+        assert list(python["splits"][split]) == list(native["splits"][split])
+        assert (list(python["splits"][split]["shards"][0])
+                == list(native["splits"][split]["shards"][0]))
+    assert python["splits"]["train"]["per_class"] == {"a": 3, "b": 3, "c": 3}
+    assert python["records"] == 12 and python["inputs"] == 12 and python["transcoded"] == 12
+
+
+def test_python_inputs_honour_or_refuse_every_option(tmp_path):
+    rng = np.random.default_rng(2)
+    good = jpeg_bytes(rng, 32, 24)
+    rows = [{"image": good, "label": 0}, {"image": b"not an image", "label": 1},
+            {"image": good, "label": 1}]
+    for bad in (dict(resume=True), dict(image_column="x"), dict(label_column="y"),
+                dict(label_separator="|")):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            rf.convert(rows, str(tmp_path / "refused"), **bad)
+    # strict: the unusable image fails the run; otherwise it is skipped and listed.
+    with pytest.raises(rf.Error, match="item 1"):
+        rf.convert(rows, str(tmp_path / "strict"), strict=True)
+    s = rf.convert(rows, str(tmp_path / "lenient"))
+    assert s["records"] == 2 and s["skipped_count"] == 1
+    assert s["skipped"][0]["path"] == "item 1"
+    assert s["skipped"][0]["reason"].startswith("InvalidArgument: ")
+    # max_pixels, verify, resize_shorter, non_jpeg reach the native checks.
+    s = rf.convert(rows[:1], str(tmp_path / "pixels"), max_pixels=100)
+    assert s["records"] == 0 and s["skipped"][0]["reason"].startswith("ResourceExhausted")
+    truncated = good[:-10]  # the end of the entropy-coded data and the end marker cut
+    s = rf.convert([{"image": truncated}], str(tmp_path / "header"), verify="header")
+    assert s["records"] == 1
+    s = rf.convert([{"image": truncated}], str(tmp_path / "decode"), verify="decode")
+    assert s["records"] == 0 and s["skipped"][0]["reason"].startswith("DataLoss")
+    s = rf.convert(rows[:1], str(tmp_path / "resized"), resize_shorter=12)
+    spec = {"image/height": tf.io.FixedLenFeature([], tf.int64),
+            "image/width": tf.io.FixedLenFeature([], tf.int64)}
+    (r,) = read_tf(shards(str(tmp_path / "resized"), "train"), spec)
+    assert (r["image/height"], r["image/width"]) == (12, 16) and s["transcoded"] == 1
+    # shard_size splits by bytes; progress is reported with the total.
+    calls = []
+    many = [{"image": good, "label": i % 2} for i in range(20)]
+    s = rf.convert(many, str(tmp_path / "sized"), shard_size=len(good) * 5,
+                   progress=lambda *a: calls.append(a))
+    assert len(s["splits"]["train"]["shards"]) >= 3
+    assert calls and calls[-1][:3] == (20, 20, 0)
+    with pytest.raises(ValueError, match="shard_size"):
+        rf.convert(many, str(tmp_path / "zero"), shard_size=0)
+
+
+def test_python_inputs_are_streamed_not_held(tmp_path):
+    import tracemalloc
+
+    payload = 256 << 10
+    rows = ({"payload": bytes([i % 251]) * payload, "label": i % 3} for i in range(200))
+    tracemalloc.start()
+    try:
+        s = rf.convert(rows, str(tmp_path / "big"), shards=2)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert s["records"] == 200
+    # 200 records of 256 KiB = 50 MiB; a streaming writer holds a few at a time.
+    assert peak < 12 << 20, peak
+
+
+def test_python_inputs_overwrite_replaces_only_a_complete_output(tmp_path):
+    dst = str(tmp_path / "out")
+    rf.convert([{"name": f"old{i}", "label": 0} for i in range(4)], dst, shards=2)
+    with open(os.path.join(dst, "README.txt"), "w") as f:
+        f.write("mine")
+    before = {n: open(os.path.join(dst, n), "rb").read() for n in sorted(os.listdir(dst))
+              if os.path.isfile(os.path.join(dst, n))}
+
+    def failing():
+        yield {"name": "new0", "label": 0}
+        raise RuntimeError("source failed mid-way")
+
+    with pytest.raises(RuntimeError, match="mid-way"):
+        rf.convert(failing(), dst, shards=1, overwrite=True)
+    after = {n: open(os.path.join(dst, n), "rb").read() for n in sorted(os.listdir(dst))
+             if os.path.isfile(os.path.join(dst, n))}
+    assert after == before
+    assert [n for n in os.listdir(tmp_path) if n != "out"] == []  # no staging folder left
+    s = rf.convert([{"name": "new0", "label": 0}], dst, shards=1, overwrite=True)
+    assert s["records"] == 1
+    assert sorted(n for n in os.listdir(dst) if n.startswith("train-")) == [
+        "train-00000-of-00001.tfrecord", "train-00000-of-00001.tfrecord.idx"]
+    assert open(os.path.join(dst, "README.txt")).read() == "mine"

@@ -97,10 +97,10 @@ Command AddCatCommand(CLI::App& app) {
   command->add_flag("--json", options->json, "Same as --format json")->excludes(format);
   command->add_option("--limit", options->limit, "Print at most N records (default: all)")
       ->type_name("N")
-      ->check(CLI::NonNegativeNumber);
+      ->check(UnsignedIn(0));
   command->add_option("--skip", options->skip, "Skip the first N records")
       ->type_name("N")
-      ->check(CLI::NonNegativeNumber);
+      ->check(UnsignedIn(0));
   AddCorruptionPolicyOption(*command, &options->on_corruption);
   AddCompressionOption(*command, &options->compression);
   return {command, [options] { return RunCat(*options); }};

@@ -760,6 +760,29 @@ run inspect --help
 name="recordflow inspect --help"
 expect_rc 0; expect_out_has "Usage: recordflow inspect"
 
+# ---- command-line messages: unknown commands, numeric options --------------------------------
+name="an unknown command is named, exit 2"
+run bogus
+expect_rc 2; expect_err_has "unknown command 'bogus'"; expect_err_has "convert"
+for args in "cat --limit 18446744073709551616 good.tfrecord" "cat --limit -1 good.tfrecord" \
+            "cat --skip -5 good.tfrecord" "inspect --limit 18446744073709551616 good.tfrecord" \
+            "convert src dst --seed -1" "convert src dst --max-pixels 18446744073709551616" \
+            "convert src dst --shards 0" "convert src dst --label-offset 9223372036854775808" \
+            "convert src dst -j -1" "convert src dst --quality 101" \
+            "convert src dst --resize-shorter -3" "convert src dst --shard-size 1e30"; do
+  # shellcheck disable=SC2086
+  run $args
+  name="numeric option out of range is a short usage error: recordflow $args"
+  expect_rc 2; expect_err_has "recordflow: usage error: "
+  if [[ ${#err} -lt 400 ]]; then pass; else fail "message of ${#err} bytes"; fi
+done
+name="--limit 2^64 names the accepted range"
+run cat --limit 18446744073709551616 good.tfrecord
+expect_err_has "from 0 to 18446744073709551615"
+name="--limit at the top of the range is accepted"
+run cat --limit 18446744073709551615 --format hex good.tfrecord
+expect_rc 0
+
 # ---- doctor ----------------------------------------------------------------------------------
 # `recordflow doctor` execs Python's recordflow.doctor (python/tests/test_doctor.py tests the
 # report itself, with the package installed). Here: the launcher's errors, without the package.

@@ -148,6 +148,75 @@ void AddCorruptionPolicyOption(CLI::App& command, format::CorruptionPolicy* poli
           [](std::string_view v) { return format::ParseCorruptionPolicy(v).status(); }, ""));
 }
 
+namespace {
+
+std::string RangeMessage(std::string_view range, const std::string& got) {
+  std::string shown = got.size() > 40 ? got.substr(0, 40) + "..." : got;
+  return "must be an integer from " + std::string(range) + " (got '" + shown + "')";
+}
+
+// Parses optional '-' then decimal digits into a magnitude; false on overflow or other text.
+bool ParseMagnitude(const std::string& text, bool* negative, uint64_t* magnitude) {
+  size_t i = 0;
+  *negative = false;
+  if (i < text.size() && (text[i] == '-' || text[i] == '+')) {
+    *negative = text[i] == '-';
+    ++i;
+  }
+  if (i == text.size()) return false;
+  uint64_t v = 0;
+  for (; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9') return false;
+    const uint64_t digit = static_cast<uint64_t>(text[i] - '0');
+    if (v > (UINT64_MAX - digit) / 10) return false;
+    v = v * 10 + digit;
+  }
+  *magnitude = v;
+  return true;
+}
+
+}  // namespace
+
+CLI::Validator UnsignedIn(uint64_t min, uint64_t max) {
+  const std::string range = std::to_string(min) + " to " + std::to_string(max);
+  return CLI::Validator(
+      [min, max, range](std::string& value) -> std::string {
+        bool negative = false;
+        uint64_t v = 0;
+        if (!ParseMagnitude(value, &negative, &v) || (negative && v != 0) || v < min || v > max) {
+          return RangeMessage(range, value);
+        }
+        return std::string();
+      },
+      "INT in [" + range + "]");
+}
+
+CLI::Validator SignedIn(int64_t min, int64_t max) {
+  const std::string range = std::to_string(min) + " to " + std::to_string(max);
+  return CLI::Validator(
+      [min, max, range](std::string& value) -> std::string {
+        bool negative = false;
+        uint64_t v = 0;
+        if (!ParseMagnitude(value, &negative, &v)) return RangeMessage(range, value);
+        const uint64_t limit = negative ? uint64_t{1} << 63 : uint64_t{INT64_MAX};
+        if (v > limit) return RangeMessage(range, value);
+        const int64_t signed_value =
+            negative ? (v == (uint64_t{1} << 63) ? INT64_MIN : -static_cast<int64_t>(v))
+                     : static_cast<int64_t>(v);
+        if (signed_value < min || signed_value > max) return RangeMessage(range, value);
+        return std::string();
+      },
+      "INT in [" + range + "]");
+}
+
+std::optional<std::string> UnknownCommand(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return std::nullopt;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->check_name(argv[1])) return std::nullopt;
+  }
+  return std::string(argv[1]);
+}
+
 std::string CompressionLabel(std::string_view path,
                              const std::optional<format::Compression>& compression) {
   std::string_view name =

@@ -82,6 +82,18 @@ void AddCompressionOption(CLI::App& command, std::optional<format::Compression>*
 // --on-corruption raise|skip: parsed by format::ParseCorruptionPolicy.
 void AddCorruptionPolicyOption(CLI::App& command, format::CorruptionPolicy* policy);
 
+// Checks for integer options, run on the text before CLI11 converts it: decimal digits only
+// (a leading '-' only where negatives are allowed), no overflow, within [min, max]. The message
+// names the accepted range, e.g. "must be an integer from 0 to 18446744073709551615 (got
+// '-1')". CLI11's own number checks accept "-1" for unsigned options (wrapping it) and
+// saturate values past the type's range.
+CLI::Validator UnsignedIn(uint64_t min, uint64_t max = UINT64_MAX);
+CLI::Validator SignedIn(int64_t min = INT64_MIN, int64_t max = INT64_MAX);
+
+// "bogus" when argv names no subcommand of `app` (argv[1] is not an option and not a
+// command's name); nullopt otherwise.
+std::optional<std::string> UnknownCommand(const CLI::App& app, int argc, char** argv);
+
 // "NONE", "GZIP" or "ZLIB": what the reader will use for `path` given the --compression value.
 std::string CompressionLabel(std::string_view path,
                              const std::optional<format::Compression>& compression);

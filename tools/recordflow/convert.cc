@@ -48,8 +48,10 @@ std::optional<uint64_t> ParseSize(std::string text) {
   else if (unit == "M") scale = 1024.0 * 1024;
   else if (unit == "G") scale = 1024.0 * 1024 * 1024;
   else if (!unit.empty() && unit != "B") return std::nullopt;
-  if (!(value > 0)) return std::nullopt;
-  return static_cast<uint64_t>(value * scale);
+  // Also refuses nan, inf and values past 2^64 (the cast would be undefined) or under a byte.
+  const double bytes = value * scale;
+  if (!(bytes >= 1 && bytes < 18446744073709551616.0)) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
 }
 
 std::string Duration(double seconds) {
@@ -112,7 +114,7 @@ int RunConvert(ConvertCliOptions& cli) {
   convert::ConvertOptions& options = cli.options;
   if (!cli.shard_size.empty()) {
     auto size = ParseSize(cli.shard_size);
-    if (!size) return UsageError("--shard-size: not a size: '" + cli.shard_size + "' (e.g. 128M, 1G)");
+    if (!size) return UsageError("--shard-size: not a size from 1 byte to 16E: '" + cli.shard_size + "' (e.g. 128M, 1G)");
     options.shard_size = *size;
     if (options.train_shards != 0) return UsageError("--shards and --shard-size exclude each other");
   }
@@ -167,12 +169,13 @@ Command AddConvertCommand(CLI::App& app) {
   command->add_option("--val-fraction", o.val_fraction,
                       "Fraction of each class for the validation split (default 0)")
       ->check(CLI::Range(0.0, 0.999999));
-  command->add_option("--seed", o.seed, "Seed for the split and the shuffle (default 0)");
+  command->add_option("--seed", o.seed, "Seed for the split and the shuffle (default 0)")
+      ->check(UnsignedIn(0));
   command->add_option("--shards", o.train_shards,
-                      "Train shards (default: by --shard-size)")->check(CLI::PositiveNumber);
+                      "Train shards (default: by --shard-size)")->check(UnsignedIn(1, INT32_MAX));
   command->add_option("--val-shards", o.validation_shards,
                       "Validation shards (default: in proportion to --shards, or by size)")
-      ->check(CLI::PositiveNumber);
+      ->check(UnsignedIn(1, INT32_MAX));
   command->add_option("--shard-size", cli->shard_size,
                       "Target bytes per shard, e.g. 128M (default), 1G")
       ->type_name("SIZE");
@@ -181,17 +184,18 @@ Command AddConvertCommand(CLI::App& app) {
   AddCompressionOption(*command, &cli->compression);
   command->add_flag("--no-index", cli->no_index, "Write no .idx files");
   command->add_option("--label-offset", o.label_offset,
-                      "Added to every label (1 for TF models' 1-based labels; default 0)");
+                      "Added to every label (1 for TF models' 1-based labels; default 0)")
+      ->check(SignedIn());
   command->add_option("--non-jpeg", cli->non_jpeg,
                       "PNG/GIF/BMP/WebP inputs: transcode to JPEG (default) or keep as they are")
       ->check(CLI::IsMember({"transcode", "keep"}));
   command->add_option("--resize-shorter", o.resize_shorter,
                       "Shrink images whose shorter side is longer than N pixels to N "
                       "(re-encoded at --quality)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(UnsignedIn(0, INT32_MAX))
       ->type_name("N");
   command->add_option("--quality", o.quality, "JPEG quality of re-encoded images (default 95)")
-      ->check(CLI::Range(1, 100));
+      ->check(UnsignedIn(1, 100));
   command->add_flag("--force-rgb", o.force_rgb,
                     "Re-encode grayscale and CMYK JPEGs as 3-channel RGB");
   command->add_flag("--exif-orientation", o.apply_exif_orientation,
@@ -201,7 +205,8 @@ Command AddConvertCommand(CLI::App& app) {
                       "decode (full decode of every image)")
       ->check(CLI::IsMember({"header", "structure", "decode"}));
   command->add_option("--max-pixels", o.max_pixels,
-                      "Skip images with more pixels (default 268435456)");
+                      "Skip images with more pixels (default 268435456)")
+      ->check(UnsignedIn(1));
   command->add_option("--image-column", o.image_column, "Manifest: image path column");
   command->add_option("--label-column", o.label_column, "Manifest: label column");
   command->add_option("--label-separator", o.label_separator,
@@ -211,7 +216,7 @@ Command AddConvertCommand(CLI::App& app) {
                     "Finish an interrupted conversion in DST (same SRC and options)");
   command->add_flag("--overwrite", o.overwrite, "Replace an earlier conversion in DST");
   command->add_option("-j,--threads", o.num_threads, "Worker threads (default: one per core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(UnsignedIn(0, 4096));
   command->add_flag("--no-sync", cli->no_sync, "Do not fsync shards before publishing them");
   command->add_flag("--json", cli->json, "Print the summary as JSON");
   command->add_flag("--progress,!--no-progress", cli->progress,

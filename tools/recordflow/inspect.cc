@@ -391,7 +391,7 @@ Command AddInspectCommand(CLI::App& app) {
       ->type_name("FILE");
   command->add_option("--limit", options->limit, "Scan at most N records in all (default: all)")
       ->type_name("N")
-      ->check(CLI::NonNegativeNumber);
+      ->check(UnsignedIn(0));
   command->add_flag("--json", options->json, "Print one JSON document instead of text");
   AddCompressionOption(*command, &options->compression);
   return {command, [options] { return RunInspect(*options); }};

@@ -1,5 +1,7 @@
 // `recordflow`: the command-line client of the library. This file only wires the subcommands;
 // each lives in its own file and docs/cli.md documents them.
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "common.h"
@@ -22,6 +24,16 @@ int main(int argc, char** argv) {
       cli::AddDoctorCommand(app),
       cli::AddReshardCommand(app),
   };
+  // CLI11 would only say "A subcommand is required" (or that an argument was not expected):
+  // name the word it did not know.
+  if (std::optional<std::string> unknown = cli::UnknownCommand(app, argc, argv)) {
+    std::string names;
+    for (const cli::Command& command : commands) {
+      names += (names.empty() ? "" : ", ") + command.app->get_name();
+    }
+    return cli::UsageError("unknown command '" + *unknown + "' (commands: " + names +
+                           ")\nRun 'recordflow --help' for usage.");
+  }
   // CLI11 reports parse failures by exception; they stop here and never reach the library.
   try {
     app.parse(argc, argv);

@@ -44,7 +44,8 @@ enum class VerifyLevel : uint8_t {
   kHeader,     // the header parses (dimensions, channels)
   kStructure,  // also, a JPEG's markers and entropy-coded data run to its end marker (catches
                // truncated files; one memchr pass, no decode)
-  kDecode,     // every image is fully decoded
+  kDecode,     // every image is fully decoded; libjpeg warnings (corrupt data mid-stream
+               // that libjpeg would decode anyway) count as corrupt data
 };
 
 // Progress of a running conversion, reported from the calling thread.
@@ -121,6 +122,25 @@ struct ConvertOptions {
   // Called on the calling thread about every 100 ms, and once at the end.
   std::function<void(const ConvertProgress&)> progress;
 };
+
+// One image as a record stores it, after the checks and re-encoding `options` ask for.
+struct PreparedImage {
+  std::string encoded;     // image/encoded: the input bytes, or the re-encoded JPEG
+  std::string format;      // image/format: "JPEG", "PNG", ...
+  int width = 0;
+  int height = 0;
+  int channels = 0;
+  std::string colorspace;  // image/colorspace: "RGB", "Gray", "CMYK", ...
+  bool transcoded = false;
+};
+
+// What Convert does with each input's bytes (verify, max_pixels, non_jpeg, resize_shorter,
+// quality, force_rgb, apply_exif_orientation), for callers with bytes rather than files
+// (rf.convert with Python inputs). With verify kDecode, a JPEG on which libjpeg warns
+// (corrupt data it would paper over) is kDataLoss.
+// Errors: kInvalidArgument (not an image), kDataLoss (corrupt or truncated),
+// kResourceExhausted (over max_pixels), kUnimplemented (format not built in).
+Result<PreparedImage> PrepareImage(std::string bytes, const ConvertOptions& options);
 
 struct SkippedInput {
   std::string path;

@@ -30,10 +30,15 @@ struct InputListing {
   std::vector<SkippedInput> skipped;     // found while listing (empty class folders, ...)
 };
 
-// Lists an ImageFolder tree: every sub-folder of `root` is a class (sorted byte-wise by name;
-// hidden ones, starting with '.', are ignored); every regular file under it, recursively and
-// sorted, is an input (format checks come later). Empty class folders keep their label and are
-// reported in `skipped`; files directly in `root` are reported too.
+// Lists an ImageFolder tree: every sub-folder of `root` is a class (sorted byte-wise by name);
+// every file under it, recursively and sorted, is an input (format checks come later). Listed
+// in `skipped` instead: hidden entries (name starting with '.', reason "hidden"; a hidden
+// folder is not entered), empty class folders (they keep their label), files directly in
+// `root`, symlinks to folders (not followed), broken symlinks, and duplicates: a file whose
+// inode (device, inode number) was already reached under another name, e.g. through a
+// symlink; the first in listing order is used. A symlink to a file is an input under the
+// link's own path and name (image/filename is the path as found in the class folder, never
+// the link's target).
 // Errors: kNotFound, kInvalidArgument (not a folder, or no class folders), kIOError.
 Result<InputListing> ListImageFolder(const std::string& root);
 

@@ -2,11 +2,13 @@
 // each shard's records in plan order, so the bytes never depend on thread timing.
 #include "recordflow/convert/convert.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -22,6 +24,7 @@
 #include "recordflow/example/example.h"
 #include "recordflow/format/record_writer.h"
 #include "recordflow/image/image.h"
+#include "recordflow/image/ops.h"
 #include "recordflow/io/file.h"
 
 namespace recordflow::convert {
@@ -60,30 +63,31 @@ std::string StoredColorspace(image::ColorSpace cs) {
   }
 }
 
-ItemResult ProcessItem(const InputItem& item, const InputListing& listing,
-                       const ConvertOptions& options) {
-  ItemResult result;
-  Result<std::string> bytes = io::ReadFileToString(item.path, options.max_file_size);
-  if (!bytes.ok()) {
-    result.error = bytes.status();
-    return result;
-  }
-  result.input_bytes = bytes->size();
-  const auto data = std::as_bytes(std::span(bytes->data(), bytes->size()));
+// A libjpeg warning (extraneous bytes, corrupt data mid-stream) makes the decoder invent
+// pixels: under --verify decode that is corrupt data, as docs/cli.md says. image::Decode only
+// fails on truncation, so JPEGs are checked by a full decode that treats warnings as errors.
+Status DecodeJpegStrictly(std::span<const std::byte> data, uint64_t max_pixels) {
+  thread_local image::ImageDecoder decoder;
+  image::RegionDecodeOptions region_options;
+  region_options.dct_scaling = false;
+  region_options.max_pixels = max_pixels;
+  region_options.warnings = image::JpegWarnings::kError;
+  image::DecodedRegion region;
+  return decoder.DecodeRegion(data, region_options, &region);
+}
+
+}  // namespace
+
+Result<PreparedImage> PrepareImage(std::string bytes, const ConvertOptions& options) {
+  const auto data = std::as_bytes(std::span(bytes.data(), bytes.size()));
   image::ProbeOptions probe_options;
   probe_options.check_structure = options.verify != VerifyLevel::kHeader;
   probe_options.max_pixels = options.max_pixels;
-  Result<image::ImageInfo> probed = image::Probe(data, probe_options);
-  if (!probed.ok()) {
-    result.error = probed.status();
-    return result;
-  }
-  const image::ImageInfo& info = *probed;
+  RF_ASSIGN_OR_RETURN(const image::ImageInfo info, image::Probe(data, probe_options));
   if (info.pixels() > options.max_pixels) {
-    result.error = ResourceExhaustedError(
+    return ResourceExhaustedError(
         "image of " + std::to_string(info.width) + "x" + std::to_string(info.height) +
         " pixels is over the limit of " + std::to_string(options.max_pixels) + " pixels");
-    return result;
   }
   const bool is_jpeg = info.format == image::ImageFormat::kJpeg;
   bool transcode = false;
@@ -96,11 +100,16 @@ ItemResult ProcessItem(const InputItem& item, const InputListing& listing,
                                                    info.colorspace != image::ColorSpace::kRGB))) {
     transcode = true;
   }
-  std::string encoded;
-  std::string format_name(image::ImageFormatName(info.format));
-  int width = info.width, height = info.height, channels = info.channels;
-  std::string colorspace = StoredColorspace(info.colorspace);
-  if (transcode || options.verify == VerifyLevel::kDecode) {
+  PreparedImage out;
+  out.format = std::string(image::ImageFormatName(info.format));
+  out.width = info.width;
+  out.height = info.height;
+  out.channels = info.channels;
+  out.colorspace = StoredColorspace(info.colorspace);
+  if (options.verify == VerifyLevel::kDecode && is_jpeg) {
+    RF_RETURN_IF_ERROR(DecodeJpegStrictly(data, options.max_pixels));
+  }
+  if (transcode || (options.verify == VerifyLevel::kDecode && !is_jpeg)) {
     image::DecodeOptions decode_options;
     decode_options.max_pixels = options.max_pixels;
     decode_options.apply_orientation = options.apply_exif_orientation;
@@ -111,41 +120,50 @@ ItemResult ProcessItem(const InputItem& item, const InputListing& listing,
     if (transcode && options.resize_shorter > 0) {
       decode_options.min_shorter_side = options.resize_shorter;
     }
-    Result<image::Image> decoded = image::Decode(data, decode_options);
-    if (!decoded.ok()) {
-      result.error = decoded.status();
-      return result;
-    }
+    RF_ASSIGN_OR_RETURN(image::Image pixels, image::Decode(data, decode_options));
     if (transcode) {
-      image::Image pixels = std::move(decoded).value();
       if (options.resize_shorter > 0 &&
           std::min(pixels.width, pixels.height) > options.resize_shorter) {
         int w, h;
         image::SizeForShorterSide(pixels.width, pixels.height, options.resize_shorter, &w, &h);
-        Result<image::Image> resized = image::Resize(pixels, w, h);
-        if (!resized.ok()) {
-          result.error = resized.status();
-          return result;
-        }
-        pixels = std::move(resized).value();
+        RF_ASSIGN_OR_RETURN(pixels, image::Resize(pixels, w, h));
       }
       image::JpegEncodeOptions encode_options;
       encode_options.quality = options.quality;
-      Result<std::string> jpeg = image::EncodeJpeg(pixels, encode_options);
-      if (!jpeg.ok()) {
-        result.error = jpeg.status();
-        return result;
-      }
-      encoded = std::move(jpeg).value();
-      format_name = "JPEG";
-      width = pixels.width;
-      height = pixels.height;
-      channels = pixels.channels;
-      colorspace = channels == 1 ? "Gray" : "RGB";
-      result.transcoded = true;
+      RF_ASSIGN_OR_RETURN(out.encoded, image::EncodeJpeg(pixels, encode_options));
+      out.format = "JPEG";
+      out.width = pixels.width;
+      out.height = pixels.height;
+      out.channels = pixels.channels;
+      out.colorspace = out.channels == 1 ? "Gray" : "RGB";
+      out.transcoded = true;
     }
   }
-  if (!result.transcoded) encoded = std::move(bytes).value();
+  if (!out.transcoded) out.encoded = std::move(bytes);
+  return out;
+}
+
+namespace {
+
+ItemResult ProcessItem(const InputItem& item, const InputListing& listing,
+                       const ConvertOptions& options) {
+  ItemResult result;
+  Result<std::string> bytes = io::ReadFileToString(item.path, options.max_file_size);
+  if (!bytes.ok()) {
+    result.error = bytes.status();
+    return result;
+  }
+  result.input_bytes = bytes->size();
+  Result<PreparedImage> prepared = PrepareImage(std::move(bytes).value(), options);
+  if (!prepared.ok()) {
+    result.error = prepared.status();
+    return result;
+  }
+  result.transcoded = prepared->transcoded;
+  std::string encoded = std::move(prepared->encoded);
+  const std::string& format_name = prepared->format;
+  const int width = prepared->width, height = prepared->height, channels = prepared->channels;
+  const std::string& colorspace = prepared->colorspace;
 
   example::Features features = item.extra;
   using example::Feature;
@@ -293,10 +311,105 @@ Result<std::string> PrepareDestination(const std::string& dst, const ConvertOpti
   return hash;
 }
 
+
+// True when `dst` holds anything of an earlier conversion.
+bool HoldsConversion(const std::string& dst) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dst, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (IsOutputName(name) || name == kStateDir || name == "summary.json") return true;
+  }
+  return false;
+}
+
+// Outputs of a conversion (what an overwrite replaces); everything else in DST is the user's.
+bool IsConversionEntry(const std::string& name) {
+  return IsOutputName(name) || IsStaleTemp(name) || name == kStateDir || name == "labels.txt" ||
+         name == "summary.json";
+}
+
+Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& dst,
+                                   const std::string& shown_dst, const ConvertOptions& options);
+
+// Overwrite: the new conversion is written into a sibling folder and swapped in only when it
+// is complete (one atomic RENAME_EXCHANGE where the file system has it), so a failure
+// (full disk, kill, bad input with strict) leaves the earlier output as it was.
+Result<ConvertSummary> ConvertAndSwap(const std::string& src, const std::string& dst,
+                                      const ConvertOptions& options) {
+  std::error_code ec;
+  // The folder itself, not a symlink to it, is what gets swapped.
+  const fs::path real = fs::canonical(dst, ec);
+  if (ec) return ErrnoToStatus(ec.value(), "cannot resolve", dst);
+  const fs::path parent = real.parent_path();
+  const std::string base = real.filename().string();
+  std::string staging;
+  for (int attempt = 0;; ++attempt) {
+    staging = (parent / ("." + base + ".rf-new-" + std::to_string(::getpid()) + "-" +
+                         std::to_string(attempt)))
+                  .string();
+    if (::mkdir(staging.c_str(), 0755) == 0) break;
+    if (errno != EEXIST || attempt > 100) {
+      return ErrnoToStatus(errno, "cannot create the staging folder", staging);
+    }
+  }
+  ConvertOptions inner = options;
+  inner.overwrite = false;
+  Result<ConvertSummary> summary = ConvertInto(src, staging, dst, inner);
+  if (!summary.ok()) {
+    fs::remove_all(staging, ec);
+    return summary.status();
+  }
+  const std::string old = staging + ".old";
+  if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, real.c_str(), RENAME_EXCHANGE) == 0) {
+    if (::rename(staging.c_str(), old.c_str()) != 0) {
+      return ErrnoToStatus(errno, "cannot rename the replaced output", staging);
+    }
+  } else {
+    if (errno != EINVAL && errno != ENOSYS) {
+      const int err = errno;
+      fs::remove_all(staging, ec);
+      return ErrnoToStatus(err, "cannot swap in the new output", dst);
+    }
+    if (::rename(real.c_str(), old.c_str()) != 0) {
+      const int err = errno;
+      fs::remove_all(staging, ec);
+      return ErrnoToStatus(err, "cannot move the earlier output aside", dst);
+    }
+    if (::rename(staging.c_str(), real.c_str()) != 0) {
+      const int err = errno;
+      ::rename(old.c_str(), real.c_str());
+      fs::remove_all(staging, ec);
+      return ErrnoToStatus(err, "cannot swap in the new output", dst);
+    }
+  }
+  // The user's own files in DST come along; the earlier conversion's go.
+  for (fs::directory_iterator it(old, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (IsConversionEntry(name)) continue;
+    if (::rename(it->path().c_str(), (real / name).c_str()) != 0) {
+      return ErrnoToStatus(errno, "cannot move '" + name + "' into the new output; it is in",
+                           old);
+    }
+  }
+  fs::remove_all(old, ec);
+  return summary;
+}
+
 }  // namespace
 
 Result<ConvertSummary> Convert(const std::string& src, const std::string& dst,
                                const ConvertOptions& options) {
+  std::error_code ec;
+  if (options.overwrite && !options.resume && fs::is_directory(dst, ec) && HoldsConversion(dst)) {
+    return ConvertAndSwap(src, dst, options);
+  }
+  return ConvertInto(src, dst, dst, options);
+}
+
+namespace {
+
+Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& dst,
+                                   const std::string& shown_dst, const ConvertOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -317,10 +430,10 @@ Result<ConvertSummary> Convert(const std::string& src, const std::string& dst,
   std::error_code ec;
   if (fs::is_directory(src, ec)) {
     // Shards inside the image folder would become a class of the next run.
-    const fs::path s = fs::weakly_canonical(src, ec), d = fs::weakly_canonical(dst, ec);
+    const fs::path s = fs::weakly_canonical(src, ec), d = fs::weakly_canonical(shown_dst, ec);
     auto [s_end, d_it] = std::mismatch(s.begin(), s.end(), d.begin(), d.end());
     if (!ec && s_end == s.end()) {
-      return InvalidArgumentError("output folder '" + dst + "' is inside the image folder '" +
+      return InvalidArgumentError("output folder '" + shown_dst + "' is inside the image folder '" +
                                   src + "'; choose one outside it");
     }
   }
@@ -332,9 +445,19 @@ Result<ConvertSummary> Convert(const std::string& src, const std::string& dst,
     listing = ListImageFolder(src);
   }
   if (!listing.ok()) return listing.status();
-  if (options.strict && !listing->skipped.empty()) {
-    return InvalidArgumentError("strict: " + listing->skipped[0].path + ": " +
-                                listing->skipped[0].reason);
+  if (options.strict) {
+    // Hidden files are left out by design, not unusable: strict lists them like the rest.
+    for (const SkippedInput& skip : listing->skipped) {
+      if (skip.reason != "hidden") {
+        return InvalidArgumentError("strict: " + skip.path + ": " + skip.reason);
+      }
+    }
+  }
+  if (options.label_offset > 0 && !listing->class_names.empty() &&
+      options.label_offset > INT64_MAX - static_cast<int64_t>(listing->class_names.size() - 1)) {
+    return InvalidArgumentError("label offset " + std::to_string(options.label_offset) + " plus " +
+                                std::to_string(listing->class_names.size() - 1) +
+                                " (the last class index) is outside the int64 range");
   }
   RF_ASSIGN_OR_RETURN(Plan plan, MakePlan(std::move(listing).value(), options));
   const InputListing& inputs = plan.listing;
@@ -540,7 +663,7 @@ Result<ConvertSummary> Convert(const std::string& src, const std::string& dst,
   // 4. Summary.
   ConvertSummary summary;
   summary.source = src;
-  summary.destination = dst;
+  summary.destination = shown_dst;
   summary.class_names = inputs.named_classes ? inputs.class_names : std::vector<std::string>();
   summary.label_offset = options.label_offset;
   summary.inputs = inputs.items.size();
@@ -578,6 +701,8 @@ Result<ConvertSummary> Convert(const std::string& src, const std::string& dst,
                                                  file_options));
   return summary;
 }
+
+}  // namespace
 
 std::string ConvertSummary::ToJson() const {
   std::vector<std::string> classes, splits_json, skipped_json;

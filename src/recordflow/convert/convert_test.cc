@@ -1,10 +1,15 @@
 // End to end through the filesystem: folder -> Convert -> records; manifests; resume; extract.
 #include "recordflow/convert/convert.h"
 
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -14,6 +19,7 @@
 #include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_writer.h"
 #include "recordflow/image/image.h"
+#include "recordflow/image/ops.h"
 #include "recordflow/io/file.h"
 
 namespace recordflow::convert {
@@ -51,6 +57,39 @@ class ConvertTest : public ::testing::Test {
     std::span<const std::byte> rec;
     while (*(*reader)->ReadRecord(&rec)) out.push_back(*example::ParseExample(rec));
     return out;
+  }
+  std::string Slurp(const fs::path& p) {
+    Result<std::string> text = io::ReadFileToString(p.string());
+    return text.ok() ? *text : "<missing>";
+  }
+  // Size and hash of a file's bytes: short in a failure message.
+  std::string Digest(const fs::path& p) {
+    const std::string bytes = Slurp(p);
+    return std::to_string(bytes.size()) + ":" + std::to_string(std::hash<std::string>()(bytes));
+  }
+  void WriteRecords(const fs::path& p, const std::vector<example::Features>& records) {
+    auto w = format::RecordWriter::Open(p.string());
+    ASSERT_TRUE(w.ok());
+    for (const auto& f : records) {
+      const std::string rec = example::SerializeExample(f);
+      ASSERT_TRUE((*w)->WriteRecord(std::as_bytes(std::span(rec.data(), rec.size()))).ok());
+    }
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  // Runs `fn` in a child process whose files may not grow past `max_file_bytes` (a full disk,
+  // as write(2) sees it: EFBIG). Returns the child's exit status.
+  template <typename Fn>
+  int RunWithFileSizeLimit(rlim_t max_file_bytes, Fn fn) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      std::signal(SIGXFSZ, SIG_IGN);
+      struct rlimit limit = {max_file_bytes, max_file_bytes};
+      ::setrlimit(RLIMIT_FSIZE, &limit);
+      ::_exit(fn() ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
   }
   fs::path root_;
 };
@@ -176,9 +215,236 @@ TEST_F(ConvertTest, ExtractSanitizesNames) {
   EXPECT_EQ(s->images, 3u);
   EXPECT_TRUE(fs::exists(root_ / "out/up/escape.jpg"));
   EXPECT_TRUE(fs::exists(root_ / "out/up/passwd"));
-  EXPECT_TRUE(fs::exists(root_ / "out/up/r-2.bin"));
+  // No image/format and no image/filename: the extension comes from the bytes (JPEG).
+  EXPECT_TRUE(fs::exists(root_ / "out/up/r-2.jpg"));
   EXPECT_FALSE(fs::exists(root_ / "escape.jpg"));
   EXPECT_FALSE(fs::exists(root_.parent_path() / "escape.jpg"));
+}
+
+TEST_F(ConvertTest, SymlinkedImageKeepsItsNameAndDuplicatesAreListed) {
+  Write(root_ / "store/blob123", Jpeg(12, 12));
+  Write(root_ / "src/a/1.jpg", Jpeg(8, 8));
+  Write(root_ / "src/b/2.jpg", Jpeg(9, 9));
+  fs::create_symlink("../../store/blob123", root_ / "src/a/link.jpg");
+  fs::create_symlink("../a/1.jpg", root_ / "src/b/dup.jpg");  // same inode as a/1.jpg
+  fs::create_symlink("../../store", root_ / "src/b/store_dir");  // a folder: not followed
+  ConvertOptions o;
+  o.sync = false;
+  o.shuffle = false;
+  auto s = Convert((root_ / "src").string(), (root_ / "out").string(), o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->records, 3u);
+  std::set<std::string> names;
+  for (const auto& f : ReadAll((root_ / "out/train-00000-of-00001.tfrecord").string())) {
+    names.insert(f.at("image/filename").bytes[0]);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"1.jpg", "link.jpg", "2.jpg"}));
+  std::map<std::string, std::string> skipped;
+  for (const auto& k : s->skipped) skipped[fs::path(k.path).filename().string()] = k.reason;
+  ASSERT_EQ(skipped.count("dup.jpg"), 1u);
+  EXPECT_NE(skipped["dup.jpg"].find("duplicate"), std::string::npos) << skipped["dup.jpg"];
+  EXPECT_NE(skipped["dup.jpg"].find("a/1.jpg"), std::string::npos) << skipped["dup.jpg"];
+  ASSERT_EQ(skipped.count("store_dir"), 1u);
+  EXPECT_NE(skipped["store_dir"].find("symlink to a folder"), std::string::npos);
+}
+
+TEST_F(ConvertTest, HiddenEntriesAreListedAsSkipped) {
+  Write(root_ / "src/a/1.jpg", Jpeg(8, 8));
+  Write(root_ / "src/a/.DS_Store", "finder");
+  Write(root_ / "src/a/.git/objects/x", "git");
+  Write(root_ / "src/.cache/2.jpg", Jpeg(8, 8));
+  ConvertOptions o;
+  o.sync = false;
+  o.strict = true;  // hidden entries are left out by design: not a strict failure
+  auto s = Convert((root_ / "src").string(), (root_ / "out").string(), o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->records, 1u);
+  std::map<std::string, std::string> skipped;
+  for (const auto& k : s->skipped) skipped[fs::path(k.path).filename().string()] = k.reason;
+  EXPECT_EQ(skipped, (std::map<std::string, std::string>{
+                         {".DS_Store", "hidden"}, {".git", "hidden"}, {".cache", "hidden"}}));
+  EXPECT_NE(Slurp(root_ / "out/summary.json").find("\"hidden\""), std::string::npos);
+}
+
+// Garbage over a few bytes of the entropy-coded data: libjpeg warns and decodes anyway, and
+// image::Decode, the structure check and the header all accept it.
+std::string JpegWithGarbageMidStream(const std::string& jpeg) {
+  const size_t sos = jpeg.find("\xFF\xDA");
+  const size_t data = sos + 2 + ((static_cast<uint8_t>(jpeg[sos + 2]) << 8) | static_cast<uint8_t>(jpeg[sos + 3]));
+  const size_t end = jpeg.rfind("\xFF\xD9");
+  for (size_t at = data + (end - data) / 3; at + 8 < end; at += 5) {
+    std::string bad = jpeg;
+    for (size_t k = 0; k < 6; ++k) bad[at + k] = static_cast<char>(0x5A + k);
+    const auto bytes = std::as_bytes(std::span(bad.data(), bad.size()));
+    image::ProbeOptions probe;
+    probe.check_structure = true;
+    if (!image::Probe(bytes, probe).ok() || !image::Decode(bytes).ok()) continue;
+    image::ImageDecoder decoder;
+    image::RegionDecodeOptions counting;
+    counting.warnings = image::JpegWarnings::kCount;
+    counting.dct_scaling = false;
+    image::DecodedRegion region;
+    if (decoder.DecodeRegion(bytes, counting, &region).ok() && region.warnings > 0) return bad;
+  }
+  return "";
+}
+
+TEST_F(ConvertTest, DecodeVerifyTreatsLibjpegWarningsAsErrors) {
+  const std::string bad = JpegWithGarbageMidStream(Jpeg(64, 48));
+  ASSERT_FALSE(bad.empty()) << "no garbage placement that only warns";
+  Write(root_ / "src/a/bad.jpg", bad);
+  Write(root_ / "src/a/good.jpg", Jpeg(64, 48));
+  ConvertOptions o;
+  o.sync = false;
+  o.verify = VerifyLevel::kDecode;
+  auto s = Convert((root_ / "src").string(), (root_ / "out").string(), o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->records, 1u);
+  ASSERT_EQ(s->skipped.size(), 1u);
+  EXPECT_NE(s->skipped[0].path.find("bad.jpg"), std::string::npos);
+  EXPECT_NE(s->skipped[0].reason.find("DataLoss"), std::string::npos) << s->skipped[0].reason;
+  // The PrepareImage entry point (Python inputs) says the same.
+  EXPECT_EQ(PrepareImage(bad, o).status().code(), StatusCode::kDataLoss);
+  o.verify = VerifyLevel::kStructure;
+  EXPECT_TRUE(PrepareImage(bad, o).ok());
+}
+
+TEST_F(ConvertTest, OverwriteKeepsTheEarlierOutputUntilTheNewOneIsComplete) {
+  for (int i = 0; i < 4; ++i) Write(root_ / "src/a" / (std::to_string(i) + ".jpg"), Jpeg(16 + i, 16));
+  Write(root_ / "out/README.txt", "the user's own notes");
+  ConvertOptions o;
+  o.sync = false;
+  o.train_shards = 2;
+  ASSERT_TRUE(Convert((root_ / "src").string(), (root_ / "out").string(), o).ok());
+  std::map<std::string, std::string> before;
+  for (const auto& e : fs::directory_iterator(root_ / "out")) {
+    if (e.is_regular_file()) before[e.path().filename().string()] = Digest(e.path());
+  }
+  ASSERT_EQ(before.count("summary.json"), 1u);
+  // The new run's images are large: with the disk "full" at 64 KiB per file the first shard
+  // cannot be written.
+  for (int i = 0; i < 6; ++i) Write(root_ / "src2/b" / (std::to_string(i) + ".jpg"), Jpeg(400, 300));
+  o.overwrite = true;
+  o.train_shards = 1;
+  const int code = RunWithFileSizeLimit(64 << 10, [&] {
+    return Convert((root_ / "src2").string(), (root_ / "out").string(), o).ok();
+  });
+  EXPECT_EQ(code, 1);
+  std::map<std::string, std::string> after;
+  for (const auto& e : fs::directory_iterator(root_ / "out")) {
+    if (e.is_regular_file()) after[e.path().filename().string()] = Digest(e.path());
+  }
+  EXPECT_EQ(after, before);
+  // Nothing of the failed run is left beside DST.
+  for (const auto& e : fs::directory_iterator(root_)) {
+    EXPECT_EQ(e.path().filename().string().find(".out."), std::string::npos) << e.path();
+  }
+  // Without a limit the overwrite replaces the output and keeps the user's file.
+  auto s = Convert((root_ / "src2").string(), (root_ / "out").string(), o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->destination, (root_ / "out").string());
+  EXPECT_EQ(s->records, 6u);
+  EXPECT_FALSE(fs::exists(root_ / "out/train-00000-of-00002.tfrecord"));
+  EXPECT_TRUE(fs::exists(root_ / "out/train-00000-of-00001.tfrecord"));
+  EXPECT_EQ(Slurp(root_ / "out/README.txt"), "the user's own notes");
+  EXPECT_EQ(Slurp(root_ / "out/labels.txt"), "b\n");
+}
+
+TEST_F(ConvertTest, ManifestRowErrorsNameManifestLineAndField) {
+  struct Case {
+    const char* file;
+    std::string text;
+    std::vector<std::string> wanted;  // all in the message
+  };
+  const std::vector<Case> cases = {
+      {"big.jsonl", "{\"image\": \"x.jpg\", \"label\": 1}\n{\"image\": \"y.jpg\", \"label\": 18446744073709551616}\n",
+       {"big.jsonl", "line 2", "'label'", "18446744073709551616"}},
+      {"big.csv", "image,label\nx.jpg,18446744073709551616\n",
+       {"big.csv", "line 2", "'label'", "18446744073709551616"}},
+      {"nul.jsonl", "{\"image\": \"a\\u0000b.jpg\", \"label\": 1}\n", {"nul.jsonl", "line 1", "'image'", "NUL"}},
+      {"object.jsonl", "{\"image\": \"x.jpg\", \"label\": {\"a\": 1}}\n",
+       {"object.jsonl", "line 1", "'label'", "object"}},
+      {"empty.jsonl", "{\"image\": \"x.jpg\", \"label\": \"\"}\n", {"empty.jsonl", "line 1", "'label'", "empty"}},
+      {"empty.csv", "image,label\nx.jpg,1\ny.jpg,\n", {"empty.csv", "line 3", "'label'", "no label"}},
+      {"many.csv", "image,label\nx.jpg,1,extra\n", {"many.csv", "line 2", "3 fields", "header has 2"}},
+      {"few.csv", "image,label\nx.jpg,1\ny.jpg\n", {"few.csv", "line 3", "1 fields", "header has 2"}},
+      {"dup.csv", "image,label,image\nx.jpg,1,y.jpg\n", {"dup.csv", "line 1", "duplicate column 'image'"}},
+      {"dup.jsonl", "{\"image\": \"x.jpg\", \"image\": \"y.jpg\"}\n", {"dup.jsonl", "line 1", "'image'", "twice"}},
+  };
+  for (const Case& c : cases) {
+    Write(root_ / c.file, c.text);
+    auto r = ReadManifest((root_ / c.file).string(), {});
+    ASSERT_FALSE(r.ok()) << c.file;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << c.file;
+    for (const std::string& w : c.wanted) {
+      EXPECT_NE(r.status().message().find(w), std::string::npos)
+          << c.file << ": '" << w << "' not in: " << r.status().message();
+    }
+  }
+  // The label offset may not push a label past int64 either.
+  Write(root_ / "ok.csv", "image,label\nx.jpg,5\n");
+  ConvertOptions o;
+  o.label_offset = INT64_MAX - 1;
+  auto r = ReadManifest((root_ / "ok.csv").string(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("label offset"), std::string::npos) << r.status().message();
+}
+
+TEST_F(ConvertTest, ExtractNamesFollowTheBytesAndKeepFolders) {
+  const std::string jpeg = Jpeg(6, 6);
+  auto rec = [&](const std::string& filename, const std::string& format) {
+    example::Features f;
+    f["image/encoded"] = example::Feature::Bytes({jpeg});
+    f["image/format"] = example::Feature::Bytes({format});
+    f["image/filename"] = example::Feature::Bytes({filename});
+    f["image/class/text"] = example::Feature::Bytes({"cls"});
+    return f;
+  };
+  example::Features labels_class = rec("z.jpg", "JPEG");
+  labels_class["image/class/text"] = example::Feature::Bytes({"labels.csv"});
+  WriteRecords(root_ / "r.tfrecord", {rec("n01/sub/x.png", "PNG"), rec("y.gif", "GIF"),
+                                      rec("w.JPEG", "JPEG"), rec("./n02/../../v.jpg", "JPEG"),
+                                      labels_class});
+  auto s = Extract({(root_ / "r.tfrecord").string()}, (root_ / "out").string());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->images, 5u);
+  EXPECT_EQ(Slurp(root_ / "out/cls/n01/sub/x.jpg"), jpeg);
+  EXPECT_EQ(Slurp(root_ / "out/cls/y.jpg"), jpeg);
+  EXPECT_EQ(Slurp(root_ / "out/cls/w.JPEG"), jpeg);
+  EXPECT_EQ(Slurp(root_ / "out/cls/v.jpg"), jpeg);  // ".." in it: only the last component
+  EXPECT_FALSE(fs::exists(root_ / "out/cls/n01/sub/x.png"));
+  // A class named like the labels CSV does not take its place.
+  EXPECT_EQ(Slurp(root_ / "out/labels.csv_class/z.jpg"), jpeg);
+  const std::string csv = Slurp(root_ / "out/labels.csv");
+  EXPECT_NE(csv.find("cls/n01/sub/x.jpg,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("labels.csv_class/z.jpg,"), std::string::npos) << csv;
+}
+
+TEST_F(ConvertTest, ExtractSuffixesForOneNameAreLinear) {
+  // 10000 records named alike: choosing -N suffixes by scanning from 1 each time makes this
+  // ~5*10^7 lookups (about a minute); a per-name counter makes it 10000.
+  constexpr int kRecords = 10000;
+  {
+    auto w = format::RecordWriter::Open((root_ / "r.tfrecord").string());
+    ASSERT_TRUE(w.ok());
+    example::Features f;
+    f["image/encoded"] = example::Feature::Bytes({"x"});
+    f["image/filename"] = example::Feature::Bytes({"same-name-for-every-record.jpg"});
+    f["image/class/text"] = example::Feature::Bytes({"c"});
+    const std::string rec = example::SerializeExample(f);
+    for (int i = 0; i < kRecords; ++i) {
+      ASSERT_TRUE((*w)->WriteRecord(std::as_bytes(std::span(rec.data(), rec.size()))).ok());
+    }
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto s = Extract({(root_ / "r.tfrecord").string()}, (root_ / "out").string());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->images, static_cast<uint64_t>(kRecords));
+  EXPECT_TRUE(fs::exists(root_ / "out/c/same-name-for-every-record-9999.jpg"));
+  EXPECT_LT(seconds, 10.0);
 }
 
 }  // namespace

@@ -3,14 +3,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
-#include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "json_internal.h"
 #include "recordflow/convert/convert.h"
 #include "recordflow/example/example.h"
 #include "recordflow/format/record_reader.h"
+#include "recordflow/image/image.h"
 #include "recordflow/io/file.h"
 
 namespace recordflow::convert {
@@ -52,18 +56,185 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
   return Status::OK();
 }
 
-std::string ExtensionFor(std::string_view format) {
-  if (format == "JPEG" || format == "jpeg" || format == "jpg") return "jpg";
-  std::string ext;
-  for (char c : format) ext += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ext.empty() ? "bin" : SanitizePathComponent(ext, "bin");
+std::string Lower(std::string_view s) {
+  std::string out;
+  for (char c : s) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The extension of files holding `format`'s bytes ("" for kUnknown).
+std::string ExtensionOf(image::ImageFormat format) {
+  if (format == image::ImageFormat::kJpeg) return "jpg";
+  return Lower(image::ImageFormatName(format));
+}
+
+// The extension for an image/format feature value, when the bytes themselves say nothing.
+std::string ExtensionForFormatName(std::string_view format) {
+  const std::string lower = Lower(format);
+  if (lower == "jpeg" || lower == "jpg") return "jpg";
+  return lower.empty() ? "bin" : SanitizePathComponent(lower, "bin");
+}
+
+bool IsImageExtension(const std::string& ext) {
+  static const std::unordered_set<std::string> kKnown = {
+      "jpg", "jpeg", "jpe", "jfif", "png", "gif", "bmp", "webp", "tif", "tiff"};
+  return kKnown.count(ext) != 0;
+}
+
+// `name` with the extension that matches the bytes: an image extension naming another format
+// ("x.png" holding JPEG bytes) is replaced; a name without an image extension is kept.
+std::string WithExtensionFor(const std::string& name, image::ImageFormat format) {
+  const std::string ext = ExtensionOf(format);
+  if (ext.empty()) return name;
+  const size_t dot = name.rfind('.');
+  if (dot != std::string::npos && dot != 0) {
+    const std::string current = Lower(std::string_view(name).substr(dot + 1));
+    if (current == ext) return name;
+    if (ext == "jpg" && (current == "jpeg" || current == "jpe" || current == "jfif")) return name;
+    if (IsImageExtension(current)) return name.substr(0, dot + 1) + ext;
+  }
+  return name;
 }
 
 // "name.jpg" -> "name-2.jpg".
-std::string WithSuffix(const std::string& name, int n) {
+std::string WithSuffix(const std::string& name, uint64_t n) {
   const size_t dot = name.rfind('.');
   if (dot == std::string::npos || dot == 0) return name + "-" + std::to_string(n);
   return name.substr(0, dot) + "-" + std::to_string(n) + name.substr(dot);
+}
+
+// The folders and file name an image/filename value keeps under its class folder. A relative
+// path ("n01/a/x.jpg") keeps its folders; an absolute one or one with ".." keeps only its last
+// component (nothing stored in a record can reach outside OUT_DIR). Every part is one
+// sanitized component.
+std::vector<std::string> SafeRelativeParts(std::string_view stored, const std::string& fallback) {
+  std::vector<std::string_view> raw;
+  bool escapes = !stored.empty() && (stored[0] == '/' || stored[0] == '\\');
+  size_t start = 0;
+  while (start <= stored.size()) {
+    size_t end = stored.find_first_of("/\\", start);
+    if (end == std::string_view::npos) end = stored.size();
+    const std::string_view part = stored.substr(start, end - start);
+    if (part == "..") escapes = true;
+    if (!part.empty() && part != ".") raw.push_back(part);
+    start = end + 1;
+  }
+  constexpr size_t kMaxDepth = 32;
+  if (escapes || raw.size() > kMaxDepth) {
+    return {SanitizePathComponent(stored, fallback)};
+  }
+  std::vector<std::string> parts;
+  for (size_t i = 0; i + 1 < raw.size(); ++i) parts.push_back(SanitizePathComponent(raw[i], "_"));
+  parts.push_back(raw.empty() ? fallback : SanitizePathComponent(raw.back(), fallback));
+  return parts;
+}
+
+// Directory file descriptors of OUT_DIR's sub-folders, opened without following symlinks at any
+// level, so that a symlink planted in OUT_DIR cannot carry a write outside it.
+class DirCache {
+ public:
+  DirCache(int root_fd, std::string root) : root_fd_(root_fd), root_(std::move(root)) {}
+  ~DirCache() { Clear(); }
+  DirCache(const DirCache&) = delete;
+  DirCache& operator=(const DirCache&) = delete;
+
+  // The fd of root/dirs[0]/.../dirs[n-1], created as needed.
+  Result<int> Open(const std::vector<std::string>& dirs, size_t n) {
+    std::string rel;
+    int fd = root_fd_;
+    for (size_t i = 0; i < n; ++i) {
+      rel += (i ? "/" : "") + dirs[i];
+      auto it = fds_.find(rel);
+      if (it != fds_.end()) {
+        fd = it->second;
+        continue;
+      }
+      if (::mkdirat(fd, dirs[i].c_str(), 0755) != 0 && errno != EEXIST) {
+        return ErrnoToStatus(errno, "cannot create", root_ + rel);
+      }
+      const int sub = ::openat(fd, dirs[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub < 0) {
+        const int err = errno;
+        struct stat st;
+        if (::fstatat(fd, dirs[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+          return FailedPreconditionError("'" + root_ + rel + "' is a symlink; extract writes only inside '" +
+                                         root_ + "'");
+        }
+        if (err == ENOTDIR) {
+          return FailedPreconditionError("'" + root_ + rel + "' is not a folder");
+        }
+        return ErrnoToStatus(err, "cannot open", root_ + rel);
+      }
+      if (fds_.size() >= kMaxOpen) Clear();
+      fds_.emplace(rel, sub);
+      fd = sub;
+    }
+    return fd;
+  }
+
+ private:
+  static constexpr size_t kMaxOpen = 256;
+  void Clear() {
+    for (auto& [rel, fd] : fds_) ::close(fd);
+    fds_.clear();
+  }
+  int root_fd_;
+  std::string root_;
+  std::unordered_map<std::string, int> fds_;
+};
+
+// Writes `data` to a new temporary file in `dir_fd` (O_EXCL: never an existing file, so never
+// through a planted hard link or symlink). Returns its name; on error nothing is left behind.
+Result<std::string> WriteTemp(int dir_fd, const std::string& dir_display, std::string_view data) {
+  static std::atomic<uint64_t> counter{0};
+  std::string name;
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    name = ".rf-extract-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".tmp";
+    fd = ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) return ErrnoToStatus(errno, "cannot create", dir_display + name);
+  }
+  if (fd < 0) return ErrnoToStatus(EEXIST, "cannot create", dir_display + name);
+  Status written = WriteAll(fd, data, dir_display + name);
+  if (::close(fd) != 0 && written.ok()) written = ErrnoToStatus(errno, "cannot close", dir_display + name);
+  if (!written.ok()) {
+    ::unlinkat(dir_fd, name.c_str(), 0);
+    return written;
+  }
+  return name;
+}
+
+enum class Published { kDone, kTaken };
+
+// Gives the temporary file `tmp` its final `name`. Without `replace`, an existing entry is
+// never touched (kTaken). With it, an existing regular file's entry is replaced by the rename
+// (its other hard links keep their bytes); a symlink or folder there is kTaken.
+Result<Published> Publish(int dir_fd, const std::string& dir_display, const std::string& tmp,
+                          const std::string& name, bool replace) {
+  if (replace) {
+    struct stat st;
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+      return Published::kTaken;
+    }
+    if (::renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) {
+      return ErrnoToStatus(errno, "cannot rename to", dir_display + name);
+    }
+    return Published::kDone;
+  }
+  if (::renameat2(dir_fd, tmp.c_str(), dir_fd, name.c_str(), RENAME_NOREPLACE) == 0) {
+    return Published::kDone;
+  }
+  if (errno == EEXIST) return Published::kTaken;
+  if (errno != EINVAL && errno != ENOSYS) {
+    return ErrnoToStatus(errno, "cannot rename to", dir_display + name);
+  }
+  // File systems without RENAME_NOREPLACE: link(2) also refuses an existing name.
+  if (::linkat(dir_fd, tmp.c_str(), dir_fd, name.c_str(), 0) != 0) {
+    if (errno == EEXIST) return Published::kTaken;
+    return ErrnoToStatus(errno, "cannot link to", dir_display + name);
+  }
+  ::unlinkat(dir_fd, tmp.c_str(), 0);
+  return Published::kDone;
 }
 
 }  // namespace
@@ -113,8 +284,20 @@ Result<ExtractSummary> Extract(const std::vector<std::string>& files, const std:
   fs::create_directories(out_dir, ec);
   if (ec) return ErrnoToStatus(ec.value(), "cannot create", out_dir);
   const std::string root = out_dir.empty() || out_dir.back() == '/' ? out_dir : out_dir + "/";
+  const int root_fd = ::open(out_dir.empty() ? "." : out_dir.c_str(),
+                             O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root_fd < 0) return ErrnoToStatus(errno, "cannot open", out_dir);
+  struct RootCloser {
+    int fd;
+    ~RootCloser() { ::close(fd); }
+  } root_closer{root_fd};
+  DirCache dirs(root_fd, root);
+  const std::string csv_name = SanitizePathComponent(options.labels_csv, "labels.csv");
   ExtractSummary summary;
-  std::set<std::string> used;  // relative paths written by this run
+  // Relative paths written by this run, and per wanted path the next -N suffix to try: each
+  // record tries O(1) names on average, however many records share a name.
+  std::unordered_set<std::string> used;
+  std::unordered_map<std::string, uint64_t> next_suffix;
   std::string csv = "path,label,class\n";
   for (const std::string& file : files) {
     format::RecordReaderOptions reader_options;
@@ -145,6 +328,7 @@ Result<ExtractSummary> Extract(const std::vector<std::string>& files, const std:
         summary.skipped.push_back({where, "no image/encoded bytes"});
         continue;
       }
+      const std::string& bytes = (*encoded)[0];
       std::vector<int64_t> labels;
       if (auto it = features->find("image/class/label");
           it != features->end() && it->second.kind == example::ListKind::kInt64) {
@@ -159,43 +343,47 @@ Result<ExtractSummary> Extract(const std::vector<std::string>& files, const std:
       } else {
         class_name = "unlabeled";
       }
-      const std::string dir = SanitizePathComponent(class_name, "unnamed");
+      std::string dir = SanitizePathComponent(class_name, "unnamed");
+      // The labels CSV keeps its name: a class of that name gets a folder beside it.
+      if (dir == csv_name) dir += "_class";
+      // The extension follows the bytes (they are written as stored, never transcoded); only
+      // when they are no image format we know does image/format decide.
+      const image::ImageFormat sniffed =
+          image::SniffFormat(std::as_bytes(std::span(bytes.data(), bytes.size())));
       const auto* format = get_bytes("image/format");
-      const auto* filename = get_bytes("image/filename");
       const std::string fallback =
-          stem + "-" + std::to_string(index) + "." + ExtensionFor(format ? (*format)[0] : "");
-      std::string name = filename ? SanitizePathComponent((*filename)[0], fallback) : fallback;
-      fs::create_directories(root + dir, ec);
-      if (ec) return ErrnoToStatus(ec.value(), "cannot create", root + dir);
-      // Names are single sanitized components and files are opened O_NOFOLLOW, but a class
-      // folder that is a symlink (planted in a non-empty output folder) would carry the write
-      // elsewhere: refuse it.
-      if (fs::is_symlink(fs::symlink_status(root + dir, ec))) {
-        return FailedPreconditionError("'" + root + dir +
-                                       "' is a symlink; extract writes only inside '" + root +
-                                       "'");
-      }
+          stem + "-" + std::to_string(index) + "." +
+          (sniffed != image::ImageFormat::kUnknown ? ExtensionOf(sniffed)
+                                                   : ExtensionForFormatName(format ? (*format)[0] : ""));
+      const auto* filename = get_bytes("image/filename");
+      std::vector<std::string> parts =
+          filename ? SafeRelativeParts((*filename)[0], fallback) : std::vector<std::string>{fallback};
+      parts.back() = WithExtensionFor(parts.back(), sniffed);
+      parts.insert(parts.begin(), dir);
+      RF_ASSIGN_OR_RETURN(const int dir_fd, dirs.Open(parts, parts.size() - 1));
+      std::string dir_rel;
+      for (size_t i = 0; i + 1 < parts.size(); ++i) dir_rel += parts[i] + "/";
+      const std::string& name = parts.back();
+      RF_ASSIGN_OR_RETURN(std::string tmp, WriteTemp(dir_fd, root + dir_rel, bytes));
       // A name taken (in this run, or on disk without overwrite) gets a -N suffix.
-      std::string rel = dir + "/" + name;
-      int fd = -1;
-      for (int n = 1;; ++n) {
-        if (used.count(rel) == 0) {
-          const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
-                            (options.overwrite ? O_TRUNC : O_EXCL);
-          fd = ::open((root + rel).c_str(), flags, 0644);
-          if (fd >= 0) break;
-          if (errno != EEXIST && errno != ELOOP) {
-            return ErrnoToStatus(errno, "cannot create", root + rel);
-          }
+      const std::string wanted = dir_rel + name;
+      uint64_t& n = next_suffix[wanted];
+      std::string rel;
+      while (true) {
+        const std::string candidate = n == 0 ? name : WithSuffix(name, n);
+        rel = dir_rel + candidate;
+        ++n;
+        if (used.count(rel) != 0) continue;
+        Result<Published> published = Publish(dir_fd, root + dir_rel, tmp, candidate, options.overwrite);
+        if (!published.ok()) {
+          ::unlinkat(dir_fd, tmp.c_str(), 0);
+          return published.status();
         }
-        rel = dir + "/" + WithSuffix(name, n);
+        if (*published == Published::kDone) break;
       }
       used.insert(rel);
-      Status written = WriteAll(fd, (*encoded)[0], root + rel);
-      if (::close(fd) != 0 && written.ok()) written = ErrnoToStatus(errno, "cannot close", root + rel);
-      RF_RETURN_IF_ERROR(written);
       ++summary.images;
-      summary.bytes += (*encoded)[0].size();
+      summary.bytes += bytes.size();
       std::string label_text, class_text;
       for (size_t i = 0; i < labels.size(); ++i) label_text += (i ? ";" : "") + std::to_string(labels[i]);
       if (texts != nullptr) {
@@ -204,8 +392,7 @@ Result<ExtractSummary> Extract(const std::vector<std::string>& files, const std:
       csv += CsvField(rel) + "," + CsvField(label_text) + "," + CsvField(class_text) + "\n";
     }
   }
-  RF_RETURN_IF_ERROR(io::WriteStringToFileAtomic(
-      root + SanitizePathComponent(options.labels_csv, "labels.csv"), csv));
+  RF_RETURN_IF_ERROR(io::WriteStringToFileAtomic(root + csv_name, csv));
   return summary;
 }
 

@@ -19,7 +19,9 @@ using internal::JsonValue;
 
 // One cell of a manifest row, typed as far as the source format says.
 struct Cell {
-  enum class Kind { kMissing, kString, kInt, kFloat, kList } kind = Kind::kMissing;
+  // kObject (a JSON object) and kBigInt (an integer outside int64) are never used: a row
+  // holding one is an error naming the field.
+  enum class Kind { kMissing, kString, kInt, kFloat, kList, kObject, kBigInt } kind = Kind::kMissing;
   std::string text;
   std::vector<Cell> list;
 };
@@ -45,6 +47,16 @@ bool ParsesAsInt(const std::string& s) {
   char* end = nullptr;
   std::strtoll(s.c_str(), &end, 10);
   return errno == 0 && end == s.c_str() + s.size();
+}
+
+// Digits with an optional sign: an integer, whatever its size.
+bool LooksLikeInt(const std::string& s) {
+  size_t i = s.size() > 1 && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  if (i == s.size()) return false;
+  for (; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+  }
+  return true;
 }
 
 bool ParsesAsFloat(const std::string& s) {
@@ -114,7 +126,9 @@ Cell CellFromJson(const JsonValue& v) {
   switch (v.type) {
     case JsonValue::Type::kString: cell.kind = Cell::Kind::kString; cell.text = v.text; break;
     case JsonValue::Type::kNumber:
-      cell.kind = v.is_integer() ? Cell::Kind::kInt : Cell::Kind::kFloat;
+      cell.kind = !v.is_integer()           ? Cell::Kind::kFloat
+                  : ParsesAsInt(v.text)     ? Cell::Kind::kInt
+                                            : Cell::Kind::kBigInt;
       cell.text = v.text;
       break;
     case JsonValue::Type::kBool:
@@ -125,7 +139,8 @@ Cell CellFromJson(const JsonValue& v) {
       cell.kind = Cell::Kind::kList;
       for (const auto& item : v.items) cell.list.push_back(CellFromJson(item));
       break;
-    default: break;  // null, nested objects: missing
+    case JsonValue::Type::kObject: cell.kind = Cell::Kind::kObject; break;
+    default: break;  // null: missing
   }
   return cell;
 }
@@ -134,7 +149,8 @@ Cell CellFromCsv(const std::string& text) {
   Cell cell;
   if (text.empty()) return cell;
   cell.text = text;
-  cell.kind = ParsesAsInt(text) ? Cell::Kind::kInt
+  cell.kind = ParsesAsInt(text)    ? Cell::Kind::kInt
+              : LooksLikeInt(text) ? Cell::Kind::kBigInt
               : ParsesAsFloat(text) ? Cell::Kind::kFloat
                                     : Cell::Kind::kString;
   return cell;
@@ -151,6 +167,29 @@ std::vector<const Cell*> Scalars(const Cell& cell) {
     out.push_back(&cell);
   }
   return out;
+}
+
+std::string Where(const std::string& path, uint64_t line, const std::string& field) {
+  return "manifest '" + path + "' line " + std::to_string(line) + ", field '" + field + "'";
+}
+
+// Rejects values no record can hold faithfully: JSON objects, lists of lists, integers
+// outside int64.
+Status CheckCell(const Cell& cell, const std::string& path, uint64_t line, const std::string& field,
+                 bool nested = false) {
+  switch (cell.kind) {
+    case Cell::Kind::kObject:
+      return InvalidArgumentError(Where(path, line, field) +
+                                  ": a JSON object (expected a string, a number or a list)");
+    case Cell::Kind::kBigInt:
+      return InvalidArgumentError(Where(path, line, field) + ": integer " + cell.text +
+                                  " is outside the int64 range");
+    case Cell::Kind::kList:
+      if (nested) return InvalidArgumentError(Where(path, line, field) + ": a list inside a list");
+      for (const Cell& c : cell.list) RF_RETURN_IF_ERROR(CheckCell(c, path, line, field, true));
+      return Status::OK();
+    default: return Status::OK();
+  }
 }
 
 std::string DirName(const std::string& path) {
@@ -186,6 +225,9 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
       row.line = line;
       for (size_t m = 0; m < value->member_names.size(); ++m) {
         const std::string& key = value->member_names[m];
+        if (row.cells.count(key) != 0) {
+          return InvalidArgumentError(Where(path, line, key) + ": the key appears twice in the row");
+        }
         row.cells[key] = CellFromJson(value->member_values[m]);
         if (seen_columns.insert(key).second) columns.push_back(key);
       }
@@ -195,10 +237,23 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
     RF_ASSIGN_OR_RETURN(auto csv, ParseCsv(text, path));
     if (csv.empty()) return InvalidArgumentError("manifest '" + path + "' is empty");
     columns = csv[0].second;
+    for (size_t c = 0; c < columns.size(); ++c) {
+      if (!seen_columns.insert(columns[c]).second) {
+        return InvalidArgumentError("manifest '" + path + "' line " + std::to_string(csv[0].first) +
+                                    ": duplicate column '" + columns[c] + "' (columns " +
+                                    std::to_string(c + 1) + " and earlier)");
+      }
+    }
     for (size_t r = 1; r < csv.size(); ++r) {
       Row row;
       row.line = csv[r].first;
-      for (size_t c = 0; c < columns.size() && c < csv[r].second.size(); ++c) {
+      if (csv[r].second.size() != columns.size()) {
+        return InvalidArgumentError(
+            "manifest '" + path + "' line " + std::to_string(row.line) + " (row " +
+            std::to_string(r) + "): " + std::to_string(csv[r].second.size()) +
+            " fields, the header has " + std::to_string(columns.size()));
+      }
+      for (size_t c = 0; c < columns.size(); ++c) {
         Cell cell = CellFromCsv(csv[r].second[c]);
         row.cells[columns[c]] = std::move(cell);
       }
@@ -231,22 +286,38 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
                                 options.label_column + "'");
   }
 
+  for (const Row& row : rows) {
+    for (const auto& [col, cell] : row.cells) RF_RETURN_IF_ERROR(CheckCell(cell, path, row.line, col));
+  }
+
   InputListing listing;
-  // Labels: split CSV values by the separator, then decide integer or named.
+  // Labels: split CSV values by the separator, then decide integer or named. In a manifest with
+  // a label column every row needs a label: an empty one is an error, not an unlabeled record.
   std::vector<std::vector<std::string>> row_labels(rows.size());
   bool all_int = true;
   bool any_label = false;
   for (size_t r = 0; r < rows.size(); ++r) {
     if (!label_column) break;
     auto it = rows[r].cells.find(*label_column);
-    if (it == rows[r].cells.end()) continue;
+    const std::string where = Where(path, rows[r].line, *label_column);
+    if (it == rows[r].cells.end() || Scalars(it->second).empty()) {
+      return InvalidArgumentError(where + ": no label (every row needs one when the manifest "
+                                  "has a label column)");
+    }
     for (const Cell* c : Scalars(it->second)) {
+      if (c->text.empty()) return InvalidArgumentError(where + ": empty label");
+      if (c->text.find('\0') != std::string::npos || c->text.find_first_of("\r\n") != std::string::npos) {
+        return InvalidArgumentError(where + ": label holds a NUL byte or a line break");
+      }
       if (!jsonl && !options.label_separator.empty()) {
         size_t start = 0;
         while (start <= c->text.size()) {
           size_t end = c->text.find(options.label_separator, start);
           if (end == std::string::npos) end = c->text.size();
           std::string part = c->text.substr(start, end - start);
+          if (LooksLikeInt(part) && !ParsesAsInt(part)) {
+            return InvalidArgumentError(where + ": integer " + part + " is outside the int64 range");
+          }
           if (!part.empty()) {
             all_int &= ParsesAsInt(part);
             row_labels[r].push_back(std::move(part));
@@ -258,6 +329,7 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
         row_labels[r].push_back(c->text);
       }
     }
+    if (row_labels[r].empty()) return InvalidArgumentError(where + ": empty label");
     any_label |= !row_labels[r].empty();
   }
   listing.named_classes = any_label && !all_int;
@@ -301,6 +373,10 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
                                  "manifest row without an image path"});
       continue;
     }
+    if (image->second.text.find('\0') != std::string::npos) {
+      return InvalidArgumentError(Where(path, row.line, *image_column) +
+                                  ": the path holds a NUL byte");
+    }
     InputItem item;
     item.filename = image->second.text;
     item.path = !item.filename.empty() && item.filename[0] == '/' ? item.filename
@@ -308,8 +384,16 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
     struct stat st;
     if (::stat(item.path.c_str(), &st) == 0) item.size = static_cast<uint64_t>(st.st_size);
     for (const std::string& label : row_labels[r]) {
-      item.labels.push_back(listing.named_classes ? class_index[label]
-                                                  : std::strtoll(label.c_str(), nullptr, 10));
+      const int64_t value =
+          listing.named_classes ? class_index[label] : std::strtoll(label.c_str(), nullptr, 10);
+      if (options.label_offset > 0 ? value > INT64_MAX - options.label_offset
+                                   : value < INT64_MIN - options.label_offset) {
+        return InvalidArgumentError(Where(path, row.line, *label_column) + ": label " + label +
+                                    " plus the label offset " +
+                                    std::to_string(options.label_offset) +
+                                    " is outside the int64 range");
+      }
+      item.labels.push_back(value);
     }
     for (const auto& [col, kind] : extra_kind) {
       auto it = row.cells.find(col);

@@ -70,61 +70,104 @@ Result<InputListing> ListImageFolder(const std::string& root) {
     return InvalidArgumentError("'" + root + "' is neither a folder nor a .csv/.jsonl manifest");
   }
   InputListing listing;
+  const std::string prefix = root.empty() || root.back() == '/' ? root : root + "/";
   std::vector<std::string> class_dirs;
-  std::vector<std::string> stray;
+  std::vector<std::string> stray, hidden;
   for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
-    if (IsHidden(it->path())) continue;
+    const std::string name = it->path().filename().string();
+    if (IsHidden(it->path())) {
+      hidden.push_back(name);
+      continue;
+    }
     std::error_code type_ec;
     if (it->is_directory(type_ec)) {
-      class_dirs.push_back(it->path().filename().string());
+      class_dirs.push_back(name);
     } else {
-      stray.push_back(it->path().filename().string());
+      stray.push_back(name);
     }
   }
   if (ec) return FsError(ec, "cannot list", root);
   std::sort(class_dirs.begin(), class_dirs.end());
   std::sort(stray.begin(), stray.end());
+  std::sort(hidden.begin(), hidden.end());
   if (class_dirs.empty()) {
     return InvalidArgumentError("no class folders in '" + root +
                                 "' (expected one sub-folder per class, e.g. " + root +
                                 "/cat/001.jpg)");
   }
-  const std::string prefix = root.empty() || root.back() == '/' ? root : root + "/";
+  for (const std::string& name : hidden) listing.skipped.push_back({prefix + name, "hidden"});
   for (const std::string& name : stray) {
     listing.skipped.push_back({prefix + name, "not in a class folder"});
   }
   listing.class_names = class_dirs;
+  // Files reached twice (two links to one inode): the first in listing order is used.
+  std::map<std::pair<uint64_t, uint64_t>, std::string> seen;
   for (size_t c = 0; c < class_dirs.size(); ++c) {
     const std::string dir = prefix + class_dirs[c];
-    std::vector<std::string> files;  // relative to the class folder
+    // Relative to the class folder, as found there: a symlink is listed under its own name.
+    struct Entry {
+      std::string rel;
+      std::string skip_reason;  // non-empty: listed as skipped
+    };
+    std::vector<Entry> entries;
+    // Symlinks to folders are not followed (no cycles, no walking outside the tree).
     fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
     for (; !ec && it != end; it.increment(ec)) {
+      const std::string full = it->path().string();
+      const std::string rel = full.size() > dir.size() + 1 ? full.substr(dir.size() + 1) : full;
+      std::error_code type_ec;
+      const bool is_link = it->is_symlink(type_ec);
+      const bool is_dir = it->is_directory(type_ec);
       if (IsHidden(it->path())) {
-        if (it->is_directory()) it.disable_recursion_pending();
+        if (is_dir && !is_link) it.disable_recursion_pending();
+        entries.push_back({rel, "hidden"});
         continue;
       }
-      std::error_code type_ec;
-      if (it->is_directory(type_ec)) continue;
-      files.push_back(fs::relative(it->path(), dir, type_ec).string());
+      if (is_link && is_dir) {
+        entries.push_back({rel, "symlink to a folder (not followed)"});
+        continue;
+      }
+      if (is_dir) continue;
+      if (is_link && !it->exists(type_ec)) {
+        entries.push_back({rel, "NotFound: broken symlink (its target does not exist)"});
+        continue;
+      }
+      entries.push_back({rel, ""});
     }
     if (ec) {
       listing.skipped.push_back({dir, "cannot list class folder: " + ec.message()});
       ec.clear();
       continue;
     }
-    std::sort(files.begin(), files.end());
-    if (files.empty()) {
-      listing.skipped.push_back({dir, "empty class folder (its label is kept)"});
-      continue;
-    }
-    for (std::string& rel : files) {
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& a, const Entry& b) { return a.rel < b.rel; });
+    bool any = false;
+    for (Entry& entry : entries) {
+      const std::string path = dir + "/" + entry.rel;
+      if (!entry.skip_reason.empty()) {
+        listing.skipped.push_back({path, entry.skip_reason});
+        continue;
+      }
       InputItem item;
-      item.path = dir + "/" + rel;
+      item.path = path;
       struct stat file_st;
-      if (::stat(item.path.c_str(), &file_st) == 0) item.size = static_cast<uint64_t>(file_st.st_size);
-      item.filename = std::move(rel);
+      if (::stat(item.path.c_str(), &file_st) == 0) {
+        item.size = static_cast<uint64_t>(file_st.st_size);
+        const auto key = std::make_pair(static_cast<uint64_t>(file_st.st_dev),
+                                        static_cast<uint64_t>(file_st.st_ino));
+        auto [first, inserted] = seen.emplace(key, item.path);
+        if (!inserted) {
+          listing.skipped.push_back({item.path, "duplicate: same file as '" + first->second + "'"});
+          continue;
+        }
+      }
+      any = true;
+      item.filename = std::move(entry.rel);
       item.labels = {static_cast<int64_t>(c)};
       listing.items.push_back(std::move(item));
+    }
+    if (!any) {
+      listing.skipped.push_back({dir, "empty class folder (its label is kept)"});
     }
   }
   return listing;

@@ -2,7 +2,11 @@
 // chosen folder, whatever the records say and whatever symlinks sit in that folder.
 // (Names with "..", "/" and the like: ConvertTest.ExtractSanitizesNames and
 // python/tests/test_convert.py::test_extract_contains_path_traversal.)
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -76,6 +80,53 @@ TEST_F(ExtractSecurityTest, SymlinkedClassFolderIsRefused) {
   EXPECT_EQ(Victim(), "precious");
   EXPECT_EQ(std::distance(fs::directory_iterator(root_ / "outside"), fs::directory_iterator()),
             1);
+}
+
+TEST_F(ExtractSecurityTest, OverwriteDoesNotWriteThroughAHardLink) {
+  fs::create_directories(root_ / "out/cls");
+  fs::create_hard_link(root_ / "outside/victim.jpg", root_ / "out/cls/victim.jpg");
+  ExtractOptions options;
+  options.overwrite = true;
+  auto s = Extract({(root_ / "r.tfrecord").string()}, (root_ / "out").string(), options);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(Victim(), "precious");
+  // The entry in OUT_DIR was replaced (a new file), not written through.
+  std::ifstream in(root_ / "out/cls/victim.jpg");
+  std::stringstream got;
+  got << in.rdbuf();
+  EXPECT_EQ(got.str(), "\xff\xd8 not really a jpeg");
+  EXPECT_EQ(fs::hard_link_count(root_ / "outside/victim.jpg"), 1u);
+}
+
+TEST_F(ExtractSecurityTest, FullDiskLeavesNoTruncatedImage) {
+  // An image larger than the file size limit (write(2) then fails with EFBIG, as on a full disk).
+  {
+    auto w = format::RecordWriter::Open((root_ / "big.tfrecord").string());
+    ASSERT_TRUE(w.ok());
+    example::Features f;
+    f["image/encoded"] = example::Feature::Bytes({std::string("\xff\xd8") + std::string(20000, 'x')});
+    f["image/filename"] = example::Feature::Bytes({"big.jpg"});
+    f["image/class/text"] = example::Feature::Bytes({"cls"});
+    const std::string rec = example::SerializeExample(f);
+    ASSERT_TRUE((*w)->WriteRecord(std::as_bytes(std::span(rec.data(), rec.size()))).ok());
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limit = {4096, 4096};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    auto s = Extract({(root_ / "big.tfrecord").string()}, (root_ / "out").string());
+    ::_exit(s.ok() ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  // Neither the final name nor a temporary file is left.
+  if (fs::exists(root_ / "out/cls")) {
+    for (const auto& e : fs::directory_iterator(root_ / "out/cls")) ADD_FAILURE() << e.path();
+  }
 }
 
 }  // namespace
