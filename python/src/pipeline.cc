@@ -7,14 +7,21 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "columns.h"
 #include "errors.h"
 #include "native_op.h"
+#include "recordflow/core/thread_annotations.h"
 #include "recordflow/pipeline/dataset.h"
 
 namespace nb = nanobind;
@@ -51,20 +58,77 @@ nb::object TensorToPython(pipeline::Tensor&& t) {
                                          nullptr, dt));
 }
 
+// The state shared by a PyIterator and its fetch thread.
+struct FetchState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool requested RF_GUARDED_BY(mu) = false;  // a GetNext was asked for, its result not taken
+  bool done RF_GUARDED_BY(mu) = false;       // its result is in `element` / `got`
+  bool stop RF_GUARDED_BY(mu) = false;
+  Element element RF_GUARDED_BY(mu);
+  Result<bool> got RF_GUARDED_BY(mu) = true;
+};
+
+// Wraps a native Iterator for Python.
+//
+// GetNext runs on a fetch thread of this iterator while the calling thread waits in 100 ms
+// slices, with the GIL released, running Python's signal handlers between slices: Ctrl-C lands
+// within a slice even when the engine needs seconds for the next element. After such an
+// interrupt the fetch keeps running and the next call to next() returns its element, so the
+// iterator stays usable and loses nothing. close() (or dropping the iterator) while a fetch is
+// still running returns at once: the fetch thread then owns the native iterator and destroys it
+// (cancelling and joining the engine's threads) when that GetNext returns.
+//
+// Fork: a child process has none of the parent's threads, so an iterator inherited through
+// fork() can neither run nor be destroyed there (its destructor would wait for threads that do
+// not exist). In the child it raises FailedPreconditionError on use, and when dropped its native
+// part is deliberately leaked (never joined or freed); new iterators work normally.
+//
+// Thread safety: calls hold the GIL; only the waits in next() release it.
 class PyIterator {
  public:
-  explicit PyIterator(std::unique_ptr<Iterator> it) : it_(std::move(it)) {}
+  explicit PyIterator(std::unique_ptr<Iterator> it)
+      : it_(std::move(it)), state_(std::make_shared<FetchState>()), pid_(getpid()) {}
+
+  ~PyIterator() {
+    if (Forked()) {
+      AbandonInChild();
+    } else {
+      Close();
+    }
+  }
+  PyIterator(const PyIterator&) = delete;
+  PyIterator& operator=(const PyIterator&) = delete;
 
   // (batched, parsed, payload, names) or None at the end. payload: list of columns when
   // parsed, else a list of bytes (one item when not batched). names: None, or (after a native
   // map that made tensors) the keys of payload: columns' keys, then tensors'.
   nb::object Next() {
+    CheckNotForked();
     if (!it_) return nb::none();
+    StartFetch();
+    const std::shared_ptr<FetchState> st = state_;
+    while (true) {
+      bool ready;
+      {
+        nb::gil_scoped_release release;
+        std::unique_lock lock(st->mu);
+        ready = st->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return st->done; });
+      }
+      if (ready) break;
+      // KeyboardInterrupt (or whatever a signal handler raised) leaves the fetch running; the
+      // next call to next() takes its element.
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    }
     Element e;
     Result<bool> got = true;
     {
-      nb::gil_scoped_release release;
-      got = it_->GetNext(&e);
+      std::lock_guard lock(st->mu);
+      e = std::move(st->element);
+      got = std::move(st->got);
+      st->element = Element();
+      st->requested = false;
+      st->done = false;
     }
     if (!got.ok()) ThrowSchemaStatus(got.status());
     if (!*got) return nb::none();
@@ -89,6 +153,14 @@ class PyIterator {
 
   nb::bytes Checkpoint() {
     CheckOpen();
+    {
+      std::lock_guard lock(state_->mu);
+      if (state_->requested) {
+        ThrowStatus(FailedPreconditionError(
+            "checkpoint(): next() was interrupted while fetching an element; call next() to "
+            "receive it first"));
+      }
+    }
     Result<std::string> s = CancelledError("not run");
     {
       nb::gil_scoped_release release;
@@ -136,16 +208,95 @@ class PyIterator {
     return out;
   }
 
+  // Stops the pipeline: joins the fetch thread and destroys the native iterator (which cancels
+  // and joins its threads), or, while a fetch is running, leaves both to the fetch thread.
   void Close() {
+    if (Forked()) {
+      AbandonInChild();
+      return;
+    }
+    if (!it_) return;
+    bool fetching = false;
+    {
+      std::lock_guard lock(state_->mu);
+      state_->stop = true;
+      fetching = state_->requested && !state_->done;
+    }
+    state_->cv.notify_all();
+    std::unique_ptr<std::thread> fetcher = std::move(fetcher_);
+    std::shared_ptr<Iterator> it = std::move(it_);
     nb::gil_scoped_release release;
-    it_.reset();  // cancels and joins its threads
+    if (fetcher) {
+      if (fetching) {
+        fetcher->detach();
+      } else {
+        fetcher->join();
+      }
+    }
+    it.reset();  // the last reference unless a detached fetch still holds one
   }
 
  private:
+  bool Forked() const { return pid_ != getpid(); }
+
+  void CheckNotForked() const {
+    if (Forked()) {
+      ThrowStatus(FailedPreconditionError(
+          "this iterator was started in the parent process before fork(); start a new "
+          "iterator in the child (iter(dataset))"));
+    }
+  }
+
   void CheckOpen() const {
+    CheckNotForked();
     if (!it_) ThrowStatus(FailedPreconditionError("the iterator is closed"));
   }
-  std::unique_ptr<Iterator> it_;
+
+  // Leaks the native iterator, the fetch thread object and their shared state on purpose: in
+  // a forked child their threads do not exist (nothing could ever be joined) and their mutexes
+  // may have been held at the fork.
+  void AbandonInChild() {
+    if (it_) static_cast<void>(new std::shared_ptr<Iterator>(std::move(it_)));
+    static_cast<void>(fetcher_.release());
+    if (state_) static_cast<void>(new std::shared_ptr<FetchState>(std::move(state_)));
+  }
+
+  // Asks the fetch thread (started on first use) for the next element, unless an interrupted
+  // request is still outstanding.
+  void StartFetch() {
+    {
+      std::lock_guard lock(state_->mu);
+      if (state_->requested) return;
+      state_->requested = true;
+      state_->done = false;
+    }
+    if (!fetcher_) {
+      fetcher_ = std::make_unique<std::thread>(
+          [it = it_, st = state_] { FetchLoop(*it, *st); });
+    }
+    state_->cv.notify_all();
+  }
+
+  static void FetchLoop(Iterator& it, FetchState& st) {
+    std::unique_lock lock(st.mu);
+    while (true) {
+      st.cv.wait(lock, [&] { return st.stop || (st.requested && !st.done); });
+      if (st.stop) return;
+      lock.unlock();
+      Element e;
+      Result<bool> got = it.GetNext(&e);
+      lock.lock();
+      st.element = std::move(e);
+      st.got = std::move(got);
+      st.done = true;
+      st.cv.notify_all();
+    }
+  }
+
+  std::shared_ptr<Iterator> it_;
+  std::shared_ptr<FetchState> state_;
+  std::unique_ptr<std::thread> fetcher_;
+  pid_t pid_;
 };
 
 std::optional<format::Compression> CompressionArg(const std::optional<std::string>& c) {
@@ -175,8 +326,13 @@ void RegisterPipeline(nb::module_& m) {
             o.seed = seed;
             o.on_corruption = ValueOrThrow(format::ParseCorruptionPolicy(on_corruption));
             o.verify_checksums = verify_checksums;
-            nb::gil_scoped_release release;
-            return Check(Dataset::FromFiles(std::move(paths), o));
+            Result<Dataset> d = CancelledError("not run");
+            {
+              // Opening may stat or list remote files; errors are raised with the GIL held.
+              nb::gil_scoped_release release;
+              d = Dataset::FromFiles(std::move(paths), o);
+            }
+            return Check(std::move(d));
           },
           "paths"_a, "compression"_a = nb::none(), "shuffle_files"_a = false, "seed"_a = nb::none(),
           "on_corruption"_a = "raise", "verify_checksums"_a = true)

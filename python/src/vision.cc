@@ -129,9 +129,10 @@ void RegisterVision(nb::module_& m) {
       "decode_image",
       [](nb::bytes data, uint64_t max_pixels) {
         Result<Image> img = CancelledError("not run");
+        const std::span<const std::byte> bytes = BytesSpan(data);  // a C-API call: GIL held
         {
           nb::gil_scoped_release release;
-          img = image::DecodeImageRgb(BytesSpan(data), max_pixels);
+          img = image::DecodeImageRgb(bytes, max_pixels);
         }
         return ToArray(ValueOrThrow(std::move(img)));
       },
@@ -154,10 +155,11 @@ void RegisterVision(nb::module_& m) {
         o.max_pixels = max_pixels;
         image::DecodedRegion region;
         Status s;
+        const std::span<const std::byte> bytes = BytesSpan(data);  // a C-API call: GIL held
         {
           nb::gil_scoped_release release;
           thread_local image::ImageDecoder decoder;
-          s = decoder.DecodeRegion(BytesSpan(data), o, &region);
+          s = decoder.DecodeRegion(bytes, o, &region);
         }
         ThrowIfError(s);
         const image::Box b = region.box;
