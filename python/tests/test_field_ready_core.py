@@ -65,6 +65,16 @@ cases = {
     "decode_image_junk": lambda: _core.decode_image(b"junk"),
     "decode_region_junk": lambda: _core.decode_region(b"junk", None, 0, 0, True, True, 1 << 28),
     "convert_missing": lambda: rf.convert("/no/such/dir", os.path.join(tmp, "out")),
+    "convert_progress_raises": lambda: rf.convert(os.path.join(tmp, "images"), os.path.join(tmp, "out3"),
+                                                  progress=lambda *a: 1 / 0),
+    "extract_missing": lambda: rf.extract(["/no/such.tfrecord"], os.path.join(tmp, "out2")),
+    "encode_jpeg_bad": lambda: rf.encode_jpeg(np.zeros((0, 0, 3), np.uint8)),
+    "resample_bad": lambda: _core.resize(np.zeros((4, 4, 3), np.uint8), 0, 0),
+    "normalize_bad": lambda: _core.normalize(np.zeros((4, 4, 3), np.uint8), [0, 0, 0], [1, 1, 1], "int3"),
+    "write_after_close": lambda: (lambda w: (w.close(), w.write(b"x")))(rf.RecordWriter(os.path.join(tmp, "w.tfrecord"))),
+    "parser_bad_bytes_as": lambda: rf.Parser({"a": rf.VarLen()}, bytes_as="str"),
+    "sequence_parse_bad": lambda: rf.parse_sequence_example([b"\xff\xff"], sequence_spec={"s": rf.VarLen()}),
+    "native_map_bad_record": lambda: list(rf.Dataset.from_records([b"\xff"]).batch(1).map(rf.vision.imagenet_eval(size=8))),
 }
 for name, fn in cases.items():
     try:
@@ -98,12 +108,17 @@ EXPECTED = {
     "write_index_missing": ("NotFoundError", "/no/such.tfrecord"),
     "parse_bad_record": ("DataLossError", ""),
     "parse_missing_key": ("SchemaError", "'a'"),
+    "extract_missing": ("NotFoundError", "/no/such.tfrecord"),
+    "write_after_close": ("FailedPreconditionError", "w.tfrecord"),
+    "parser_bad_bytes_as": ("ValueError", "bytes_as"),
 }
 
 
 def test_every_binding_error_path_raises_without_crashing(tmp_path):
     good = write_file(tmp_path / "good.tfrecord")
     (tmp_path / "junk.tfrecord").write_bytes(b"this is not a tfrecord file at all" * 10)
+    (tmp_path / "images" / "cls").mkdir(parents=True)
+    (tmp_path / "images" / "cls" / "a.jpg").write_bytes(b"not a jpeg")
     r = subprocess.run(
         [sys.executable, "-c", ERROR_CASES, good, str(tmp_path)], capture_output=True, text=True,
         timeout=120)
@@ -125,7 +140,13 @@ def test_every_binding_error_path_raises_without_crashing(tmp_path):
     # repr never raises: it shows the pipeline and the reason it cannot run.
     kind, msg = results["repr"]
     assert kind == "OK" and "/no/such.tfrecord" in msg, msg
-    for name in ("writer_bad_dir", "decode_image_junk", "decode_region_junk", "convert_missing"):
+    for name in ("resample_bad", "normalize_bad"):
+        assert results[name][0] in errors | {"ValueError", "TypeError"}, (name, results[name])
+    # The progress callback raised on an engine thread: reported as unraisable, run finishes.
+    assert results["convert_progress_raises"][0] in errors | {"OK"}, results["convert_progress_raises"]
+    for name in ("writer_bad_dir", "decode_image_junk", "decode_region_junk", "convert_missing",
+                 "encode_jpeg_bad", "sequence_parse_bad",
+                 "native_map_bad_record"):
         assert results[name][0] in errors, (name, results[name])
 
 
