@@ -10,18 +10,14 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "columns.h"
 #include "errors.h"
 #include "native_op.h"
-#include "recordflow/core/thread_annotations.h"
 #include "recordflow/pipeline/dataset.h"
 
 namespace nb = nanobind;
@@ -58,37 +54,24 @@ nb::object TensorToPython(pipeline::Tensor&& t) {
                                          nullptr, dt));
 }
 
-// The state shared by a PyIterator and its fetch thread.
-struct FetchState {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool requested RF_GUARDED_BY(mu) = false;  // a GetNext was asked for, its result not taken
-  bool done RF_GUARDED_BY(mu) = false;       // its result is in `element` / `got`
-  bool stop RF_GUARDED_BY(mu) = false;
-  Element element RF_GUARDED_BY(mu);
-  Result<bool> got RF_GUARDED_BY(mu) = true;
-};
-
 // Wraps a native Iterator for Python.
 //
-// GetNext runs on a fetch thread of this iterator while the calling thread waits in 100 ms
-// slices, with the GIL released, running Python's signal handlers between slices: Ctrl-C lands
-// within a slice even when the engine needs seconds for the next element. After such an
-// interrupt the fetch keeps running and the next call to next() returns its element, so the
-// iterator stays usable and loses nothing. close() (or dropping the iterator) while a fetch is
-// still running returns at once: the fetch thread then owns the native iterator and destroys it
-// (cancelling and joining the engine's threads) when that GetNext returns.
+// next() waits for the engine in 100 ms slices (Iterator::GetNextFor) with the GIL released
+// and runs Python's signal handlers between slices: Ctrl-C lands within a slice even when the
+// engine needs seconds for the next element. An interrupted next() has consumed nothing, so the
+// iterator stays usable (and checkpointable) after a KeyboardInterrupt.
 //
 // Fork: a child process has none of the parent's threads, so an iterator inherited through
 // fork() can neither run nor be destroyed there (its destructor would wait for threads that do
 // not exist). In the child it raises FailedPreconditionError on use, and when dropped its native
 // part is deliberately leaked (never joined or freed); new iterators work normally.
 //
-// Thread safety: calls hold the GIL; only the waits in next() release it.
+// Thread safety: calls hold the GIL, except the waits in next(). One next() at a time: a
+// second thread's next() or checkpoint() meanwhile raises ValueError (as a running generator
+// does); close() meanwhile takes effect when that next() ends its current slice.
 class PyIterator {
  public:
-  explicit PyIterator(std::unique_ptr<Iterator> it)
-      : it_(std::move(it)), state_(std::make_shared<FetchState>()), pid_(getpid()) {}
+  explicit PyIterator(std::unique_ptr<Iterator> it) : it_(std::move(it)), pid_(getpid()) {}
 
   ~PyIterator() {
     if (Forked()) {
@@ -105,30 +88,27 @@ class PyIterator {
   // map that made tensors) the keys of payload: columns' keys, then tensors'.
   nb::object Next() {
     CheckNotForked();
+    CheckNotBusy();
     if (!it_) return nb::none();
-    StartFetch();
-    const std::shared_ptr<FetchState> st = state_;
-    while (true) {
-      bool ready;
-      {
-        nb::gil_scoped_release release;
-        std::unique_lock lock(st->mu);
-        ready = st->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return st->done; });
-      }
-      if (ready) break;
-      // KeyboardInterrupt (or whatever a signal handler raised) leaves the fetch running; the
-      // next call to next() takes its element.
-      if (PyErr_CheckSignals() != 0) throw nb::python_error();
-    }
     Element e;
     Result<bool> got = true;
     {
-      std::lock_guard lock(st->mu);
-      e = std::move(st->element);
-      got = std::move(st->got);
-      st->element = Element();
-      st->requested = false;
-      st->done = false;
+      BusyScope busy(this);
+      while (true) {
+        bool timed_out = false;
+        {
+          nb::gil_scoped_release release;
+          got = it_->GetNextFor(&e, std::chrono::milliseconds(100), &timed_out);
+        }
+        if (close_requested_) {  // close() from another thread during the wait
+          busy.Release();
+          Close();
+          return nb::none();
+        }
+        if (!timed_out) break;
+        // KeyboardInterrupt (or whatever a signal handler raised): nothing was consumed.
+        if (PyErr_CheckSignals() != 0) throw nb::python_error();
+      }
     }
     if (!got.ok()) ThrowSchemaStatus(got.status());
     if (!*got) return nb::none();
@@ -153,16 +133,10 @@ class PyIterator {
 
   nb::bytes Checkpoint() {
     CheckOpen();
-    {
-      std::lock_guard lock(state_->mu);
-      if (state_->requested) {
-        ThrowStatus(FailedPreconditionError(
-            "checkpoint(): next() was interrupted while fetching an element; call next() to "
-            "receive it first"));
-      }
-    }
+    CheckNotBusy();
     Result<std::string> s = CancelledError("not run");
     {
+      BusyScope busy(this);
       nb::gil_scoped_release release;
       s = it_->Checkpoint();
     }
@@ -208,35 +182,40 @@ class PyIterator {
     return out;
   }
 
-  // Stops the pipeline: joins the fetch thread and destroys the native iterator (which cancels
-  // and joins its threads), or, while a fetch is running, leaves both to the fetch thread.
+  // Stops the pipeline: destroys the native iterator, which cancels and joins its threads.
+  // Idempotent.
   void Close() {
     if (Forked()) {
       AbandonInChild();
       return;
     }
-    if (!it_) return;
-    bool fetching = false;
-    {
-      std::lock_guard lock(state_->mu);
-      state_->stop = true;
-      fetching = state_->requested && !state_->done;
+    if (busy_) {  // another thread is in next(): it closes after its current slice
+      close_requested_ = true;
+      return;
     }
-    state_->cv.notify_all();
-    std::unique_ptr<std::thread> fetcher = std::move(fetcher_);
-    std::shared_ptr<Iterator> it = std::move(it_);
+    std::unique_ptr<Iterator> it = std::move(it_);
+    if (!it) return;
     nb::gil_scoped_release release;
-    if (fetcher) {
-      if (fetching) {
-        fetcher->detach();
-      } else {
-        fetcher->join();
-      }
-    }
-    it.reset();  // the last reference unless a detached fetch still holds one
+    it.reset();
   }
 
  private:
+  // Marks a call that uses it_ with the GIL released at times.
+  class BusyScope {
+   public:
+    explicit BusyScope(PyIterator* self) : self_(self) { self_->busy_ = true; }
+    ~BusyScope() { Release(); }
+    BusyScope(const BusyScope&) = delete;
+    BusyScope& operator=(const BusyScope&) = delete;
+    void Release() {
+      if (self_ != nullptr) self_->busy_ = false;
+      self_ = nullptr;
+    }
+
+   private:
+    PyIterator* self_;
+  };
+
   bool Forked() const { return pid_ != getpid(); }
 
   void CheckNotForked() const {
@@ -247,56 +226,25 @@ class PyIterator {
     }
   }
 
+  void CheckNotBusy() const {
+    if (busy_) throw nb::value_error("the iterator is already running next() in another thread");
+  }
+
   void CheckOpen() const {
     CheckNotForked();
     if (!it_) ThrowStatus(FailedPreconditionError("the iterator is closed"));
   }
 
-  // Leaks the native iterator, the fetch thread object and their shared state on purpose: in
-  // a forked child their threads do not exist (nothing could ever be joined) and their mutexes
-  // may have been held at the fork.
+  // Leaks the native iterator on purpose: in a forked child its threads do not exist (nothing
+  // could ever be joined) and its mutexes may have been held at the fork.
   void AbandonInChild() {
-    if (it_) static_cast<void>(new std::shared_ptr<Iterator>(std::move(it_)));
-    static_cast<void>(fetcher_.release());
-    if (state_) static_cast<void>(new std::shared_ptr<FetchState>(std::move(state_)));
+    if (it_) static_cast<void>(it_.release());
   }
 
-  // Asks the fetch thread (started on first use) for the next element, unless an interrupted
-  // request is still outstanding.
-  void StartFetch() {
-    {
-      std::lock_guard lock(state_->mu);
-      if (state_->requested) return;
-      state_->requested = true;
-      state_->done = false;
-    }
-    if (!fetcher_) {
-      fetcher_ = std::make_unique<std::thread>(
-          [it = it_, st = state_] { FetchLoop(*it, *st); });
-    }
-    state_->cv.notify_all();
-  }
-
-  static void FetchLoop(Iterator& it, FetchState& st) {
-    std::unique_lock lock(st.mu);
-    while (true) {
-      st.cv.wait(lock, [&] { return st.stop || (st.requested && !st.done); });
-      if (st.stop) return;
-      lock.unlock();
-      Element e;
-      Result<bool> got = it.GetNext(&e);
-      lock.lock();
-      st.element = std::move(e);
-      st.got = std::move(got);
-      st.done = true;
-      st.cv.notify_all();
-    }
-  }
-
-  std::shared_ptr<Iterator> it_;
-  std::shared_ptr<FetchState> state_;
-  std::unique_ptr<std::thread> fetcher_;
+  std::unique_ptr<Iterator> it_;
   pid_t pid_;
+  bool busy_ = false;             // GIL-guarded
+  bool close_requested_ = false;  // GIL-guarded
 };
 
 std::optional<format::Compression> CompressionArg(const std::optional<std::string>& c) {
