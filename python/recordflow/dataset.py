@@ -23,13 +23,16 @@ Example::
 from __future__ import annotations
 
 import glob as _glob
+import numbers as _numbers
+import os as _os
+import weakref as _weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from recordflow import _core
-from recordflow.errors import UnimplementedError
+from recordflow.errors import InvalidArgumentError, UnimplementedError
 from recordflow.example import FixedLen, Parser, Ragged, VarLen, _specs
 
 AUTOTUNE = _core.AUTOTUNE
@@ -46,7 +49,11 @@ class Dataset:
     def __init__(self, _source: tuple, _ops: tuple = ()):
         self._source = _source
         self._ops = _ops
-        self._last_iterator: Iterator | None = None
+        # The most recent iterator, for stats(): weak, so dropping an iterator stops its
+        # threads and frees its buffers at once. Its last stats are kept in _stats_box when it
+        # is closed or dropped.
+        self._last_iterator: _weakref.ref | None = None
+        self._stats_box: dict = {}
         # Iterations started so far: iteration k reseeds every seeded stage with (seed, k), as
         # tf.data's reshuffle_each_iteration does (see iterator()).
         self._iterations = 0
@@ -60,8 +67,15 @@ class Dataset:
         expanded and sorted). ``compression``: None (from each file name), "", "GZIP", "ZLIB".
         ``shuffle_files``: a new file order every epoch (seeded). ``on_corruption``: "raise"
         or "skip" (counted and reported by the reader)."""
-        paths = [pattern_or_paths] if isinstance(pattern_or_paths, (str, bytes)) else list(pattern_or_paths)
-        paths = [p.decode() if isinstance(p, bytes) else str(p) for p in paths]
+        paths = _paths_arg(pattern_or_paths)
+        if compression is not None and not isinstance(compression, str):
+            raise TypeError(f"from_files: compression must be None or a str, not {compression!r}")
+        shuffle_files = _bool_arg("shuffle_files", shuffle_files)
+        seed = _seed_arg("seed", seed)
+        if on_corruption not in ("raise", "skip"):
+            raise InvalidArgumentError(
+                f"from_files: on_corruption must be 'raise' or 'skip', not {on_corruption!r}")
+        verify_checksums = _bool_arg("verify_checksums", verify_checksums)
         return Dataset(("files", paths, compression, shuffle_files, seed, on_corruption, verify_checksums))
 
     @staticmethod
@@ -76,46 +90,57 @@ class Dataset:
     def shard(self, num_shards: int, index: int) -> "Dataset":
         """Every num_shards-th file (right after from_files) or record (elsewhere), from
         ``index``: the shards of N workers are disjoint and together complete."""
-        return self._with("shard", int(num_shards), int(index))
+        num_shards = _int_arg("num_shards", num_shards, minimum=1)
+        index = _int_arg("index", index, minimum=0)
+        if index >= num_shards:
+            raise InvalidArgumentError(f"shard: index ({index}) must be < num_shards ({num_shards})")
+        return self._with("shard", num_shards, index)
 
     def interleave(self, cycle_length: int = AUTOTUNE, block_length: int = 1,
                    num_parallel: int = AUTOTUNE, deterministic: bool = True) -> "Dataset":
         """Reads ``cycle_length`` files at once, ``block_length`` records from each in turn;
         ``num_parallel`` files are read ahead on the thread pool."""
-        return self._with("interleave", int(cycle_length), int(block_length), int(num_parallel),
-                          bool(deterministic))
+        return self._with("interleave", _int_arg("cycle_length", cycle_length, 1, autotune=True),
+                          _int_arg("block_length", block_length, 1),
+                          _int_arg("num_parallel", num_parallel, 1, autotune=True),
+                          _bool_arg("deterministic", deterministic))
 
     def shuffle(self, buffer_size: int, seed: int | None = None,
                 reshuffle_each_iteration: bool = True) -> "Dataset":
         """Outputs a uniformly random record of a ``buffer_size`` buffer (tf.data's shuffle)."""
-        return self._with("shuffle", int(buffer_size), seed, bool(reshuffle_each_iteration))
+        return self._with("shuffle", _int_arg("buffer_size", buffer_size, 1), _seed_arg("seed", seed),
+                          _bool_arg("reshuffle_each_iteration", reshuffle_each_iteration))
 
     def global_shuffle(self, seed: int | None = None, reshuffle_each_iteration: bool = True) -> "Dataset":
         """An exact permutation of all records of all files per epoch, read by random access
         through the .idx index files (built in memory when missing). Right after from_files
         (or a file shard); uncompressed files only."""
-        return self._with("global_shuffle", seed, bool(reshuffle_each_iteration))
+        return self._with("global_shuffle", _seed_arg("seed", seed),
+                          _bool_arg("reshuffle_each_iteration", reshuffle_each_iteration))
 
     def repeat(self, count: int | None = None) -> "Dataset":
         """Repeats the records ``count`` times (None: forever); each epoch reshuffles."""
-        return self._with("repeat", -1 if count is None else int(count))
+        return self._with("repeat", -1 if count is None else _int_arg("count", count, -1))
 
     def take(self, count: int) -> "Dataset":
-        """The first ``count`` records (after ``batch``: batches)."""
-        return self._with("take", int(count))
+        """The first ``count`` records (after ``batch``: batches); -1: all of them."""
+        return self._with("take", _int_arg("count", count, -1))
 
     def skip(self, count: int) -> "Dataset":
         """Drops the first ``count`` records (after ``batch``: batches)."""
-        return self._with("skip", int(count))
+        return self._with("skip", _int_arg("count", count, 0))
 
     def cache(self, path: str | None = None) -> "Dataset":
         """Keeps the records of the first epoch in memory (or in the TFRecord file ``path``,
         which later runs read instead of the input once it is complete)."""
-        return self._with("cache", "" if path is None else str(path))
+        if path is not None and not isinstance(path, (str, _os.PathLike)):
+            raise TypeError(f"cache: path must be None, a str or a path, not {path!r}")
+        return self._with("cache", "" if path is None else _os.fspath(path))
 
     def parse(self, spec: Mapping[str, FixedLen | VarLen]) -> "Dataset":
         """Parses tf.train.Example records with ``spec`` (see rf.parse_example). Before or after
         batch: a whole batch is parsed at once either way."""
+        _specs(spec, "spec")  # a bad spec fails here, naming the key
         return self._with("parse", dict(spec))
 
     def map(self, fn: Callable[[Any], Any], num_parallel: int = AUTOTUNE) -> "Dataset":
@@ -124,10 +149,10 @@ class Dataset:
         thread (num_parallel > 1: on a thread pool, in order)."""
         from recordflow.vision import NativeOp
         if isinstance(fn, NativeOp):
-            return self._with("native_map", fn, int(num_parallel))
+            return self._with("native_map", fn, _int_arg("num_parallel", num_parallel, 1, autotune=True))
         if not callable(fn):
             raise TypeError("map takes a callable")
-        return self._with("map", fn, int(num_parallel))
+        return self._with("map", fn, _int_arg("num_parallel", num_parallel, 1, autotune=True))
 
     def filter(self, predicate: Callable[[Any], bool]) -> "Dataset":
         """Keeps elements for which ``predicate`` is true (Python, on the consuming thread)."""
@@ -138,12 +163,13 @@ class Dataset:
     def batch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
         """Groups ``batch_size`` records (dense columns stack, VarLen stays ragged);
         ``drop_remainder`` drops a last, smaller batch."""
-        return self._with("batch", int(batch_size), bool(drop_remainder))
+        return self._with("batch", _int_arg("batch_size", batch_size, 1),
+                          _bool_arg("drop_remainder", drop_remainder))
 
     def prefetch(self, n: int = AUTOTUNE) -> "Dataset":
         """Keeps up to ``n`` ready elements ahead of the consumer (AUTOTUNE: grown while the
         consumer waits, within the memory budget)."""
-        return self._with("prefetch", int(n))
+        return self._with("prefetch", _int_arg("prefetch: n", n, 0, autotune=True))
 
     # ---------------------------------------------------------------- length and pickling
     def cardinality(self) -> int:
@@ -176,6 +202,7 @@ class Dataset:
         self._ops = state["_ops"]
         self._iterations = int(state.get("_iterations", 0))
         self._last_iterator = None
+        self._stats_box = {}
 
     # ---------------------------------------------------------------- rewriting (rf.doctor)
     # rf.diagnose tries variants of a user's pipeline (an interleave added, a map made parallel,
@@ -249,12 +276,14 @@ class Dataset:
         gets a new order: seeded file orders, shuffles and augmentations (``rf.vision``
         presets) are a function of (seed, k), so iteration k is the same in every run.
         Passing ``epoch`` also makes the next iteration ``epoch + 1`` (resuming at an epoch)."""
+        memory_budget = _int_arg("memory_budget", memory_budget, 1)
         epoch = self._next_epoch(epoch)
         native, python = self._split()
         ds, keys = self._native(native)
         it = Iterator(ds.make_iterator(memory_budget, epoch), keys, python)
         it.epoch = epoch
-        self._last_iterator = it
+        self._last_iterator = _weakref.ref(it)
+        it._stats_sink = self._stats_box
         return it
 
     def _next_epoch(self, epoch: int | None) -> int:
@@ -284,20 +313,26 @@ class Dataset:
         """An iterator that continues exactly where ``state`` (from Iterator.checkpoint() of an
         iterator of an equal Dataset) was taken, in the same iteration (epoch) as the saved
         one; the next ``iterator()`` runs the iteration after it."""
+        memory_budget = _int_arg("memory_budget", memory_budget, 1)
         native, python = self._split()
         ds, keys = self._native(native)
         it = Iterator(ds.restore(bytes(state), memory_budget), keys, python)
         # The checkpoint carries its iteration: the one after it comes next.
         it.epoch = it._it.iteration
         self._iterations = it.epoch + 1
-        self._last_iterator = it
+        self._last_iterator = _weakref.ref(it)
+        it._stats_sink = self._stats_box
         return it
 
     def stats(self) -> dict:
-        """Per-stage throughput and waiting of the most recent iterator of this Dataset."""
-        if self._last_iterator is None:
-            raise RuntimeError("stats(): this Dataset has not been iterated yet")
-        return self._last_iterator.stats()
+        """Per-stage throughput and waiting of the most recent iterator of this Dataset: live
+        while it runs, and as it was when it was closed or dropped."""
+        it = self._last_iterator() if self._last_iterator is not None else None
+        if it is not None:
+            return it.stats()
+        if "last" in self._stats_box:
+            return self._stats_box["last"]
+        raise RuntimeError("stats(): this Dataset has not been iterated yet")
 
     def describe(self) -> str:
         """The native part of the pipeline, stage by stage."""
@@ -309,7 +344,68 @@ class Dataset:
         return s
 
     def __repr__(self) -> str:
-        return f"rf.Dataset({self.describe()})"
+        try:
+            return f"rf.Dataset({self.describe()})"
+        except Exception as e:  # repr never raises: show the stages and why they cannot run
+            stages = " -> ".join([self._source[0]] + [op[0] for op in self._ops])
+            return f"rf.Dataset({stages}; cannot run: {type(e).__name__}: {e})"
+
+
+# ---------------------------------------------------------------- argument checks
+# Checked here, before nanobind (whose TypeError for a negative size names no argument).
+def _int_arg(name: str, value: Any, minimum: int, autotune: bool = False) -> int:
+    """``value`` as an int >= minimum (or AUTOTUNE when allowed); bool and float refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _numbers.Integral):
+        raise TypeError(f"{name} must be an int, not {value!r}")
+    value = int(value)
+    if autotune and value == AUTOTUNE:
+        return value
+    if value < minimum:
+        also = " or rf.AUTOTUNE" if autotune else ""
+        raise InvalidArgumentError(f"{name} must be >= {minimum}{also}, not {value}")
+    if value >= 1 << 63:
+        raise InvalidArgumentError(f"{name} must be < 2**63, not {value}")
+    return value
+
+
+def _bool_arg(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, not {value!r}")
+    return bool(value)
+
+
+def _seed_arg(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _numbers.Integral):
+        raise TypeError(f"{name} must be None or an int, not {value!r}")
+    if not 0 <= int(value) < 1 << 64:
+        raise InvalidArgumentError(f"{name} must be None or in [0, 2**64), not {value}")
+    return int(value)
+
+
+def _paths_arg(pattern_or_paths: Any) -> list[str]:
+    """from_files' paths as a non-empty list of non-empty str."""
+    if isinstance(pattern_or_paths, (str, bytes, _os.PathLike)):
+        items = [pattern_or_paths]
+    else:
+        try:
+            items = list(pattern_or_paths)
+        except TypeError:
+            raise TypeError("from_files takes a path, a glob pattern or a list of them, not "
+                            f"{type(pattern_or_paths).__name__}") from None
+    if not items:
+        raise InvalidArgumentError("from_files: the list of paths is empty")
+    paths = []
+    for p in items:
+        if not isinstance(p, (str, bytes, _os.PathLike)):
+            raise TypeError(f"from_files: a path must be a str, bytes or os.PathLike, not "
+                            f"{type(p).__name__} ({p!r})")
+        p = _os.fsdecode(_os.fspath(p))
+        if not p:
+            raise InvalidArgumentError("from_files: a path is the empty string")
+        paths.append(p)
+    return paths
 
 
 def _expand(paths: list[str]) -> list[str]:
@@ -355,34 +451,36 @@ def _stack(items: list) -> Any:
 class Iterator:
     """Yields the elements of a Dataset. ``checkpoint()`` returns bytes that
     ``Dataset.restore`` continues from; ``stats()`` reports per-stage throughput.
-    Closing it (or dropping it) stops and joins the engine's threads."""
+    Closing it (or dropping its last reference) stops and joins the engine's threads and frees
+    its buffers at once. Ctrl-C interrupts a waiting ``next()`` within ~0.1 s; see
+    docs/pipeline.md for what the iterator does afterwards and after ``fork()``."""
 
     def __init__(self, native, keys, python_ops):
         self._it = native
         self._keys = keys
         self._python_ops = python_ops
+        self._stats_sink: dict | None = None  # set by Dataset: gets the final stats
         self._checkpointable = all(op[0] == "filter" or (op[0] == "map" and op[2] in (1, AUTOTUNE))
                                    for op in python_ops)
-        self._gen = self._run()
-
-    def _native_elements(self):
-        while True:
-            e = self._it.next()
-            if e is None:
-                return
-            yield _to_python(e, self._keys)
-
-    def _run(self):
-        stream = self._native_elements()
-        for op in self._python_ops:
+        # The generators reference the native iterator, never self: no reference cycle, so
+        # dropping the last reference to an Iterator stops its threads at once (no cyclic GC).
+        stream = _NativeElements(native, keys)
+        for op in python_ops:
             stream = _apply(op, stream)
-        return stream
+        self._gen = stream
 
     def __iter__(self) -> "Iterator":
         return self
 
     def __next__(self):
-        return next(self._gen)
+        try:
+            return next(self._gen)
+        except KeyboardInterrupt:
+            # Without Python stages the element being fetched is kept for the next call.
+            # Python stages are generators, which the interrupt has ended: stop the engine too.
+            if self._python_ops:
+                self._it.close()
+            raise
 
     def checkpoint(self) -> bytes:
         """The iterator's position as bytes, for ``Dataset.restore``."""
@@ -398,13 +496,48 @@ class Iterator:
 
     def close(self) -> None:
         """Stops the pipeline and joins its threads. Idempotent."""
+        self._save_stats()
         self._it.close()
+
+    def _save_stats(self) -> None:
+        sink = self._stats_sink
+        if sink is not None:
+            try:
+                sink["last"] = self._it.stats()
+            except Exception:  # closed already, or inherited through fork()
+                pass
+
+    def __del__(self) -> None:
+        # Only the stats are saved here: the native iterator stops when it is freed, right
+        # after this (an Iterator is in no reference cycle).
+        if getattr(self, "_it", None) is not None:
+            self._save_stats()
 
     def __enter__(self) -> "Iterator":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _NativeElements:
+    """The native iterator's elements as Python values. A class, not a generator: an exception
+    (KeyboardInterrupt) raised out of __next__ leaves it usable, where it would end a generator."""
+
+    __slots__ = ("_native", "_keys")
+
+    def __init__(self, native, keys):
+        self._native = native
+        self._keys = keys
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        e = self._native.next()
+        if e is None:
+            raise StopIteration
+        return _to_python(e, self._keys)
 
 
 def _apply(op: tuple, stream):

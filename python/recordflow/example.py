@@ -168,17 +168,60 @@ class FixedLen:
 
     def __init__(self, shape: Iterable[int] = (), dtype: Any = "int64", default: Any = None):
         if isinstance(shape, numbers.Integral):
-            shape = (int(shape),)
-        self.shape = tuple(int(d) for d in shape)
+            shape = (shape,)
+        try:
+            dims = tuple(shape)
+        except TypeError:
+            raise SchemaError(f"FixedLen shape must be a list of ints, not {shape!r}") from None
+        # Invalid dimensions are kept as given and refused by _spec, which knows the key.
+        self.shape = tuple(int(d) if _is_int(d) else d for d in dims)
         self.dtype = _dtype_name(dtype)
         self.default = default
 
-    def _spec(self, key: str) -> tuple:
+    def _spec(self, key: str, sequence: bool = False) -> tuple:
+        _check_shape(key, self.shape, sequence)
         default = None if self.default is None else _feature(key, self.default, self.dtype)
         return (key, "fixed", self.dtype, list(self.shape), default)
 
     def __repr__(self) -> str:
         return f"FixedLen({list(self.shape)}, {self.dtype!r}, default={self.default!r})"
+
+
+# Values one FixedLen feature may have per record: at most a record's size in bytes
+# (max_record_size, 1 GiB, and at least a byte per value) and within int32 indexing, as TF's
+# parser needs; a larger shape can only be a mistake and would ask for terabytes per batch.
+_MAX_FIXEDLEN_VALUES = (1 << 31) - 1
+
+
+def _is_int(d: Any) -> bool:
+    return isinstance(d, (numbers.Integral, np.integer)) and not isinstance(d, (bool, np.bool_))
+
+
+def _check_shape(key: str, shape: tuple, sequence: bool) -> None:
+    """TF's rules for FixedLenFeature shapes, with errors naming the key: every dimension a
+    known int >= 0 (0 allowed: a feature with no values); in a sequence spec (per step) no zero
+    dimension (tf.io.parse_sequence_example divides by it)."""
+    what = "sequence feature" if sequence else "feature"
+    for d in shape:
+        if d is None:
+            raise SchemaError(
+                f"{what} '{key}': FixedLen shape {list(shape)} has an unknown dimension (None): "
+                "every dimension must be known; use rf.VarLen for a variable number of values")
+        if not _is_int(d):
+            raise SchemaError(f"{what} '{key}': FixedLen shape {list(shape)}: dimension {d!r} is "
+                              "not an int")
+        if d < 0:
+            raise SchemaError(f"{what} '{key}': FixedLen shape {list(shape)}: dimension {d} must "
+                              "be >= 0")
+        if sequence and d == 0:
+            raise SchemaError(f"{what} '{key}': FixedLen shape {list(shape)} has a zero "
+                              "dimension: each step must hold at least one value")
+    n = 1
+    for d in shape:
+        n *= int(d)
+    if n > _MAX_FIXEDLEN_VALUES:
+        raise SchemaError(f"{what} '{key}': FixedLen shape {list(shape)} asks for too many values "
+                          f"per record ({n} > {_MAX_FIXEDLEN_VALUES})")
 
 
 class VarLen:
@@ -189,7 +232,7 @@ class VarLen:
     def __init__(self, dtype: Any = "int64"):
         self.dtype = _dtype_name(dtype)
 
-    def _spec(self, key: str) -> tuple:
+    def _spec(self, key: str, sequence: bool = False) -> tuple:
         return (key, "var", self.dtype, [], None)
 
     def __repr__(self) -> str:
@@ -303,7 +346,7 @@ def _specs(spec: Mapping[str, FixedLen | VarLen] | None, what: str) -> list:
     for key, s in spec.items():
         if not isinstance(s, (FixedLen, VarLen)):
             raise SchemaError(f"spec for '{key}' must be rf.FixedLen or rf.VarLen, not {s!r}")
-        out.append(s._spec(str(key)))
+        out.append(s._spec(str(key), sequence=what == "sequence_spec"))
     return out
 
 

@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,10 +70,13 @@ std::string Convert(const std::string& src, const std::string& dst, const nb::di
                     nb::object progress) {
   convert::ConvertOptions o = ToOptions(options);
   if (!progress.is_none()) {
-    o.progress = [progress](const convert::ConvertProgress& p) {
+    // The callable is held through a shared_ptr: copies of o.progress made without the GIL
+    // then touch no Python reference count; the last reference is `o`'s, dropped with the GIL.
+    auto callback = std::make_shared<nb::object>(std::move(progress));
+    o.progress = [callback](const convert::ConvertProgress& p) {
       nb::gil_scoped_acquire acquire;
       try {
-        progress(p.done, p.total, p.skipped, p.bytes_out, p.seconds);
+        (*callback)(p.done, p.total, p.skipped, p.bytes_out, p.seconds);
       } catch (nb::python_error& e) {
         e.discard_as_unraisable("recordflow.convert progress callback");
       }

@@ -7,6 +7,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,20 +54,61 @@ nb::object TensorToPython(pipeline::Tensor&& t) {
                                          nullptr, dt));
 }
 
+// Wraps a native Iterator for Python.
+//
+// next() waits for the engine in 100 ms slices (Iterator::GetNextFor) with the GIL released
+// and runs Python's signal handlers between slices: Ctrl-C lands within a slice even when the
+// engine needs seconds for the next element. An interrupted next() has consumed nothing, so the
+// iterator stays usable (and checkpointable) after a KeyboardInterrupt.
+//
+// Fork: a child process has none of the parent's threads, so an iterator inherited through
+// fork() can neither run nor be destroyed there (its destructor would wait for threads that do
+// not exist). In the child it raises FailedPreconditionError on use, and when dropped its native
+// part is deliberately leaked (never joined or freed); new iterators work normally.
+//
+// Thread safety: calls hold the GIL, except the waits in next(). One next() at a time: a
+// second thread's next() or checkpoint() meanwhile raises ValueError (as a running generator
+// does); close() meanwhile takes effect when that next() ends its current slice.
 class PyIterator {
  public:
-  explicit PyIterator(std::unique_ptr<Iterator> it) : it_(std::move(it)) {}
+  explicit PyIterator(std::unique_ptr<Iterator> it) : it_(std::move(it)), pid_(getpid()) {}
+
+  ~PyIterator() {
+    if (Forked()) {
+      AbandonInChild();
+    } else {
+      Close();
+    }
+  }
+  PyIterator(const PyIterator&) = delete;
+  PyIterator& operator=(const PyIterator&) = delete;
 
   // (batched, parsed, payload, names) or None at the end. payload: list of columns when
   // parsed, else a list of bytes (one item when not batched). names: None, or (after a native
   // map that made tensors) the keys of payload: columns' keys, then tensors'.
   nb::object Next() {
+    CheckNotForked();
+    CheckNotBusy();
     if (!it_) return nb::none();
     Element e;
     Result<bool> got = true;
     {
-      nb::gil_scoped_release release;
-      got = it_->GetNext(&e);
+      BusyScope busy(this);
+      while (true) {
+        bool timed_out = false;
+        {
+          nb::gil_scoped_release release;
+          got = it_->GetNextFor(&e, std::chrono::milliseconds(100), &timed_out);
+        }
+        if (close_requested_) {  // close() from another thread during the wait
+          busy.Release();
+          Close();
+          return nb::none();
+        }
+        if (!timed_out) break;
+        // KeyboardInterrupt (or whatever a signal handler raised): nothing was consumed.
+        if (PyErr_CheckSignals() != 0) throw nb::python_error();
+      }
     }
     if (!got.ok()) ThrowSchemaStatus(got.status());
     if (!*got) return nb::none();
@@ -89,8 +133,10 @@ class PyIterator {
 
   nb::bytes Checkpoint() {
     CheckOpen();
+    CheckNotBusy();
     Result<std::string> s = CancelledError("not run");
     {
+      BusyScope busy(this);
       nb::gil_scoped_release release;
       s = it_->Checkpoint();
     }
@@ -141,16 +187,69 @@ class PyIterator {
     return out;
   }
 
+  // Stops the pipeline: destroys the native iterator, which cancels and joins its threads.
+  // Idempotent.
   void Close() {
+    if (Forked()) {
+      AbandonInChild();
+      return;
+    }
+    if (busy_) {  // another thread is in next(): it closes after its current slice
+      close_requested_ = true;
+      return;
+    }
+    std::unique_ptr<Iterator> it = std::move(it_);
+    if (!it) return;
     nb::gil_scoped_release release;
-    it_.reset();  // cancels and joins its threads
+    it.reset();
   }
 
  private:
+  // Marks a call that uses it_ with the GIL released at times.
+  class BusyScope {
+   public:
+    explicit BusyScope(PyIterator* self) : self_(self) { self_->busy_ = true; }
+    ~BusyScope() { Release(); }
+    BusyScope(const BusyScope&) = delete;
+    BusyScope& operator=(const BusyScope&) = delete;
+    void Release() {
+      if (self_ != nullptr) self_->busy_ = false;
+      self_ = nullptr;
+    }
+
+   private:
+    PyIterator* self_;
+  };
+
+  bool Forked() const { return pid_ != getpid(); }
+
+  void CheckNotForked() const {
+    if (Forked()) {
+      ThrowStatus(FailedPreconditionError(
+          "this iterator was started in the parent process before fork(); start a new "
+          "iterator in the child (iter(dataset))"));
+    }
+  }
+
+  void CheckNotBusy() const {
+    if (busy_) throw nb::value_error("the iterator is already running next() in another thread");
+  }
+
   void CheckOpen() const {
+    CheckNotForked();
     if (!it_) ThrowStatus(FailedPreconditionError("the iterator is closed"));
   }
+
+  // Leaks the native iterator on purpose: in a forked child its threads do not exist (nothing
+  // could ever be joined) and its mutexes may have been held at the fork.
+  void AbandonInChild() {
+    if (it_) static_cast<void>(it_.release());
+  }
+
   std::unique_ptr<Iterator> it_;
+  pid_t pid_;
+  bool busy_ = false;             // GIL-guarded
+  bool close_requested_ = false;  // GIL-guarded
 };
 
 std::optional<format::Compression> CompressionArg(const std::optional<std::string>& c) {
@@ -181,8 +280,13 @@ void RegisterPipeline(nb::module_& m) {
             o.seed = seed;
             o.on_corruption = ValueOrThrow(format::ParseCorruptionPolicy(on_corruption));
             o.verify_checksums = verify_checksums;
-            nb::gil_scoped_release release;
-            return Check(Dataset::FromFiles(std::move(paths), o));
+            Result<Dataset> d = CancelledError("not run");
+            {
+              // Opening may stat or list remote files; errors are raised with the GIL held.
+              nb::gil_scoped_release release;
+              d = Dataset::FromFiles(std::move(paths), o);
+            }
+            return Check(std::move(d));
           },
           "paths"_a, "compression"_a = nb::none(), "shuffle_files"_a = false, "seed"_a = nb::none(),
           "on_corruption"_a = "raise", "verify_checksums"_a = true)

@@ -151,16 +151,17 @@ void RegisterVision(nb::module_& m) {
           return ToArray16(ValueOrThrow(std::move(img)));
         }
         Result<Image> img = CancelledError("not run");
+        const std::span<const std::byte> bytes = BytesSpan(data);  // a C-API call: GIL held
         {
           nb::gil_scoped_release release;
           if (channels == 3) {
-            img = image::DecodeImageRgb(BytesSpan(data), max_pixels, max_scans);
+            img = image::DecodeImageRgb(bytes, max_pixels, max_scans);
           } else {
             image::DecodeOptions o;
             o.desired_channels = channels;
             o.max_pixels = max_pixels;
             o.max_scans = max_scans;
-            img = image::Decode(BytesSpan(data), o);
+            img = image::Decode(bytes, o);
           }
         }
         return ToArray(ValueOrThrow(std::move(img)));
@@ -187,10 +188,11 @@ void RegisterVision(nb::module_& m) {
         o.max_scans = max_scans;
         image::DecodedRegion region;
         Status s;
+        const std::span<const std::byte> bytes = BytesSpan(data);  // a C-API call: GIL held
         {
           nb::gil_scoped_release release;
           thread_local image::ImageDecoder decoder;
-          s = decoder.DecodeRegion(BytesSpan(data), o, &region);
+          s = decoder.DecodeRegion(bytes, o, &region);
         }
         ThrowIfError(s);
         const image::Box b = region.box;

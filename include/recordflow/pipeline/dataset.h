@@ -19,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -263,6 +264,11 @@ class Iterator {
   // Errors come in order, with the stage, file and offset in the message; after an error the
   // iterator is finished.
   virtual Result<bool> GetNext(Element* out) = 0;
+  // As GetNext, but waits at most `timeout` for an element: when none is ready by then, sets
+  // *timed_out, returns false and consumes nothing (call again to keep waiting). Lets a caller
+  // wait in slices: the Python bindings run signal handlers (Ctrl-C) between them. The default
+  // implementation waits without a limit.
+  virtual Result<bool> GetNextFor(Element* out, std::chrono::nanoseconds timeout, bool* timed_out);
   // The state after the last element returned. Errors: kFailedPrecondition after an error,
   // kUnimplemented for stages that cannot be saved (Python-side stages are handled above).
   virtual Result<std::string> Checkpoint() = 0;

@@ -389,6 +389,12 @@ Result<Dataset> Dataset::Prefetch(int buffer_size) const {
   return Dataset(std::move(n));
 }
 
+Result<bool> Iterator::GetNextFor(Element* out, std::chrono::nanoseconds /*timeout*/,
+                                  bool* timed_out) {
+  *timed_out = false;
+  return GetNext(out);
+}
+
 Result<std::unique_ptr<Iterator>> Dataset::MakeIterator(IteratorOptions options) const {
   RF_ASSIGN_OR_RETURN(internal::Plan plan, Compile(node_, options.optimize));
   auto it = std::make_unique<internal::PipelineIterator>(std::move(plan), options);

@@ -375,6 +375,18 @@ Status PipelineIterator::Apply(const Node* op, Element& e, const Unit& u) {
 }
 
 Result<bool> PipelineIterator::GetNext(Element* out) {
+  bool timed_out = false;
+  return NextElement(out, std::nullopt, &timed_out);
+}
+
+Result<bool> PipelineIterator::GetNextFor(Element* out, std::chrono::nanoseconds timeout,
+                                          bool* timed_out) {
+  return NextElement(out, Clock::now() + timeout, timed_out);
+}
+
+Result<bool> PipelineIterator::NextElement(Element* out, std::optional<Clock::time_point> deadline,
+                                           bool* timed_out) {
+  *timed_out = false;
   std::unique_lock lock(mu_);
   if (failed_) return FailedPreconditionError("iterator stopped after an error");
   while (true) {
@@ -404,8 +416,17 @@ Result<bool> PipelineIterator::GetNext(Element* out) {
         }
         return false;
       }
+      if (deadline && Clock::now() >= *deadline) {
+        consumer_wait_ += Seconds(wait_start);
+        *timed_out = true;
+        return false;
+      }
       waited = true;
-      cv_.wait(lock);
+      if (deadline) {
+        cv_.wait_until(lock, *deadline);
+      } else {
+        cv_.wait(lock);
+      }
     }
     const double w = Seconds(wait_start);
     consumer_wait_ += w;

@@ -6,6 +6,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -71,6 +72,8 @@ class PipelineIterator final : public Iterator {
   Status Start(SeedTable seeds, StateReader* restore_from);
 
   Result<bool> GetNext(Element* out) override;
+  Result<bool> GetNextFor(Element* out, std::chrono::nanoseconds timeout,
+                          bool* timed_out) override;
   Result<std::string> Checkpoint() override;
   PipelineStats stats() const override;
   uint64_t iteration() const override { return iteration_; }
@@ -79,6 +82,9 @@ class PipelineIterator final : public Iterator {
   struct Unit;
 
   void ProduceLoop();
+  // GetNext with an optional deadline (GetNextFor).
+  Result<bool> NextElement(Element* out, std::optional<std::chrono::steady_clock::time_point> deadline,
+                           bool* timed_out);
   Status PullUnit(Unit* u, bool* end_of_stream);
   // Starts processing queued units: all of them, or the oldest when one runs at a time.
   // mu_ held.

@@ -799,8 +799,9 @@ class RepeatIterator final : public RecordIterator {
 // ---------------------------------------------------------------------------------------------
 class TakeSkipIterator final : public RecordIterator {
  public:
-  TakeSkipIterator(std::unique_ptr<RecordIterator> input, bool take, int64_t count)
-      : input_(std::move(input)), take_(take), count_(count) {}
+  TakeSkipIterator(std::unique_ptr<RecordIterator> input, bool take, int64_t count,
+                   const StreamContext* ctx)
+      : input_(std::move(input)), take_(take), count_(count), ctx_(ctx) {}
   Result<bool> Next(Record* out) override {
     if (take_) {
       if (count_ >= 0 && seen_ >= static_cast<uint64_t>(count_)) return false;
@@ -809,6 +810,11 @@ class TakeSkipIterator final : public RecordIterator {
       return ok;
     }
     while (count_ < 0 || seen_ < static_cast<uint64_t>(count_)) {
+      // A long skip is one call: it must notice that the iterator is being destroyed.
+      if ((seen_ & 1023) == 0 && ctx_ != nullptr &&
+          ctx_->cancelled.load(std::memory_order_relaxed)) {
+        return CancelledError("skip: the iterator was closed");
+      }
       RF_ASSIGN_OR_RETURN(bool ok, input_->Next(out));
       if (!ok) return false;
       ++seen_;
@@ -828,6 +834,7 @@ class TakeSkipIterator final : public RecordIterator {
   std::unique_ptr<RecordIterator> input_;
   bool take_;
   int64_t count_;
+  const StreamContext* ctx_;
   uint64_t seen_ = 0;
 };
 
@@ -1075,7 +1082,7 @@ Result<std::unique_ptr<RecordIterator>> MakeRecordIterator(const Node* node, uin
     case K::kSkip: {
       RF_ASSIGN_OR_RETURN(auto input, MakeRecordIterator(node->input.get(), epoch, ctx, seeds, -1));
       return std::unique_ptr<RecordIterator>(
-          new TakeSkipIterator(std::move(input), node->kind == K::kTake, node->count));
+          new TakeSkipIterator(std::move(input), node->kind == K::kTake, node->count, ctx));
     }
     case K::kCache: {
       std::shared_ptr<CacheStore> store;
