@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes seeds for checkpoint_fuzzer into fuzz/corpus/checkpoint/: real checkpoints of the two
 pipelines in checkpoint_fuzzer.cc (same records, same stages, so the same fingerprint), taken
-after 0..n elements, each prefixed with the pipeline's selector byte. Needs recordflow installed."""
+after 0..n elements, each prefixed with the pipeline's selector byte (bit 1 set: the fuzzer
+re-seals the state's CRC32C). Needs recordflow installed. Hand-made seeds kept beside them:
+*_reseal (re-seal mode), p0_v1_format_refused (a version-1 state, without a checksum)."""
 import os
 
 import recordflow as rf
