@@ -368,7 +368,7 @@ TEST(NonRegularFileTest, DevicesPipesAndProcFilesAreRefusedNotReadAsEmpty) {
   ASSERT_EQ(::pipe(pipe_fds), 0);
   ASSERT_EQ(::write(pipe_fds[1], "x", 1), 1);
   const std::string pipe_path = "/dev/fd/" + std::to_string(pipe_fds[0]);
-  for (const std::string path :
+  for (const std::string& path :
        {std::string("/dev/zero"), std::string("/dev/urandom"), std::string("/dev/null"),
         std::string("/proc/self/status"), pipe_path}) {
     auto reader = RecordReader::Open(path);
