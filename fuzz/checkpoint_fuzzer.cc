@@ -1,6 +1,8 @@
 // Fuzzes Dataset::Restore: checkpoint bytes are untrusted (they come back from disk). The first
-// byte picks one of two pipelines over the same in-memory records; the rest is the state. A
-// state that restores must also iterate to the end without crashing.
+// byte picks one of two pipelines over the same in-memory records (bit 0) and whether to re-seal
+// the state (bit 1: its last 4 bytes are replaced by the valid CRC32C of the rest, so that the
+// mutations reach the field checks behind the checksum instead of stopping at it); the rest is
+// the state. A state that restores must also iterate to the end without crashing.
 //
 // Seeds: fuzz/make_checkpoint_seeds.py builds the same pipelines with rf.Dataset and saves
 // real checkpoints taken at several points.
@@ -11,6 +13,8 @@
 #include <vector>
 
 #include "recordflow/example/example.h"
+#include "recordflow/format/crc32c.h"
+#include "recordflow/format/record_format.h"
 #include "recordflow/pipeline/dataset.h"
 
 using namespace recordflow;
@@ -44,7 +48,13 @@ const pipeline::Dataset& Pipeline(int which) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const pipeline::Dataset& ds = Pipeline(data[0] & 1);
-  auto it = ds.Restore(std::span(reinterpret_cast<const std::byte*>(data + 1), size - 1));
+  std::string state(reinterpret_cast<const char*>(data + 1), size - 1);
+  if ((data[0] & 2) != 0 && state.size() >= 4) {
+    const std::string_view body(state.data(), state.size() - 4);
+    const uint32_t crc = format::MaskCrc(format::Crc32c(std::as_bytes(std::span(body))));
+    for (int i = 0; i < 4; ++i) state[body.size() + i] = static_cast<char>(crc >> (8 * i));
+  }
+  auto it = ds.Restore(std::as_bytes(std::span(state)));
   if (!it.ok()) return 0;
   pipeline::Element e;
   for (int i = 0; i < 100; ++i) {

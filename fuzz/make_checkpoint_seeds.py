@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes seeds for checkpoint_fuzzer into fuzz/corpus/checkpoint/: real checkpoints of the two
 pipelines in checkpoint_fuzzer.cc (same records, same stages, so the same fingerprint), taken
-after 0..n elements, each prefixed with the pipeline's selector byte. Needs recordflow installed."""
+after 0..n elements, each prefixed with the pipeline's selector byte (bit 1 set: the fuzzer
+re-seals the state's CRC32C). Needs recordflow installed. Hand-made seeds kept beside them:
+*_reseal (re-seal mode), p0_v1_format_refused (a version-1 state, without a checksum)."""
 import os
 
 import recordflow as rf
@@ -18,7 +20,7 @@ os.makedirs(OUT, exist_ok=True)
 for which, ds in pipelines.items():
     n = sum(1 for _ in ds)
     for k in range(n + 1):
-        it = ds.iterator()
+        it = ds.iterator(epoch=0)
         for _ in range(k):
             next(it)
         with open(os.path.join(OUT, f"p{which}_after{k:02d}"), "wb") as f:

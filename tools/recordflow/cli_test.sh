@@ -956,5 +956,59 @@ name="reshard --resume with other options: exit 1, FailedPrecondition"
 run reshard "$RS/big.tfrecord" "$RS/cut" --shards 100 --shuffle --seed 2 --resume
 expect_rc 1; expect_err_has "recordflow: FailedPrecondition: "
 
+# ---- non-regular files and file size limits (format helper) -----------------------------------
+# A FIFO, a pipe, a device or a /proc file is refused at once, never waited on and never read
+# as an empty file ("OK: 0 records").
+mkfifo "$T/records.fifo"
+for cmd in count verify cat; do
+  name="$cmd on a FIFO is refused at once, exit 1"
+  timeout 10 "$RF" "$cmd" "$T/records.fifo" >"$T/out" 2>"$T/err"; rc=$?
+  out="$(cat "$T/out")"; err="$(cat "$T/err")"
+  expect_rc 1; expect_err_has "InvalidArgument"; expect_err_has "FIFO"
+done
+for dev in /dev/zero /dev/urandom /proc/self/status; do
+  name="verify $dev is refused, exit 1"
+  timeout 10 "$RF" verify "$dev" >"$T/out" 2>"$T/err"; rc=$?
+  out="$(cat "$T/out")"; err="$(cat "$T/err")"
+  expect_rc 1; expect_err_has "reads regular files only"
+done
+name="count /dev/stdin from a pipe is refused, exit 1"
+timeout 10 "$RF" count /dev/stdin <"$T/good.tfrecord" >/dev/null 2>&1; rc_file=$?
+cat "$T/good.tfrecord" | timeout 10 "$RF" count /dev/stdin >"$T/out" 2>"$T/err"; rc=$?
+out="$(cat "$T/out")"; err="$(cat "$T/err")"
+expect_rc 1; expect_err_has "FIFO"
+name="count /dev/stdin redirected from a regular file reads it, exit 0"
+rc=$rc_file; expect_rc 0
+name="verify <(cat f) is refused, exit 1"
+timeout 10 "$RF" verify <(cat "$T/good.tfrecord") >"$T/out" 2>"$T/err"; rc=$?
+out="$(cat "$T/out")"; err="$(cat "$T/err")"
+expect_rc 1; expect_err_has "FIFO"
+
+# Over `ulimit -f` the command fails with ResourceExhausted (it is not killed by SIGXFSZ) and
+# leaves no temporary file behind.
+mkdir -p "$T/fsize"
+python3 - "$T" <<'PY'
+import struct, sys
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+def masked(data):
+    c = crc32c(data)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+length = struct.pack("<Q", 0)
+rec = length + struct.pack("<I", masked(length)) + struct.pack("<I", masked(b""))
+open(sys.argv[1] + "/fsize/many.tfrecord", "wb").write(rec * 4000)  # 64,000 bytes; .idx ~36 KB
+PY
+name="index over ulimit -f is ResourceExhausted, not SIGXFSZ, and leaves no temp file"
+(ulimit -f 8; exec "$RF" index "$T/fsize/many.tfrecord") >"$T/out" 2>"$T/err"; rc=$?
+out="$(cat "$T/out")"; err="$(cat "$T/err")"
+expect_rc 1; expect_err_has "ResourceExhausted"
+leftover="$(ls -A "$T/fsize" | grep -v '^many.tfrecord$' || true)"
+if [[ -z "$leftover" ]]; then pass; else fail "left behind: $leftover"; fi
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -1,9 +1,12 @@
 #include "common.h"
 
+#include <csignal>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <new>
 
 namespace recordflow::cli {
 namespace {
@@ -112,7 +115,19 @@ int ExitForParseError(const CLI::App& app, const CLI::ParseError& error) {
 }
 
 int RunCommand(const Command& command) {
-  int exit_code = command.run();
+  // Over `ulimit -f` the kernel sends SIGXFSZ, whose default action kills the process and
+  // leaves its temporary files behind. Ignored, the write fails with EFBIG instead, which the
+  // library reports as kResourceExhausted after removing the temporary file.
+  std::signal(SIGXFSZ, SIG_IGN);
+  int exit_code;
+  try {
+    exit_code = command.run();
+  } catch (const std::bad_alloc&) {
+    // The library turns its own large allocations into kResourceExhausted; this catches the
+    // rest (a small allocation on an exhausted machine) so the command still exits cleanly.
+    PrintError(ResourceExhaustedError("out of memory in '" + command.app->get_name() + "'"));
+    return kExitError;
+  }
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
     Status status = IOError(std::string("writing to standard output: ") + std::strerror(errno));
     PrintError(status);

@@ -4,16 +4,24 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
+#include <new>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "recordflow/core/status.h"
 #include "recordflow/core/thread_annotations.h"
 
 namespace recordflow {
 
 // Runs submitted closures on `num_threads` threads.
+//
+// A closure must not throw: wrap its body in CatchExceptions and carry the Status to whoever
+// waits for it. As a last resort a worker catches what escapes anyway, prints it to stderr and
+// goes on (the process is not aborted; whoever waited for that closure's result may wait on).
 //
 // Thread safety: thread-safe.
 // Lifetime: the destructor finishes queued work, then joins every thread.
@@ -40,9 +48,25 @@ class ThreadPool {
   std::vector<std::thread> threads_;
 };
 
+// The Status for the exception being handled (call inside a catch block): std::bad_alloc is
+// kResourceExhausted ("out of memory while <what>"), anything else kInternal.
+Status StatusFromCurrentException(const std::string& what);
+
+// Runs `fn` (returning Status) at a thread or task boundary, turning any C++ exception it
+// throws into a Status (see StatusFromCurrentException), so none escapes the thread.
+template <typename Fn>
+Status CatchExceptions(const std::string& what, Fn&& fn) {
+  try {
+    return fn();
+  } catch (...) {
+    return StatusFromCurrentException(what);
+  }
+}
+
 // Calls fn(begin, end) over [0, n) split into at most `max_parallelism` contiguous chunks of at
 // least `min_chunk` items, on the default pool and the calling thread; returns when all are
-// done. max_parallelism <= 0 means one chunk per core.
+// done. max_parallelism <= 0 means one chunk per core. An exception thrown by `fn` on any
+// thread is rethrown on the calling thread once every chunk has finished.
 void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,
                  const std::function<void(size_t begin, size_t end)>& fn);
 

@@ -39,6 +39,12 @@ Status WriteIndexFile(const std::string& index_path, std::span<const IndexEntry>
 Result<std::vector<IndexEntry>> BuildIndex(const std::string& record_path,
                                            RecordReaderOptions options = {});
 
+// OK when `entries` describe a file of `file_size` bytes exactly: the first record at 0, each
+// next one where the previous ends, the last ending at the end of the file. Errors: kDataLoss
+// naming `record_path`, the first mismatch and the sizes (a stale or incomplete index).
+Status CheckIndexCoversFile(std::span<const IndexEntry> entries, uint64_t file_size,
+                            const std::string& record_path);
+
 // Reads records by number from an uncompressed TFRecord file and its index.
 //
 // Every read checks that the header at the indexed offset carries the indexed length and valid
@@ -50,7 +56,8 @@ class IndexedRecordReader {
  public:
   // Opens `record_path` with the entries from `index_path` (empty: `<record_path>.idx`).
   // Errors: those of ReadIndexFile and file opening; kDataLoss when the index points past the
-  // end of the file.
+  // end of the file or does not cover it exactly (CheckIndexCoversFile: a stale or
+  // incomplete index is refused, not trusted).
   static Result<std::unique_ptr<IndexedRecordReader>> Open(const std::string& record_path,
                                                            const std::string& index_path = "");
   static Result<std::unique_ptr<IndexedRecordReader>> Open(const std::string& record_path,

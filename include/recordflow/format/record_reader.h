@@ -47,6 +47,20 @@ struct CorruptionStats {
   static constexpr size_t kMaxEvents = 100;
 };
 
+// Asked before a reader's record buffer grows (a record larger than the buffer), so that an
+// owner with a memory budget can refuse the growth before the memory is taken.
+//
+// Thread safety: called on the reading thread.
+class ReadBufferBudget {
+ public:
+  virtual ~ReadBufferBudget() = default;
+  // Returns OK to let the buffer grow by `bytes` (the owner counts them from now on), or an
+  // error (kResourceExhausted) that the read returns instead. `record_offset` and
+  // `record_index` name the record being read, for the message.
+  virtual Status Reserve(const std::string& path, size_t bytes, uint64_t record_offset,
+                         uint64_t record_index) = 0;
+};
+
 inline constexpr uint64_t kMaxRecordSizeLimit = uint64_t{1} << 48;
 
 struct RecordReaderOptions {
@@ -60,6 +74,8 @@ struct RecordReaderOptions {
   CorruptionReporter* reporter = nullptr;
   // Size of each read from the file. Records larger than this grow the buffer.
   size_t buffer_size = 1 << 20;
+  // Optional; must outlive the reader. Consulted before the record buffer grows.
+  ReadBufferBudget* buffer_budget = nullptr;
   // DEFLATE decoder for GZIP/ZLIB files (see Inflater).
   Inflater inflater = Inflater::kAuto;
   // Safety limit: a length field above this is kResourceExhausted, never allocated. Values
@@ -76,7 +92,9 @@ struct RecordReaderOptions {
 // returns each payload as a view into its buffer, without copying.
 //
 // Errors: kDataLoss for a bad CRC, a truncated record, or a length larger than what is left of
-// the file, or a damaged or truncated GZIP/ZLIB stream; the message names the path, byte offset
+// the file, a file that shrinks below its size at open while it is read, or a damaged or
+// truncated GZIP/ZLIB stream; kResourceExhausted when a record is over max_record_size, its
+// buffer cannot be allocated, or `buffer_budget` refuses the growth; the message names the path, byte offset
 // and record index, with a hint when offset 0 is bad. Under CorruptionPolicy::kSkip those are
 // skipped and counted instead: a bad payload CRC skips one record; a bad length CRC
 // resynchronises at the next offset whose 12 header bytes carry a valid CRC; a truncated tail,
@@ -126,6 +144,7 @@ class RecordReader {
   RecordReader(std::unique_ptr<InputStream> stream, RecordReaderOptions options,
                Compression compression);
   Result<size_t> Fill(size_t n);
+  Status GrowBuffer(size_t size);
   Status Corruption(uint64_t offset, uint64_t bytes, std::string reason);
   Result<bool> Resynchronize(uint64_t bad_offset);
   Result<bool> StreamFailure(uint64_t offset, const Status& status);

@@ -17,15 +17,17 @@ namespace recordflow::io {
 // Lifetime: owns the file descriptor; closes it on destruction.
 class RandomAccessFile {
  public:
-  // Opens `path` for reading. Errors: kNotFound, kPermissionDenied, kInvalidArgument (a
-  // directory), kIOError.
+  // Opens `path` for reading; never blocks (a FIFO is refused, not waited on). Errors:
+  // kNotFound, kPermissionDenied, kInvalidArgument (a directory, FIFO, device, socket, or a
+  // /proc-style file that reports size 0 but holds data), kIOError.
   static Result<std::unique_ptr<RandomAccessFile>> Open(const std::string& path);
   ~RandomAccessFile();
   RandomAccessFile(const RandomAccessFile&) = delete;
   RandomAccessFile& operator=(const RandomAccessFile&) = delete;
 
   // Reads up to dst.size() bytes at `offset`; returns the number read, which is less than
-  // dst.size() only at end of file. Retries short reads and EINTR. Errors: kIOError.
+  // dst.size() only at end of file. Retries short reads and EINTR. An offset past the
+  // end (even past what off_t holds) reads 0 bytes. Errors: kIOError.
   Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> dst) const;
 
   // Size at open time.
@@ -57,7 +59,8 @@ struct AtomicFileOptions {
 class AtomicFileWriter {
  public:
   // Creates the temporary file next to `path`. Errors: kNotFound (missing folder),
-  // kPermissionDenied, kIOError.
+  // kInvalidArgument (`path` exists and is not a regular file: a directory, FIFO, device or
+  // socket is never replaced), kPermissionDenied, kIOError.
   static Result<std::unique_ptr<AtomicFileWriter>> Create(const std::string& path,
                                                           AtomicFileOptions options = {});
   ~AtomicFileWriter();

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include <algorithm>
@@ -43,7 +44,25 @@ void ThreadPool::WorkerLoop() {
       fn = std::move(queue_.front());
       queue_.pop_front();
     }
-    fn();
+    try {
+      fn();
+    } catch (...) {
+      // A closure broke the contract; an exception leaving the thread would abort the process.
+      const Status s = StatusFromCurrentException("running a thread-pool task");
+      std::fprintf(stderr, "recordflow: %s\n", s.ToString().c_str());
+    }
+  }
+}
+
+Status StatusFromCurrentException(const std::string& what) {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError("out of memory while " + what);
+  } catch (const std::exception& e) {
+    return InternalError("unexpected exception while " + what + ": " + e.what());
+  } catch (...) {
+    return InternalError("unexpected exception while " + what);
   }
 }
 
@@ -103,6 +122,7 @@ void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,
     std::mutex mu;
     std::condition_variable done_cv;
     size_t finished RF_GUARDED_BY(mu) = 0;
+    std::exception_ptr error RF_GUARDED_BY(mu);  // the first exception a chunk threw
   };
   auto state = std::make_shared<State>();
   // Every participant, the caller included, claims chunks until none are left, so the caller
@@ -110,8 +130,14 @@ void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,
   auto work = [state, chunks, n, &fn] {
     size_t c;
     while ((c = state->next.fetch_add(1)) < chunks) {
-      fn(n * c / chunks, n * (c + 1) / chunks);
+      std::exception_ptr error;
+      try {
+        fn(n * c / chunks, n * (c + 1) / chunks);
+      } catch (...) {
+        error = std::current_exception();
+      }
       std::lock_guard<std::mutex> lock(state->mu);
+      if (error && !state->error) state->error = error;
       if (++state->finished == chunks) state->done_cv.notify_all();
     }
   };
@@ -123,6 +149,7 @@ void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,
   work();
   std::unique_lock<std::mutex> lock(state->mu);
   state->done_cv.wait(lock, [&] { return state->finished == chunks; });
+  if (state->error) std::rethrow_exception(state->error);
 }
 
 }  // namespace recordflow

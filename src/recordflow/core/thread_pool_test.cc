@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <new>
+#include <stdexcept>
 #include <thread>
 
 namespace recordflow {
@@ -75,6 +77,40 @@ TEST(ThreadPoolTest, DefaultPoolWorksInForkedChild) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   for (int i = 0; i < 5000 && ran == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(ran.load(), 1);
+}
+
+TEST(ThreadPoolTest, AnExceptionFromATaskDoesNotEndTheProcess) {
+  // A task that throws (std::bad_alloc from a huge allocation) used to leave its worker
+  // thread, which calls std::terminate: the whole process died with SIGABRT.
+  ThreadPool pool(1);
+  std::atomic<int> after{0};
+  pool.Schedule([] { throw std::bad_alloc(); });
+  pool.Schedule([&] { after = 1; });
+  for (int i = 0; i < 500 && after.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(after.load(), 1) << "the worker did not go on after the throwing task";
+}
+
+TEST(ThreadPoolTest, ParallelForRethrowsAChunksExceptionOnTheCaller) {
+  bool caught = false;
+  try {
+    ParallelFor(64, 1, 4, [](size_t begin, size_t) {
+      if (begin != 0) throw std::bad_alloc();
+    });
+  } catch (const std::bad_alloc&) {
+    caught = true;
+  }
+  EXPECT_TRUE(caught);
+}
+
+TEST(ThreadPoolTest, CatchExceptionsTurnsBadAllocIntoResourceExhausted) {
+  Status s = CatchExceptions("growing the test buffer", []() -> Status { throw std::bad_alloc(); });
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("growing the test buffer"), std::string::npos) << s.message();
+  s = CatchExceptions("x", []() -> Status { throw std::runtime_error("boom"); });
+  EXPECT_EQ(s.code(), StatusCode::kInternal) << s.ToString();
+  EXPECT_EQ(CatchExceptions("x", [] { return Status(); }).code(), StatusCode::kOk);
 }
 
 }  // namespace

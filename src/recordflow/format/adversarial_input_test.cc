@@ -1,21 +1,27 @@
 // Adversarial inputs for the format layer that record_corruption_test.cc does not already
 // cover: decompression bombs, files that change while they are read, and truncation at every
 // record boundary of a real file on disk. See docs/reliability.md for the whole catalogue.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "recordflow/format/compression.h"
+#include "recordflow/format/crc32c.h"
 #include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_test_util.h"
 #include "recordflow/format/record_writer.h"
@@ -331,6 +337,280 @@ TEST(AdversarialFileTest, DiskFullWhileRewritingKeepsTheOldFileIntact) {
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
   EXPECT_EQ(entries, 1) << "a temp file was left behind";
 }
+
+// --- Non-regular files -----------------------------------------------------------------------
+
+TEST(NonRegularFileTest, FifoIsRefusedAtOnceNotWaitedOn) {
+  const std::string dir = MakeTempDir();
+  const std::string fifo = dir + "/records.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Without a writer, a blocking open of a FIFO waits forever; this thread plays the writer
+  // after 2 s so that a reader that does block still returns (and the test fails on time).
+  std::thread unblock([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    int fd = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto reader = RecordReader::Open(fifo);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  unblock.join();
+  EXPECT_LT(seconds, 1.0) << "opening a FIFO blocked";
+  ASSERT_FALSE(reader.ok()) << "a FIFO was read as a (empty) record file";
+  EXPECT_EQ(reader.status().code(), StatusCode::kInvalidArgument) << reader.status().ToString();
+  EXPECT_TRUE(Contains(reader.status().message(), fifo)) << reader.status().message();
+  EXPECT_TRUE(Contains(reader.status().message(), "FIFO")) << reader.status().message();
+}
+
+TEST(NonRegularFileTest, DevicesPipesAndProcFilesAreRefusedNotReadAsEmpty) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  ASSERT_EQ(::write(pipe_fds[1], "x", 1), 1);
+  const std::string pipe_path = "/dev/fd/" + std::to_string(pipe_fds[0]);
+  for (const std::string& path :
+       {std::string("/dev/zero"), std::string("/dev/urandom"), std::string("/dev/null"),
+        std::string("/proc/self/status"), pipe_path}) {
+    auto reader = RecordReader::Open(path);
+    ASSERT_FALSE(reader.ok()) << path << " was read as a record file";
+    EXPECT_EQ(reader.status().code(), StatusCode::kInvalidArgument)
+        << path << ": " << reader.status().ToString();
+    EXPECT_TRUE(Contains(reader.status().message(), path)) << reader.status().message();
+  }
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+}
+
+TEST(NonRegularFileTest, WriterNeverReplacesAFifo) {
+  const std::string dir = MakeTempDir();
+  const std::string fifo = dir + "/out.tfrecord";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto writer = RecordWriter::Open(fifo);
+  Status s = writer.ok() ? (*writer)->Close() : writer.status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_TRUE(Contains(s.message(), fifo)) << s.message();
+  struct stat st;
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced by a regular file";
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 1) << "a temp file was left behind";
+}
+
+// --- Files that change under the reader ------------------------------------------------------
+
+TEST(AdversarialFileTest, FileTruncatedAtARecordBoundaryWhileReadIsDataLoss) {
+  // Cut exactly between two records: the bytes left parse as a shorter valid file, so only
+  // the size seen at open tells the reader that records are missing.
+  const auto payloads = NumberedPayloads(200, 10000);
+  const std::string dir = MakeTempDir();
+  const std::string path = dir + "/shrinking.tfrecord";
+  WriteFile(path, Frame(payloads));
+  RecordReaderOptions options;
+  options.buffer_size = 4096;
+  auto reader = RecordReader::Open(path, options);
+  ASSERT_TRUE(reader.ok());
+  std::span<const std::byte> record;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(*(*reader)->ReadRecord(&record));
+  const size_t record_size = 10000 + kFramingOverhead;
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(100 * record_size)), 0);
+  int next = 10;
+  Status status;
+  while (true) {
+    auto more = (*reader)->ReadRecord(&record);
+    if (!more.ok()) {
+      status = more.status();
+      break;
+    }
+    ASSERT_TRUE(*more) << "a file truncated at a record boundary ended cleanly after " << next
+                       << " of 200 records";
+    ASSERT_EQ(testing::ToString(record), payloads[next]) << "record " << next;
+    ++next;
+  }
+  EXPECT_EQ(next, 100);
+  EXPECT_EQ(status.code(), StatusCode::kDataLoss) << status.ToString();
+  EXPECT_TRUE(Contains(status.message(), path)) << status.message();
+  EXPECT_TRUE(Contains(status.message(), "offset " + std::to_string(100 * record_size)))
+      << status.message();
+  EXPECT_TRUE(Contains(status.message(), "record index 100")) << status.message();
+  EXPECT_TRUE(Contains(status.message(), "when opened")) << status.message();
+}
+
+// --- Allocation failure ----------------------------------------------------------------------
+
+// Writes a GZIP file holding one valid record of `size` zero bytes (about size/1000 on disk).
+void WriteGzipZeroRecord(const std::string& path, size_t size) {
+  z_stream z{};
+  ASSERT_EQ(deflateInit2(&z, 1, Z_DEFLATED, MAX_WBITS + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out;
+  std::string chunk_out(1 << 20, '\0');
+  auto feed = [&](const std::string& in, int flush) {
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    z.avail_in = static_cast<uInt>(in.size());
+    do {
+      z.next_out = reinterpret_cast<Bytef*>(chunk_out.data());
+      z.avail_out = static_cast<uInt>(chunk_out.size());
+      deflate(&z, flush);
+      out.append(chunk_out.data(), chunk_out.size() - z.avail_out);
+    } while (z.avail_out == 0);
+  };
+  std::byte header[kHeaderSize];
+  EncodeHeader(header, size);
+  feed(std::string(reinterpret_cast<const char*>(header), kHeaderSize), Z_NO_FLUSH);
+  const std::string zeros(1 << 20, '\0');
+  uint32_t crc = Crc32c({});
+  for (size_t done = 0; done < size; done += zeros.size()) {
+    crc = Crc32cExtend(crc, testing::Bytes(zeros));
+    feed(zeros, Z_NO_FLUSH);
+  }
+  std::byte footer[kFooterSize];
+  EncodeFixed32(footer, MaskCrc(crc));
+  feed(std::string(reinterpret_cast<const char*>(footer), kFooterSize), Z_FINISH);
+  deflateEnd(&z);
+  WriteFile(path, out);
+}
+
+uint64_t AddressSpaceBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0;
+  statm >> pages;
+  return pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+TEST(AllocationFailureTest, HugeRecordUnderAnAddressSpaceLimitIsResourceExhausted) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizers reserve terabytes of address space; RLIMIT_AS cannot apply";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  GTEST_SKIP() << "sanitizers reserve terabytes of address space; RLIMIT_AS cannot apply";
+#endif
+#endif
+  // A 256 MiB record in a ~256 KiB GZIP file, read with 128 MiB of address space to spare:
+  // the record buffer cannot be allocated. That must be an error, not std::bad_alloc
+  // escaping (SIGABRT). Run in a child so the limit does not touch the rest of the suite.
+  const std::string dir = MakeTempDir();
+  const std::string path = dir + "/huge.tfrecord.gz";
+  constexpr size_t kRecord = size_t{256} << 20;
+  WriteGzipZeroRecord(path, kRecord);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    struct rlimit limit;
+    limit.rlim_cur = limit.rlim_max = AddressSpaceBytes() + (size_t{128} << 20);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(10);
+    try {
+      auto reader = RecordReader::Open(path);
+      if (!reader.ok()) _exit(11);
+      std::span<const std::byte> record;
+      auto got = (*reader)->ReadRecord(&record);
+      if (got.ok()) _exit(12);  // read it after all: the limit did not bite
+      const Status& s = got.status();
+      if (s.code() != StatusCode::kResourceExhausted) _exit(13);
+      if (!Contains(s.message(), path) || !Contains(s.message(), "record index 0")) _exit(14);
+    } catch (const std::bad_alloc&) {
+      _exit(15);  // escaped the reader: outside a test harness, std::terminate (SIGABRT)
+    }
+    _exit(0);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  ASSERT_FALSE(WIFSIGNALED(wstatus)) << "killed by signal " << WTERMSIG(wstatus)
+                                     << " (std::bad_alloc escaped?)";
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "child check failed (see the _exit codes above)";
+}
+
+// --- Compressed streams: trailing bytes, several streams --------------------------------------
+
+class CompressedTailTest : public ::testing::TestWithParam<Inflater> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Inflater::kIsal && !IsalInflaterAvailable()) GTEST_SKIP() << "no ISA-L";
+  }
+  ReadAllResult Read(const std::string& data, Compression c,
+                     CorruptionPolicy policy = CorruptionPolicy::kRaise) {
+    RecordReaderOptions options;
+    options.inflater = GetParam();
+    options.on_corruption = policy;
+    return ReadAllFromMemory(data, options, c);
+  }
+};
+
+TEST_P(CompressedTailTest, GzipWithTrailingZerosKeepsEveryRecordThenDataLoss) {
+  // TensorFlow returns every record, then DataLoss ("incorrect header check").
+  for (int n : {2, 3000}) {
+    const auto payloads = NumberedPayloads(n, 100);
+    const std::string gz = Deflate(Frame(payloads), Compression::kGzip) + std::string(512, '\0');
+    const ReadAllResult raise = Read(gz, Compression::kGzip);
+    EXPECT_EQ(raise.records, payloads) << n << " records: got " << raise.records.size();
+    EXPECT_EQ(raise.status.code(), StatusCode::kDataLoss) << raise.status.ToString();
+    const ReadAllResult skip = Read(gz, Compression::kGzip, CorruptionPolicy::kSkip);
+    EXPECT_TRUE(skip.status.ok()) << skip.status.ToString();
+    EXPECT_EQ(skip.records, payloads) << n << " records: got " << skip.records.size();
+    EXPECT_EQ(skip.stats.records_skipped, 1u);
+    ASSERT_EQ(skip.stats.events.size(), 1u);
+    EXPECT_EQ(skip.stats.events[0].record_index, static_cast<uint64_t>(n));
+    EXPECT_EQ(skip.stats.events[0].bytes_skipped, 0u) << "no decompressed byte was lost";
+  }
+}
+
+TEST_P(CompressedTailTest, ConcatenatedGzipMembersAreOneStream) {
+  const auto a = NumberedPayloads(3, 50);
+  const auto b = NumberedPayloads(4, 70);
+  const ReadAllResult all =
+      Read(Deflate(Frame(a), Compression::kGzip) + Deflate(Frame(b), Compression::kGzip),
+           Compression::kGzip);
+  EXPECT_TRUE(all.status.ok()) << all.status.ToString();
+  std::vector<std::string> both = a;
+  both.insert(both.end(), b.begin(), b.end());
+  EXPECT_EQ(all.records, both);
+}
+
+TEST_P(CompressedTailTest, ZlibFollowedByAnotherStreamOrGarbageKeepsTheFirstStreamsRecords) {
+  // TensorFlow reads a ZLIB file's first stream and ignores the rest; we return the same
+  // records, then report the rest instead of ignoring it.
+  const auto a = NumberedPayloads(3, 50);
+  const auto b = NumberedPayloads(4, 70);
+  const std::string first = Deflate(Frame(a), Compression::kZlib);
+  for (const std::string& tail : {Deflate(Frame(b), Compression::kZlib),
+                                  std::string("garbage!garbage!"), std::string(64, '\0')}) {
+    const ReadAllResult raise = Read(first + tail, Compression::kZlib);
+    EXPECT_EQ(raise.records, a) << "got " << raise.records.size();
+    EXPECT_EQ(raise.status.code(), StatusCode::kDataLoss) << raise.status.ToString();
+    EXPECT_TRUE(Contains(raise.status.message(), "compressed byte offset " +
+                                                     std::to_string(first.size())))
+        << raise.status.message();
+    const ReadAllResult skip = Read(first + tail, Compression::kZlib, CorruptionPolicy::kSkip);
+    EXPECT_TRUE(skip.status.ok()) << skip.status.ToString();
+    EXPECT_EQ(skip.records, a);
+    EXPECT_EQ(skip.stats.records_skipped, 1u);
+  }
+}
+
+TEST_P(CompressedTailTest, GzipTrailerCrcErrorIsReportedWhereTheStreamEnds) {
+  // The trailer's CRC covers the whole member, so the error only shows at its end: every
+  // record is returned and the event sits at the end of the decompressed stream, not at 0.
+  const auto payloads = NumberedPayloads(20, 100);
+  const std::string framed = Frame(payloads);
+  std::string gz = Deflate(framed, Compression::kGzip);
+  gz[gz.size() - 8] ^= 0x01;  // first byte of the trailer's CRC32
+  const ReadAllResult skip = Read(gz, Compression::kGzip, CorruptionPolicy::kSkip);
+  EXPECT_EQ(skip.records, payloads) << "got " << skip.records.size();
+  ASSERT_EQ(skip.stats.events.size(), 1u);
+  EXPECT_EQ(skip.stats.events[0].offset, framed.size());
+  EXPECT_EQ(skip.stats.events[0].record_index, payloads.size());
+  const ReadAllResult raise = Read(gz, Compression::kGzip);
+  EXPECT_EQ(raise.records, payloads);
+  EXPECT_EQ(raise.status.code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(Contains(raise.status.message(), "offset " + std::to_string(framed.size())))
+      << raise.status.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Inflaters, CompressedTailTest,
+                         ::testing::Values(Inflater::kZlib, Inflater::kIsal),
+                         [](const auto& info) {
+                           return info.param == Inflater::kZlib ? "zlib" : "isal";
+                         });
 
 }  // namespace
 }  // namespace recordflow::format

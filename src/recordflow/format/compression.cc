@@ -42,12 +42,19 @@ class FileInputStream final : public InputStream {
   }
   // Reads only up to the size the file had at open: a reader sees a snapshot of a file that
   // another process appends to, instead of a record half written past the size it checks
-  // lengths against (which would look like truncation). A file that shrinks reads short.
+  // lengths against (which would look like truncation). A file that shrinks while it is read
+  // is kDataLoss: ending early at a record boundary would otherwise look like a clean end.
   Result<size_t> Read(std::span<std::byte> dst) override {
     const uint64_t left = file_->size() > offset_ ? file_->size() - offset_ : 0;
     if (dst.size() > left) dst = dst.first(static_cast<size_t>(left));
     RF_ASSIGN_OR_RETURN(size_t n, file_->ReadAt(offset_, dst));
     offset_ += n;
+    // Short: the file shrank. The bytes read go out first; the next call reads none and fails.
+    if (n < dst.size() && n == 0) {
+      return DataLossError("'" + name_ + "' ends at byte " + std::to_string(offset_) +
+                           " but was " + std::to_string(file_->size()) +
+                           " bytes when opened (truncated while being read?)");
+    }
     return n;
   }
   Result<uint64_t> Skip(uint64_t n) override {
@@ -100,6 +107,15 @@ Status TruncatedStreamError(Compression c, const std::string& name, uint64_t com
                        " compressed bytes (truncated file?)");
 }
 
+// A ZLIB file holds one stream; TensorFlow reads up to its end and ignores what follows, which
+// would hide damage (a second stream, padding, garbage), so it is reported after the records.
+Status TrailingDataError(const std::string& name, uint64_t at) {
+  return DataLossError("ZLIB stream in '" + name + "' ends at compressed byte offset " +
+                       std::to_string(at) +
+                       " but the file goes on: a ZLIB file holds one stream (the records before "
+                       "this point were read; TensorFlow ignores the bytes after it)");
+}
+
 int WindowBits(Compression c) { return c == Compression::kGzip ? MAX_WBITS + 16 : MAX_WBITS; }
 
 // Inflates a GZIP or ZLIB stream (several concatenated GZIP members are read as one).
@@ -117,9 +133,30 @@ class ZlibInputStream final : public InputStream {
   Result<size_t> Read(std::span<std::byte> dst) override {
     if (init_rc_ != Z_OK) return InternalError("zlib inflateInit2 failed for '" + name() + "'");
     if (!error_.ok()) return error_;
+    Result<size_t> got = Inflate(dst);
+    if (got.ok()) return got;
+    // The bytes inflated before the damage go out first (they may hold whole records); the
+    // error comes with the next call.
+    error_ = got.status();
+    const size_t produced = want_ - z_.avail_out;
+    if (produced > 0) return produced;
+    return error_;
+  }
+  const std::string& name() const override { return source_->name(); }
+  // The input buffer plus zlib's own allocations: its inflate state (about 7 KiB) and the
+  // sliding window (32 KiB for the 15 window bits TFRecord writers use).
+  size_t buffer_bytes() const override {
+    return in_.capacity() + kZlibStateBytes + source_->buffer_bytes();
+  }
+
+ private:
+  static constexpr size_t kZlibStateBytes = (7 + 32) * 1024;
+
+  Result<size_t> Inflate(std::span<std::byte> dst) {
     z_.next_out = reinterpret_cast<Bytef*>(dst.data());
     // zlib counts in uInt; large reads are split over calls.
-    size_t want = std::min<size_t>(dst.size(), 1u << 30);
+    const size_t want = std::min<size_t>(dst.size(), 1u << 30);
+    want_ = want;
     z_.avail_out = static_cast<uInt>(want);
     while (z_.avail_out > 0) {
       if (z_.avail_in == 0 && !source_eof_) {
@@ -137,6 +174,7 @@ class ZlibInputStream final : public InputStream {
           if (source_eof_) break;
           continue;
         }
+        if (compression_ == Compression::kZlib) return TrailingZlibData(compressed_read_ - z_.avail_in);
         // Another GZIP member follows (as `cat a.gz b.gz` makes).
         inflateReset(&z_);
         stream_end_ = false;
@@ -159,24 +197,12 @@ class ZlibInputStream final : public InputStream {
     }
     return want - z_.avail_out;
   }
-  const std::string& name() const override { return source_->name(); }
-  // The input buffer plus zlib's own allocations: its inflate state (about 7 KiB) and the
-  // sliding window (32 KiB for the 15 window bits TFRecord writers use).
-  size_t buffer_bytes() const override {
-    return in_.capacity() + kZlibStateBytes + source_->buffer_bytes();
-  }
-
- private:
-  static constexpr size_t kZlibStateBytes = (7 + 32) * 1024;
 
   Status Corrupt(const std::string& why) {
-    error_ = CorruptStreamError(compression_, name(), compressed_read_ - z_.avail_in, why);
-    return error_;
+    return CorruptStreamError(compression_, name(), compressed_read_ - z_.avail_in, why);
   }
-  Status Truncated() {
-    error_ = TruncatedStreamError(compression_, name(), compressed_read_);
-    return error_;
-  }
+  Status Truncated() { return TruncatedStreamError(compression_, name(), compressed_read_); }
+  Status TrailingZlibData(uint64_t at) { return TrailingDataError(name(), at); }
 
   std::unique_ptr<InputStream> source_;
   Compression compression_;
@@ -186,6 +212,7 @@ class ZlibInputStream final : public InputStream {
   bool source_eof_ = false;
   bool stream_end_ = false;
   uint64_t compressed_read_ = 0;
+  size_t want_ = 0;  // output bytes asked of the current Inflate call
   Status error_;
 };
 
@@ -203,8 +230,20 @@ class IsalInputStream final : public InputStream {
 
   Result<size_t> Read(std::span<std::byte> dst) override {
     if (!error_.ok()) return error_;
+    Result<size_t> got = Inflate(dst);
+    if (got.ok()) return got;
+    // As ZlibInputStream: the bytes before the damage first, the error next.
+    error_ = got.status();
+    const size_t produced = want_ - state_->avail_out;
+    if (produced > 0) return produced;
+    return error_;
+  }
+
+ private:
+  Result<size_t> Inflate(std::span<std::byte> dst) {
     inflate_state& st = *state_;
-    size_t want = std::min<size_t>(dst.size(), 1u << 30);
+    const size_t want = std::min<size_t>(dst.size(), 1u << 30);
+    want_ = want;
     st.next_out = reinterpret_cast<uint8_t*>(dst.data());
     st.avail_out = static_cast<uint32_t>(want);
     while (st.avail_out > 0) {
@@ -223,31 +262,33 @@ class IsalInputStream final : public InputStream {
           if (source_eof_) break;
           continue;
         }
+        if (compression_ == Compression::kZlib) {
+          // igzip may hold some of the following bytes in its bit buffer (read_in).
+          const uint64_t buffered = static_cast<uint64_t>(std::max(st.read_in_length, 0)) / 8;
+          return TrailingDataError(name(), compressed_read_ - st.avail_in - buffered);
+        }
         Reset();  // another GZIP member follows
       }
       const uint32_t in_before = st.avail_in;
       const uint32_t out_before = st.avail_out;
       int rc = isal_inflate(&st);
       if (rc < 0) {
-        error_ = CorruptStreamError(compression_, name(), compressed_read_ - st.avail_in,
-                                    IsalError(rc));
-        return error_;
+        return CorruptStreamError(compression_, name(), compressed_read_ - st.avail_in,
+                                  IsalError(rc));
       }
       if (st.block_state != ISAL_BLOCK_FINISH && st.avail_in == in_before &&
           st.avail_out == out_before) {
-        if (in_before > 0) {
-          error_ = InternalError("igzip made no progress in '" + name() + "'");
-          return error_;
-        }
+        if (in_before > 0) return InternalError("igzip made no progress in '" + name() + "'");
         if (!source_eof_) continue;
         if (want - st.avail_out > 0) break;
         if (compressed_read_ == 0) return size_t{0};
-        error_ = TruncatedStreamError(compression_, name(), compressed_read_);
-        return error_;
+        return TruncatedStreamError(compression_, name(), compressed_read_);
       }
     }
     return want - st.avail_out;
   }
+
+ public:
   const std::string& name() const override { return source_->name(); }
   size_t buffer_bytes() const override {
     return in_.capacity() + sizeof(inflate_state) + source_->buffer_bytes();
@@ -287,6 +328,7 @@ class IsalInputStream final : public InputStream {
   std::unique_ptr<inflate_state> state_;
   bool source_eof_ = false;
   uint64_t compressed_read_ = 0;
+  size_t want_ = 0;  // output bytes asked of the current Inflate call
   Status error_;
 };
 #endif

@@ -85,6 +85,34 @@ Result<std::vector<IndexEntry>> BuildIndex(const std::string& record_path,
   return entries;
 }
 
+Status CheckIndexCoversFile(std::span<const IndexEntry> entries, uint64_t file_size,
+                            const std::string& record_path) {
+  // A TFRecord file is records back to back: an index that describes the file has its first
+  // record at 0, each next one where the previous ends, and the last ending at the file's end.
+  // Anything else is an index of another (older, partial, longer) version of the file, whose
+  // records would be read as missing, extra or shifted without any CRC noticing.
+  auto stale = [&](const std::string& why) {
+    return DataLossError("index for '" + record_path + "' does not match the file (stale or "
+                         "incomplete index?): " + why + "; rebuild it with `recordflow index`");
+  };
+  uint64_t expected = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].offset != expected) {
+      return stale("record " + std::to_string(i) + " is at byte offset " +
+                   std::to_string(entries[i].offset) + " but the previous record ends at " +
+                   std::to_string(expected));
+    }
+    if (entries[i].size > UINT64_MAX - expected) return stale("offsets overflow 64 bits");
+    expected += entries[i].size;
+  }
+  if (expected != file_size) {
+    return stale("its " + std::to_string(entries.size()) + " records end at byte " +
+                 std::to_string(expected) + " but the file is " + std::to_string(file_size) +
+                 " bytes");
+  }
+  return Status();
+}
+
 IndexedRecordReader::IndexedRecordReader(std::unique_ptr<io::RandomAccessFile> file,
                                          std::vector<IndexEntry> entries)
     : file_(std::move(file)), entries_(std::move(entries)) {}
@@ -117,6 +145,7 @@ Result<std::unique_ptr<IndexedRecordReader>> IndexedRecordReader::Open(
                            std::to_string(file_size) + " bytes (stale index?)");
     }
   }
+  RF_RETURN_IF_ERROR(CheckIndexCoversFile(entries, file_size, record_path));
   return std::unique_ptr<IndexedRecordReader>(
       new IndexedRecordReader(std::move(file), std::move(entries)));
 }

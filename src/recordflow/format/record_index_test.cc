@@ -141,5 +141,26 @@ TEST(RecordIndexTest, CompressedFilesCannotBeIndexed) {
   EXPECT_EQ(BuildIndex(path).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(RecordIndexTest, IndexThatDoesNotCoverTheFileExactlyIsRefused) {
+  // Entries within the file but too few (a partial index, or one of an older, shorter version
+  // of the file) used to open fine and give 5 of 10 records with no error.
+  const std::string path = WriteWithIndex(Payloads(10));
+  const auto entries = *ReadIndexFile(path + ".idx");
+  for (size_t kept : {size_t{0}, size_t{5}, size_t{9}}) {
+    std::vector<IndexEntry> part(entries.begin(), entries.begin() + static_cast<long>(kept));
+    auto r = IndexedRecordReader::Open(path, part);
+    ASSERT_FALSE(r.ok()) << kept << " of 10 entries were trusted";
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(r.status().message().find(path), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("stale or incomplete"), std::string::npos)
+        << r.status().message();
+  }
+  // A gap: entry 3 left out.
+  std::vector<IndexEntry> gap = entries;
+  gap.erase(gap.begin() + 3);
+  EXPECT_EQ(IndexedRecordReader::Open(path, gap).status().code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(IndexedRecordReader::Open(path, entries).ok());
+}
+
 }  // namespace
 }  // namespace recordflow::format

@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <optional>
 
 #include "recordflow/format/record_format.h"
@@ -110,7 +111,7 @@ Result<size_t> RecordReader::Fill(size_t n) {
     if (end_ == buffer_.size()) {
       // Grow by doubling as data arrives, never by what a length field claims, so a lying
       // length in a compressed stream costs at most twice the bytes actually present.
-      buffer_.resize(std::max(buffer_.size() * 2, std::min(n, buffer_.size() * 2)));
+      RF_RETURN_IF_ERROR(GrowBuffer(buffer_.size() * 2));
     }
     RF_ASSIGN_OR_RETURN(size_t got,
                         stream_->Read(std::span(buffer_.data() + end_, buffer_.size() - end_)));
@@ -118,6 +119,26 @@ Result<size_t> RecordReader::Fill(size_t n) {
     end_ += got;
   }
   return end_ - pos_;
+}
+
+// Grows the record buffer to `size` bytes: asks the budget first, and turns an allocation
+// failure into kResourceExhausted (a 1 GiB record under an address-space limit must not abort
+// the process).
+Status RecordReader::GrowBuffer(size_t size) {
+  const size_t extra = size - buffer_.size();
+  const uint64_t record_offset = buffer_offset_ + pos_;
+  if (options_.buffer_budget != nullptr) {
+    RF_RETURN_IF_ERROR(
+        options_.buffer_budget->Reserve(path(), extra, record_offset, record_index_));
+  }
+  try {
+    buffer_.resize(size);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError("cannot allocate a " + std::to_string(size) +
+                                  "-byte buffer for the record in " + Where(record_offset) +
+                                  " (out of memory)");
+  }
+  return Status();
 }
 
 Status RecordReader::Corruption(uint64_t offset, uint64_t bytes, std::string reason) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <random>
 #include <string_view>
@@ -29,6 +30,16 @@ std::string TempNameFor(const std::string& path) {
   return dir + "." + base + suffix;
 }
 
+// What a non-regular file is, for messages.
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe or pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 }  // namespace
 
 RandomAccessFile::RandomAccessFile(std::string path, int fd, uint64_t size)
@@ -37,7 +48,9 @@ RandomAccessFile::RandomAccessFile(std::string path, int fd, uint64_t size)
 RandomAccessFile::~RandomAccessFile() { ::close(fd_); }
 
 Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading blocks until a writer appears; with it the open
+  // returns at once and fstat below refuses the FIFO. It has no effect on regular files.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoToStatus(errno, "cannot open", path);
   struct stat st;
   if (::fstat(fd, &st) != 0) {
@@ -49,11 +62,40 @@ Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(const std::stri
     ::close(fd);
     return InvalidArgumentError("'" + path + "' is a directory, not a file");
   }
+  // Reads are positional and bounded by the size seen here, which only a regular file has:
+  // a pipe or device would read as an empty (or endless) file.
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgumentError("'" + path + "' is " + FileKind(st.st_mode) +
+                                ", not a regular file; recordflow reads regular files only "
+                                "(copy the stream to a file first)");
+  }
+  if (st.st_size == 0) {
+    // procfs and sysfs files report size 0 but hold data: they would read as empty files.
+    std::byte probe;
+    ssize_t n;
+    do {
+      n = ::pread(fd, &probe, 1, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) {
+      ::close(fd);
+      return InvalidArgumentError("'" + path +
+                                  "' reports a size of 0 bytes but holds data (a /proc or /sys "
+                                  "file?); recordflow reads regular files only");
+    }
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   return std::unique_ptr<RandomAccessFile>(
       new RandomAccessFile(path, fd, static_cast<uint64_t>(st.st_size)));
 }
 
 Result<size_t> RandomAccessFile::ReadAt(uint64_t offset, std::span<std::byte> dst) const {
+  // An offset off_t cannot hold (a damaged checkpoint or index) is past the end of any file:
+  // report end of file, not pread's EINVAL as an I/O error.
+  constexpr uint64_t kMaxOffset = static_cast<uint64_t>(INT64_MAX);
+  if (offset > kMaxOffset) return size_t{0};
+  if (dst.size() > kMaxOffset - offset) dst = dst.first(static_cast<size_t>(kMaxOffset - offset));
   size_t done = 0;
   while (done < dst.size()) {
     ssize_t n = ::pread(fd_, dst.data() + done, dst.size() - done,
@@ -84,9 +126,15 @@ Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::st
   if (path.empty() || path.back() == '/') {
     return InvalidArgumentError("not a file path: '" + path + "'");
   }
+  // The rename in Commit() would replace whatever is at `path`: a FIFO, a device node (as
+  // root, /dev/null or /dev/full) or a socket would be swapped for a regular file.
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    return InvalidArgumentError("'" + path + "' is a directory, not a file");
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) {
+      return InvalidArgumentError("'" + path + "' is a directory, not a file");
+    }
+    return InvalidArgumentError("cannot write '" + path + "': it is " + FileKind(st.st_mode) +
+                                ", not a regular file (recordflow replaces only regular files)");
   }
   std::string temp = TempNameFor(path);
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

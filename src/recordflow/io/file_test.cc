@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -75,6 +76,33 @@ TEST(RandomAccessFileTest, ReadsAtOffsetsAndReportsEof) {
 TEST(RandomAccessFileTest, MissingFileAndDirectory) {
   EXPECT_EQ(RandomAccessFile::Open("/nonexistent-rf-file").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(RandomAccessFile::Open("/tmp").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(RandomAccessFileTest, OffsetsPastWhatOffTHoldsReadAsEndOfFile) {
+  // A damaged checkpoint or index can ask for any 64-bit offset: past the end is end of file,
+  // not pread's EINVAL reported as an I/O error.
+  std::string dir = MakeTempDir();
+  ASSERT_TRUE(WriteStringToFileAtomic(dir + "/f", "0123456789").ok());
+  auto file = RandomAccessFile::Open(dir + "/f");
+  ASSERT_TRUE(file.ok());
+  std::byte buf[4];
+  for (uint64_t offset : {uint64_t{10}, uint64_t{1} << 40, uint64_t{1} << 63, ~uint64_t{0} - 2}) {
+    auto n = (*file)->ReadAt(offset, buf);
+    ASSERT_TRUE(n.ok()) << offset << ": " << n.status().ToString();
+    EXPECT_EQ(*n, 0u) << offset;
+  }
+}
+
+TEST(AtomicFileWriterTest, RefusesToReplaceANonRegularFile) {
+  std::string dir = MakeTempDir();
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto writer = AtomicFileWriter::Create(fifo);
+  ASSERT_FALSE(writer.ok());
+  EXPECT_EQ(writer.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(writer.status().message().find("FIFO"), std::string::npos)
+      << writer.status().message();
+  EXPECT_EQ(CountEntries(dir), 1);
 }
 
 }  // namespace

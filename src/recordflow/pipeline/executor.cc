@@ -22,9 +22,9 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
+// Version 2 carries the iteration (IteratorOptions::iteration) and ends with a CRC32C of the
+// whole state (StateWriter::AppendChecksum).
 constexpr char kMagic[] = "RFCKPT02";
-// Checkpoints before IteratorOptions::iteration existed: the same layout without it
-// (iteration 0).
 constexpr char kMagicV1[] = "RFCKPT01";
 constexpr size_t kUnbatchedRun = 32;  // records per unit when there is no batch
 
@@ -185,7 +185,9 @@ void PipelineIterator::ProduceLoop() {
     auto unit = std::make_shared<Unit>();
     bool end = false;
     const auto t0 = Clock::now();
-    Status s = PullUnit(unit.get(), &end);
+    // A std::bad_alloc (a huge record, an exhausted machine) becomes the unit's error.
+    Status s = CatchExceptions("reading records for the pipeline",
+                               [&] { return PullUnit(unit.get(), &end); });
     const double busy = Seconds(t0);
 
     lock.lock();
@@ -255,7 +257,7 @@ void PipelineIterator::Schedule(const std::shared_ptr<Unit>& unit) {
   ++running_;
   ThreadPool::Default().Schedule([this, unit] {
     const auto t0 = Clock::now();
-    Status s = Process(*unit);
+    Status s = CatchExceptions("processing a pipeline batch", [&] { return Process(*unit); });
     const double busy = Seconds(t0);
     std::lock_guard g(mu_);
     unit->status = std::move(s);
@@ -533,15 +535,21 @@ Result<std::string> PipelineIterator::Checkpoint() {
   paused_ = false;
   cv_.notify_all();
   if (!s.ok()) return s;
+  w.AppendChecksum();
   return std::move(w.bytes());
 }
 
 Status PipelineIterator::RestoreState(StateReader& r) {
   RF_ASSIGN_OR_RETURN(std::string magic, r.Str("magic"));
-  const bool v1 = magic == std::string_view(kMagicV1, 8);
-  if (magic != std::string_view(kMagic, 8) && !v1) {
+  if (magic == std::string_view(kMagicV1, 8)) {
+    return InvalidArgumentError(
+        "checkpoint of format version 1, which has no integrity check and is no longer read; "
+        "take a new checkpoint");
+  }
+  if (magic != std::string_view(kMagic, 8)) {
     return InvalidArgumentError("not a recordflow pipeline checkpoint (bad magic)");
   }
+  RF_RETURN_IF_ERROR(r.VerifyChecksum());
   RF_ASSIGN_OR_RETURN(uint64_t fp, r.U64("fingerprint"));
   if (fp != plan_.fingerprint) {
     return InvalidArgumentError("checkpoint was taken from a different pipeline (fingerprint mismatch)");
@@ -556,10 +564,7 @@ Status PipelineIterator::RestoreState(StateReader& r) {
     seeds_.seeds[node] = seed;
   }
   RF_ASSIGN_OR_RETURN(epoch_, r.U64("epoch"));
-  iteration_ = 0;
-  if (!v1) {
-    RF_ASSIGN_OR_RETURN(iteration_, r.U64("iteration"));
-  }
+  RF_ASSIGN_OR_RETURN(iteration_, r.U64("iteration"));
   RF_ASSIGN_OR_RETURN(uint64_t tail_epochs, r.U64("tail epochs"));
   tail_epochs_done_ = static_cast<int64_t>(tail_epochs);
   RF_ASSIGN_OR_RETURN(produced_in_epoch_, r.Bool("epoch progress"));

@@ -42,6 +42,8 @@ class StateWriter {
   void Bool(bool v) { U64(v ? 1 : 0); }
   void Str(std::string_view s);
   void RngState(const Rng& rng);
+  // Appends the masked CRC32C of everything written so far (4 bytes, little-endian); call last.
+  void AppendChecksum();
   std::string& bytes() { return out_; }
 
  private:
@@ -57,6 +59,10 @@ class StateReader {
   Result<bool> Bool(const char* what);
   Result<std::string> Str(const char* what);
   Status RngState(Rng* rng, const char* what);
+  // Checks the trailing masked CRC32C (StateWriter::AppendChecksum) against every byte before
+  // it, then leaves it out of what is read. Errors: kDataLoss for a mismatch or a state too
+  // short to hold one.
+  Status VerifyChecksum();
   bool done() const { return pos_ == in_.size(); }
 
  private:

@@ -10,6 +10,7 @@
 #include "recordflow/format/record_index.h"
 #include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_writer.h"
+#include "recordflow/io/file.h"
 
 namespace recordflow::pipeline::internal {
 namespace {
@@ -56,25 +57,71 @@ std::vector<uint32_t> FileOrder(const FileSource& src, uint64_t epoch, SeedTable
   return order;
 }
 
+// The charge of one record reader's buffers to the memory account. The reader asks it before
+// its record buffer grows (format::ReadBufferBudget), so a huge record is refused before the
+// memory is taken; heap-allocated so its address survives moves of the CountedReader.
+//
+// Thread safety: thread-compatible (the account itself is thread-safe).
+class ReaderCharge final : public format::ReadBufferBudget {
+ public:
+  explicit ReaderCharge(const StreamContext* ctx) : ctx_(ctx) {}
+  ~ReaderCharge() override { SyncTo(0); }
+  ReaderCharge(const ReaderCharge&) = delete;
+  ReaderCharge& operator=(const ReaderCharge&) = delete;
+
+  // Readers count with the fixed buffers (see MemoryAccount::CheckFixed): growth that would
+  // take those past the budget is refused, whatever the elastic buffers hold.
+  Status Reserve(const std::string& path, size_t bytes, uint64_t record_offset,
+                 uint64_t record_index) override {
+    MemoryAccount* m = ctx_ != nullptr ? ctx_->memory : nullptr;
+    if (m == nullptr) return Status();
+    const size_t fixed = m->held(MemoryAccount::kShuffle) + m->held(MemoryAccount::kCache) +
+                         m->held(MemoryAccount::kReaders);
+    if (fixed + bytes > m->budget()) {
+      return ResourceExhaustedError(
+          "record readers: the record in '" + path + "' at byte offset " +
+          std::to_string(record_offset) + " (record index " + std::to_string(record_index) +
+          ") needs its read buffer to grow by " + std::to_string(bytes) + " bytes, with " +
+          std::to_string(fixed) + " bytes already held by readers, shuffle buffers and caches: "
+          "over the iterator's memory_budget of " + std::to_string(m->budget()) +
+          " bytes; raise memory_budget");
+    }
+    m->Charge(MemoryAccount::kReaders, bytes);
+    charged_ += bytes;
+    return Status();
+  }
+  // Sets the charge to what the reader holds now (its buffers shrink, and the decompressor's
+  // are not asked for).
+  void SyncTo(size_t now) {
+    if (ctx_ == nullptr) return;
+    if (now > charged_) ctx_->Charge(MemoryAccount::kReaders, now - charged_);
+    if (now < charged_) ctx_->Release(MemoryAccount::kReaders, charged_ - now);
+    charged_ = now;
+  }
+
+ private:
+  const StreamContext* ctx_;
+  size_t charged_ = 0;
+};
+
 // A record reader whose buffers (RecordReader::buffer_bytes) are charged to the memory account
-// while it is open, re-synced after each read since the record buffer grows and shrinks.
+// while it is open: growth is asked for first (ReaderCharge), and the charge re-synced after
+// each read since the record buffer grows and shrinks.
 //
 // Thread safety: thread-compatible (the account itself is thread-safe).
 class CountedReader {
  public:
   CountedReader() = default;
-  CountedReader(const StreamContext* ctx, std::unique_ptr<format::RecordReader> reader)
-      : ctx_(ctx), reader_(std::move(reader)) {
+  CountedReader(std::unique_ptr<ReaderCharge> charge, std::unique_ptr<format::RecordReader> reader)
+      : charge_(std::move(charge)), reader_(std::move(reader)) {
     Sync();
   }
-  CountedReader(CountedReader&& other) noexcept
-      : ctx_(other.ctx_), reader_(std::move(other.reader_)), charged_(std::exchange(other.charged_, 0)) {}
+  CountedReader(CountedReader&& other) noexcept = default;
   CountedReader& operator=(CountedReader&& other) noexcept {
     if (this != &other) {
       reset();
-      ctx_ = other.ctx_;
       reader_ = std::move(other.reader_);
-      charged_ = std::exchange(other.charged_, 0);
+      charge_ = std::move(other.charge_);
     }
     return *this;
   }
@@ -87,9 +134,8 @@ class CountedReader {
 
   // Closes the reader and releases its charge.
   void reset() {
-    reader_.reset();
-    if (ctx_ != nullptr && charged_ > 0) ctx_->Release(MemoryAccount::kReaders, charged_);
-    charged_ = 0;
+    reader_.reset();  // first: the reader points at charge_
+    charge_.reset();
   }
 
   // Reads the next record into `out` (position: `file`), then re-syncs the charge.
@@ -113,25 +159,29 @@ class CountedReader {
 
  private:
   void Sync() {
-    if (ctx_ == nullptr || !reader_) return;
-    const size_t now = reader_->buffer_bytes();
-    if (now > charged_) ctx_->Charge(MemoryAccount::kReaders, now - charged_);
-    if (now < charged_) ctx_->Release(MemoryAccount::kReaders, charged_ - now);
-    charged_ = now;
+    if (charge_ && reader_) charge_->SyncTo(reader_->buffer_bytes());
   }
 
-  const StreamContext* ctx_ = nullptr;
+  std::unique_ptr<ReaderCharge> charge_;
   std::unique_ptr<format::RecordReader> reader_;
-  size_t charged_ = 0;
 };
+
+// Opens `path` with `options` as a CountedReader charged to `ctx`'s account.
+Result<CountedReader> OpenCounted(const StreamContext* ctx, const std::string& path,
+                                  format::RecordReaderOptions options) {
+  auto charge = std::make_unique<ReaderCharge>(ctx);
+  options.buffer_budget = charge.get();
+  RF_ASSIGN_OR_RETURN(auto reader, format::RecordReader::Open(path, options));
+  return CountedReader(std::move(charge), std::move(reader));
+}
 
 // Opens file `file` of `src` at a saved position.
 Result<CountedReader> OpenAt(const StreamContext* ctx, const FileSource& src, uint32_t file,
                              uint64_t offset, uint64_t index) {
-  RF_ASSIGN_OR_RETURN(auto reader, format::RecordReader::Open(
-                                       src.files->files[file], ReaderOptions(src.files->files_options)));
+  RF_ASSIGN_OR_RETURN(CountedReader reader, OpenCounted(ctx, src.files->files[file],
+                                                        ReaderOptions(src.files->files_options)));
   if (offset > 0 || index > 0) RF_RETURN_IF_ERROR(reader->SkipTo(offset, index));
-  return CountedReader(ctx, std::move(reader));
+  return reader;
 }
 
 // Counts elements and time into the stage's stats slot.
@@ -227,6 +277,10 @@ class MemoryIterator final : public RecordIterator {
   }
   Status Restore(StateReader& r) override {
     RF_ASSIGN_OR_RETURN(i_, r.U64("memory position"));
+    if (i_ > records_->size()) {
+      return DataLossError("checkpoint: position " + std::to_string(i_) + " among " +
+                           std::to_string(records_->size()) + " in-memory records");
+    }
     return Status();
   }
 
@@ -361,7 +415,8 @@ class InterleaveIterator final : public RecordIterator {
     RF_ASSIGN_OR_RETURN(uint64_t current, r.U64("interleave slot"));
     RF_ASSIGN_OR_RETURN(uint64_t taken, r.U64("interleave block"));
     RF_ASSIGN_OR_RETURN(uint64_t n, r.U64("interleave cycle"));
-    if (n != slots_.size() || current >= n || next_file_ > order_.size()) {
+    if (n != slots_.size() || current >= n || next_file_ > order_.size() ||
+        taken > static_cast<uint64_t>(block_)) {
       return DataLossError("checkpoint: interleave state does not match this pipeline");
     }
     current_ = current;
@@ -509,7 +564,15 @@ class InterleaveIterator final : public RecordIterator {
         if (!s.ready.empty() && !RoomToReadAhead()) break;
       }
       Record r;
-      Result<bool> got = stop_.load() ? Result<bool>(false) : s.reader.ReadInto(s.file, &r);
+      Result<bool> got(false);
+      if (!stop_.load()) {
+        // Pool thread: no exception may leave it (a record too large to copy is an error).
+        Status caught = CatchExceptions("reading ahead in '" + s.reader->path() + "'", [&] {
+          got = s.reader.ReadInto(s.file, &r);
+          return Status();
+        });
+        if (!caught.ok()) got = caught;
+      }
       const uint64_t next_offset = s.reader->offset();
       std::unique_lock lock(s.mu);
       if (stop_.load()) break;
@@ -675,13 +738,15 @@ class GlobalShuffleIterator final : public RecordIterator {
     for (uint32_t f : files) {
       const std::string& path = src.files->files[f];
       std::vector<format::IndexEntry> entries;
+      // The .idx only saves a scan: one that is missing, malformed, or does not cover the file
+      // exactly (stale, incomplete) is replaced by an index built in memory from the file.
+      RF_ASSIGN_OR_RETURN(auto file, io::RandomAccessFile::Open(path));
       Result<std::vector<format::IndexEntry>> from_file = format::ReadIndexFile(path + ".idx");
-      if (from_file.ok()) {
+      if (from_file.ok() &&
+          format::CheckIndexCoversFile(*from_file, file->size(), path).ok()) {
         entries = std::move(from_file).value();
-      } else if (from_file.status().code() == StatusCode::kNotFound) {
-        RF_ASSIGN_OR_RETURN(entries, format::BuildIndex(path, ReaderOptions(src.files->files_options)));
       } else {
-        return from_file.status();
+        RF_ASSIGN_OR_RETURN(entries, format::BuildIndex(path, ReaderOptions(src.files->files_options)));
       }
       RF_ASSIGN_OR_RETURN(auto reader, format::IndexedRecordReader::Open(path, std::move(entries)));
       total += reader->size();
@@ -959,8 +1024,7 @@ class CacheIterator final : public RecordIterator {
     if (!reader_) {
       format::RecordReaderOptions o;
       o.compression = format::Compression::kNone;
-      RF_ASSIGN_OR_RETURN(auto reader, format::RecordReader::Open(node_->cache_path, o));
-      reader_ = CountedReader(ctx_, std::move(reader));
+      RF_ASSIGN_OR_RETURN(reader_, OpenCounted(ctx_, node_->cache_path, o));
       // Replays resume by record count (the cache file is ours and uncompressed).
       for (uint64_t i = 0; i < next_; ++i) {
         RF_ASSIGN_OR_RETURN(bool ok, reader_.Skip());

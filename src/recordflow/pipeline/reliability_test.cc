@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <new>
 #include <random>
 #include <string>
 
@@ -429,6 +431,153 @@ TEST(SoakTest, EpochsAndIteratorChurnKeepRssFlat) {
   // batch (~8 KB) per round, or of an iterator's read-ahead (up to 3 x 8 MiB), crosses 24 MiB
   // within the CI soak's ~2000 rounds.
   if (RF_RSS_MEANINGFUL) EXPECT_LT(drift_mib, 24.0);
+}
+
+// --- Allocation failure, stale indexes, big records, damaged checkpoints ----------------------
+
+// Writes `n` raw records "<name>-<i>" to `path`, with an index when `index`.
+std::vector<std::string> WriteNamedRecords(const std::string& path, int n, bool index) {
+  format::RecordWriterOptions o;
+  o.write_index = index;
+  auto w = format::RecordWriter::Open(path, o);
+  EXPECT_TRUE(w.ok());
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back("record-" + std::to_string(i));
+    EXPECT_TRUE((*w)->WriteRecord(Bytes(out.back())).ok());
+  }
+  EXPECT_TRUE((*w)->Close().ok());
+  return out;
+}
+
+// Every record of `it` (unparsed, unbatched) as strings; or the first error.
+Result<std::vector<std::string>> RecordsOf(Iterator& it) {
+  std::vector<std::string> out;
+  Element e;
+  while (true) {
+    RF_ASSIGN_OR_RETURN(bool more, it.GetNext(&e));
+    if (!more) return out;
+    for (const auto& r : e.records) out.emplace_back(r.begin(), r.end());
+  }
+}
+
+TEST(AllocationFailureTest, MapThatCannotAllocateIsResourceExhaustedNotAnAbort) {
+  const std::string dir = MakeTempDir();
+  WriteNamedRecords(dir + "/a.tfrecord", 50, false);
+  Dataset ds = Ok(Ok(Dataset::FromFiles({dir + "/a.tfrecord"}))
+                      .Map([](Element&) -> Status { throw std::bad_alloc(); }, "alloc", 2));
+  auto it = Ok(ds.MakeIterator());
+  Element e;
+  Result<bool> got = it->GetNext(&e);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kResourceExhausted) << got.status().ToString();
+  EXPECT_TRUE(Contains(got.status().message(), "out of memory")) << got.status().message();
+}
+
+TEST(GlobalShuffleIndexTest, StaleOrIncompleteIndexIsRebuiltFromTheFile) {
+  const std::string dir = MakeTempDir();
+  const std::string path = dir + "/data.tfrecord";
+  std::vector<std::string> want = WriteNamedRecords(path, 10, true);
+  std::sort(want.begin(), want.end());
+  std::string full_index;
+  {
+    std::ifstream in(path + ".idx");
+    full_index.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto first_lines = [&](int n) {
+    size_t at = 0;
+    for (int i = 0; i < n; ++i) at = full_index.find('\n', at) + 1;
+    return full_index.substr(0, at);
+  };
+  for (int kept : {5, 9, 0}) {
+    {
+      std::ofstream out(path + ".idx", std::ios::trunc);
+      out << first_lines(kept);
+    }
+    auto it = Ok(Ok(Ok(Dataset::FromFiles({path})).GlobalShuffle(7)).MakeIterator());
+    auto got = RecordsOf(*it);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    std::sort(got->begin(), got->end());
+    EXPECT_EQ(*got, want) << "index of " << kept << " of 10 records was trusted";
+  }
+  // The file grows after its index was written (12 records, index of 10).
+  std::vector<std::string> twelve = WriteNamedRecords(dir + "/twelve.tfrecord", 12, false);
+  {
+    std::ifstream in(dir + "/twelve.tfrecord", std::ios::binary);
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << in.rdbuf();
+  }
+  {
+    std::ofstream out(path + ".idx", std::ios::trunc);
+    out << full_index;
+  }
+  auto it = Ok(Ok(Ok(Dataset::FromFiles({path})).GlobalShuffle(7)).MakeIterator());
+  auto got = RecordsOf(*it);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  std::sort(got->begin(), got->end());
+  std::sort(twelve.begin(), twelve.end());
+  EXPECT_EQ(*got, twelve) << "a 10-record index of a 12-record file was trusted";
+}
+
+TEST(MemoryBoundTest, HugeCompressedRecordsAreRefusedOverTheBudget) {
+  // Two small GZIP files, each one 24 MiB record of zeros: the record buffers (not the files)
+  // are what costs memory, and a 4 MiB budget must refuse them before they grow.
+  const std::string dir = MakeTempDir();
+  std::vector<std::string> paths;
+  for (int f = 0; f < 2; ++f) {
+    paths.push_back(dir + "/big-" + std::to_string(f) + ".tfrecord.gz");
+    auto w = format::RecordWriter::Open(paths.back());
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->WriteRecord(Bytes(std::string(size_t{24} << 20, '\0'))).ok());
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  Dataset ds = Ok(Dataset::FromFiles(paths));
+  IteratorOptions options;
+  options.memory_budget = 4 << 20;
+  auto it = Ok(ds.MakeIterator(options));
+  auto got = RecordsOf(*it);
+  ASSERT_FALSE(got.ok()) << "two 24 MiB records were read under a 4 MiB budget";
+  EXPECT_EQ(got.status().code(), StatusCode::kResourceExhausted) << got.status().ToString();
+  const std::string& m = got.status().message();
+  EXPECT_TRUE(Contains(m, "big-0.tfrecord.gz")) << m;
+  EXPECT_TRUE(Contains(m, "record index 0")) << m;
+  EXPECT_TRUE(Contains(m, "memory_budget of 4194304 bytes")) << m;
+  EXPECT_LE(it->stats().memory_peak, options.memory_budget) << m;
+  // A budget that holds them reads them.
+  options.memory_budget = 256 << 20;
+  auto fits = Ok(ds.MakeIterator(options));
+  auto all = RecordsOf(*fits);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->size(), 2u);
+}
+
+TEST(CheckpointIntegrityTest, EveryByteFlipOfACheckpointIsRefused) {
+  const std::string dir = MakeTempDir();
+  const auto paths = WriteExamples(dir, 3, 40, 16);
+  Dataset ds = Ok(Ok(Dataset::FromFiles(paths)).Batch(8));
+  auto it = Ok(ds.MakeIterator());
+  Element e;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(*it->GetNext(&e));
+  const std::string state = Ok(it->Checkpoint());
+  ASSERT_TRUE(ds.Restore(Bytes(state)).ok());
+  int accepted = 0;
+  std::string first_accepted;
+  for (size_t i = 0; i < state.size(); ++i) {
+    for (uint8_t bit : {uint8_t{0x01}, uint8_t{0x80}}) {
+      std::string damaged = state;
+      damaged[i] = static_cast<char>(damaged[i] ^ bit);
+      Result<std::unique_ptr<Iterator>> r = ds.Restore(Bytes(damaged));
+      if (r.ok()) {
+        if (accepted++ == 0) first_accepted = "byte " + std::to_string(i);
+        continue;
+      }
+      const StatusCode c = r.status().code();
+      EXPECT_TRUE(c == StatusCode::kDataLoss || c == StatusCode::kInvalidArgument)
+          << "byte " << i << ": " << r.status().ToString();
+    }
+  }
+  EXPECT_EQ(accepted, 0) << accepted << " damaged checkpoints were accepted, first at "
+                         << first_accepted;
 }
 
 }  // namespace

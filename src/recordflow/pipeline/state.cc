@@ -125,6 +125,33 @@ void StateWriter::RngState(const Rng& rng) {
   for (uint64_t s : rng.state) U64(s);
 }
 
+void StateWriter::AppendChecksum() {
+  const uint32_t crc = format::MaskCrc(format::Crc32c(std::as_bytes(std::span(out_))));
+  char b[4];
+  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>(crc >> (8 * i));
+  out_.append(b, 4);
+}
+
+Status StateReader::VerifyChecksum() {
+  if (in_.size() < 4 || in_.size() - 4 < pos_) {
+    return DataLossError("checkpoint state is too short to hold its checksum (" +
+                         std::to_string(in_.size()) + " bytes)");
+  }
+  const std::string_view body = in_.substr(0, in_.size() - 4);
+  uint32_t stored = 0;
+  for (int i = 0; i < 4; ++i) {
+    stored |= static_cast<uint32_t>(static_cast<uint8_t>(in_[body.size() + i])) << (8 * i);
+  }
+  const uint32_t actual = format::MaskCrc(format::Crc32c(std::as_bytes(std::span(body))));
+  if (stored != actual) {
+    return DataLossError("checkpoint state is damaged: CRC32C mismatch over its " +
+                         std::to_string(body.size()) + " bytes (stored " + std::to_string(stored) +
+                         ", computed " + std::to_string(actual) + ")");
+  }
+  in_ = body;
+  return Status();
+}
+
 Result<uint64_t> StateReader::U64(const char* what) {
   if (in_.size() - pos_ < 8) {
     return DataLossError(std::string("checkpoint state ends while reading ") + what);
