@@ -316,7 +316,9 @@ def test_abandoned_iterators_free_threads_and_memory_without_gc():
         gc.enable()
     print(f"threads: base {base_threads} peak {peak_threads} after {threads}; "
           f"native memory in use: base {base_mem >> 20} MiB after {mem >> 20} MiB")
-    assert threads <= base_threads
+    # Other libraries loaded by earlier tests in this process (TensorFlow, torch) may start a
+    # thread of their own meanwhile; 40 leaked iterators would add dozens.
+    assert threads <= base_threads + 2 and peak_threads <= base_threads + 4
     assert mem < base_mem + (32 << 20)
 
 

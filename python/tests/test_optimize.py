@@ -84,7 +84,7 @@ def test_checkpoint_of_the_rewritten_pipeline_restores_exactly(records):
     ds = src.map(op).batch(4)
     want = _all(src.batch(4).map(op))
     for at in (0, 3, 11):
-        it = ds.iterator()
+        it = ds.iterator(epoch=0)
         got = []
         for _ in range(at):
             b = next(it)
