@@ -9,8 +9,8 @@ Two ways in:
   ``pin_memory=True`` each batch is staged in pinned host memory and copied on a side CUDA
   stream, one batch ahead of the consumer.
 - :class:`IterableDataset` for code built around ``torch.utils.data.DataLoader``: it splits the
-  data across DataLoader workers and DDP ranks so that every record is read exactly once per
-  epoch, and ``set_epoch(e)`` reshuffles as ``DistributedSampler.set_epoch`` does. Use
+  data across DataLoader workers and DDP ranks so that every record is read at most once per
+  epoch (exactly once with ``even=None``), and ``set_epoch(e)`` reshuffles as ``DistributedSampler.set_epoch`` does. Use
   ``DataLoader(ids, batch_size=None)``: the batches come from recordflow. Worker processes add
   a copy per batch (tensors travel through shared memory); ``loader`` does not.
 
@@ -114,8 +114,9 @@ def distributed_rank(rank: int | None = None, world_size: int | None = None) -> 
 class IterableDataset(torch.utils.data.IterableDataset):
     """An rf.Dataset as a ``torch.utils.data.IterableDataset`` that splits its records across
     DataLoader workers and DDP ranks: per epoch, the union of what every worker of every rank
-    yields is each record exactly once (see :mod:`recordflow.sharding` for the plan: by file
-    when there are at least as many files as workers in all, else by record).
+    yields is each record at most once, all of them but :attr:`dropped_records` (exactly once
+    with ``even=None``; see :mod:`recordflow.sharding` for the plan: by file when there are
+    enough files, else by record).
 
     ``dataset``: an rf.Dataset *without* a final ``repeat()`` (one pass is one epoch), usually
     ending in ``batch(...).parse(spec)``. ``rank`` / ``world_size``: from ``torch.distributed``
