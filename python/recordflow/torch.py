@@ -160,13 +160,15 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.num_workers = None if num_workers is None else max(1, int(num_workers))
         self.epoch = 0
         self._counts: dict | None = None
+        self._consumer_records: dict[int, list[int] | None] = {}  # by num_workers
         self._it = None        # the running epoch's rf iterator
         self._resume = None    # a loaded position, used by the next iter()
         self._finished = False
         self._paused = None    # the position of an epoch left mid-way (a loop's break)
         self.plan(0, 1)  # checks the arguments now rather than in a worker
         if even is not None and self.world_size * (self.num_workers or 1) > 1:
-            self._file_counts()  # once, here: DataLoader workers get the counts with the pickle
+            # Once, here: DataLoader workers get the counts with the pickle.
+            self._consumer_counts(self.num_workers or 1)
 
     def _file_counts(self) -> dict:
         if self._counts is None:
@@ -193,9 +195,19 @@ class IterableDataset(torch.utils.data.IterableDataset):
                             num_workers=num_workers, seed=self.seed, epoch=self.epoch,
                             mode=self.mode, even=self.even, counts=counts)
 
+    def _consumer_counts(self, num_workers: int) -> list[int] | None:
+        if num_workers not in self._consumer_records:
+            plan = self.plan(0, num_workers)
+            self._consumer_records[num_workers] = plan.consumer_records(self.dataset)
+        return self._consumer_records[num_workers]
+
     def shard(self, worker_id: int | None = None, num_workers: int | None = None) -> Dataset:
         """The rf.Dataset one worker of this rank reads in the current epoch."""
-        return self.plan(worker_id, num_workers).apply(self.dataset)
+        plan = self.plan(worker_id, num_workers)
+        counts = None
+        if plan.even is not None and plan.num_consumers > 1:
+            counts = self._consumer_counts(plan.num_workers)
+        return plan.apply(self.dataset, counts)
 
     @property
     def dropped_records(self) -> int:
