@@ -125,13 +125,15 @@ class ShardingPlan:
                     return "records"
         return "files"
 
-    def apply(self, dataset: Dataset) -> Dataset:
+    def apply(self, dataset: Dataset, consumer_records: list[int] | None = None) -> Dataset:
         """The part of ``dataset`` this consumer reads, with epoch-seeded shuffles (and, with
-        ``even``, cut or padded to the common record count)."""
+        ``even``, cut or padded to the common record count). ``consumer_records``: a previous
+        :meth:`consumer_records` of the same dataset and layout (it does not change with the
+        epoch), to skip counting again."""
         mine = self._split(dataset, self.even is not None)
         if self.even is None or self.num_consumers == 1:
             return mine
-        counts = self.consumer_records(dataset)
+        counts = consumer_records if consumer_records is not None else self.consumer_records(dataset)
         if counts is None:
             return mine
         at = _record_stages_end(mine._ops)

@@ -9,8 +9,8 @@ Two ways in:
   ``pin_memory=True`` each batch is staged in pinned host memory and copied on a side CUDA
   stream, one batch ahead of the consumer.
 - :class:`IterableDataset` for code built around ``torch.utils.data.DataLoader``: it splits the
-  data across DataLoader workers and DDP ranks so that every record is read exactly once per
-  epoch, and ``set_epoch(e)`` reshuffles as ``DistributedSampler.set_epoch`` does. Use
+  data across DataLoader workers and DDP ranks so that every record is read at most once per
+  epoch (exactly once with ``even=None``), and ``set_epoch(e)`` reshuffles as ``DistributedSampler.set_epoch`` does. Use
   ``DataLoader(ids, batch_size=None)``: the batches come from recordflow. Worker processes add
   a copy per batch (tensors travel through shared memory); ``loader`` does not.
 
@@ -114,8 +114,9 @@ def distributed_rank(rank: int | None = None, world_size: int | None = None) -> 
 class IterableDataset(torch.utils.data.IterableDataset):
     """An rf.Dataset as a ``torch.utils.data.IterableDataset`` that splits its records across
     DataLoader workers and DDP ranks: per epoch, the union of what every worker of every rank
-    yields is each record exactly once (see :mod:`recordflow.sharding` for the plan: by file
-    when there are at least as many files as workers in all, else by record).
+    yields is each record at most once, all of them but :attr:`dropped_records` (exactly once
+    with ``even=None``; see :mod:`recordflow.sharding` for the plan: by file when there are
+    enough files, else by record).
 
     ``dataset``: an rf.Dataset *without* a final ``repeat()`` (one pass is one epoch), usually
     ending in ``batch(...).parse(spec)``. ``rank`` / ``world_size``: from ``torch.distributed``
@@ -159,13 +160,15 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.num_workers = None if num_workers is None else max(1, int(num_workers))
         self.epoch = 0
         self._counts: dict | None = None
+        self._consumer_records: dict[int, list[int] | None] = {}  # by num_workers
         self._it = None        # the running epoch's rf iterator
         self._resume = None    # a loaded position, used by the next iter()
         self._finished = False
         self._paused = None    # the position of an epoch left mid-way (a loop's break)
         self.plan(0, 1)  # checks the arguments now rather than in a worker
         if even is not None and self.world_size * (self.num_workers or 1) > 1:
-            self._file_counts()  # once, here: DataLoader workers get the counts with the pickle
+            # Once, here: DataLoader workers get the counts with the pickle.
+            self._consumer_counts(self.num_workers or 1)
 
     def _file_counts(self) -> dict:
         if self._counts is None:
@@ -192,9 +195,19 @@ class IterableDataset(torch.utils.data.IterableDataset):
                             num_workers=num_workers, seed=self.seed, epoch=self.epoch,
                             mode=self.mode, even=self.even, counts=counts)
 
+    def _consumer_counts(self, num_workers: int) -> list[int] | None:
+        if num_workers not in self._consumer_records:
+            plan = self.plan(0, num_workers)
+            self._consumer_records[num_workers] = plan.consumer_records(self.dataset)
+        return self._consumer_records[num_workers]
+
     def shard(self, worker_id: int | None = None, num_workers: int | None = None) -> Dataset:
         """The rf.Dataset one worker of this rank reads in the current epoch."""
-        return self.plan(worker_id, num_workers).apply(self.dataset)
+        plan = self.plan(worker_id, num_workers)
+        counts = None
+        if plan.even is not None and plan.num_consumers > 1:
+            counts = self._consumer_counts(plan.num_workers)
+        return plan.apply(self.dataset, counts)
 
     @property
     def dropped_records(self) -> int:

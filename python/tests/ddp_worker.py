@@ -59,8 +59,17 @@ def main():
     result["resumed"] = [first, rest]
     result["full_epoch2"] = run_epoch(loader, 2)
 
-    # The same through torchdata's StatefulDataLoader with 2 workers per rank.
-    from torchdata.stateful_dataloader import StatefulDataLoader
+    # The same through torchdata's StatefulDataLoader with 2 workers per rank (when installed).
+    try:
+        from torchdata.stateful_dataloader import StatefulDataLoader
+    except ImportError:
+        StatefulDataLoader = None
+    if StatefulDataLoader is None:
+        with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+            json.dump(result, f)
+        dist.barrier()
+        dist.destroy_process_group()
+        return
 
     ids_ds = rft.IterableDataset(ds, seed=7, num_workers=2)
     ids_ds.set_epoch(3)

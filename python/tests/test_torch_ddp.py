@@ -227,7 +227,6 @@ def _free_port():
 
 
 def test_torchrun_two_ranks_equal_steps_exactly_once_and_resume(tmp_path):
-    pytest.importorskip("torchdata.stateful_dataloader")
     data = tmp_path / "data"
     data.mkdir()
     write(data, UNEVEN, big={0})
@@ -252,6 +251,11 @@ def test_torchrun_two_ranks_equal_steps_exactly_once_and_resume(tmp_path):
     for r in ranks:
         first, rest = r["resumed"]
         assert len(first) == 24 and first + rest == r["full_epoch2"]
+    try:
+        import torchdata.stateful_dataloader  # noqa: F401
+    except ImportError:
+        pytest.skip("the loader part passed; torchdata (StatefulDataLoader) is not installed")
+    for r in ranks:
         first, rest = r["workers_resumed"]
         assert first + rest == r["workers_full"]
         assert len(r["workers_full"]) == 8 * r["workers_len"]
