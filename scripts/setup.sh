@@ -44,6 +44,8 @@ if [[ $with_test == 1 ]]; then
   # version so that pip takes the CPU wheel on local disk: an unpinned `torch` resolves to the
   # multi-GB CUDA build. jax/jaxlib come from PyPI as CPU wheels.
   pip_packages+=("torch==2.13.0" "jax" "jaxlib")
+  # torchdata's StatefulDataLoader checkpoints rf.torch through state_dict() in the DDP test.
+  pip_packages+=("torchdata==0.11.0")
 fi
 # Demo data generator (recordflow.datasets): Pillow, and the sample photos that ship inside
 # scikit-image and scikit-learn.

@@ -242,13 +242,16 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._finished = False
         self._paused = None
         if resume is None:
-            it = shard.iterator()
+            # Iteration `epoch`: augmentations (rf.vision seeds) change per epoch as well as the
+            # shuffles, which the plan already reseeds with seed + epoch.
+            it = shard.iterator(epoch=self.epoch)
         else:
             _check_position(resume, self, worker_id, num_workers)
             if resume["done"]:
                 self._finished = True
                 return
-            it = shard.restore(resume["position"]) if resume["position"] else shard.iterator()
+            it = (shard.restore(resume["position"]) if resume["position"]
+                  else shard.iterator(epoch=self.epoch))
         self._it = it
         try:
             for batch in it:
@@ -339,10 +342,16 @@ class Loader:
             self.pin_memory = False
         self._cuda = cuda
         self._stream = None
+        # Passes without set_epoch() advance the epoch themselves, as each iteration of a
+        # tf.data Dataset reshuffles: None before the first pass, True once the next pass's
+        # epoch was set (set_epoch / load_state_dict), False after a pass started.
+        self._epoch_set: bool | None = None
 
     def set_epoch(self, epoch: int) -> None:
-        """Sets the epoch of the next pass: shuffles reseeded with seed + epoch."""
+        """Sets the epoch of the next pass: shuffles reseeded with seed + epoch, augmentations
+        drawn for that epoch. Without it, each new pass runs the epoch after the last one."""
         self._source.set_epoch(epoch)
+        self._epoch_set = True
 
     @property
     def dataset(self) -> IterableDataset:
@@ -361,8 +370,12 @@ class Loader:
     def load_state_dict(self, state: Mapping) -> None:
         """Restores a state_dict(): the next ``iter()`` continues that epoch."""
         self._source.load_state_dict(state)
+        self._epoch_set = True
 
     def __iter__(self) -> _Iterator:
+        if self._epoch_set is False:
+            self._source.set_epoch(self._source.epoch + 1)
+        self._epoch_set = False
         batches = iter(self._source)
         if self.device is None or self.device.type == "cpu":
             if self.pin_memory:

@@ -374,3 +374,22 @@ def test_keras_fit_resumes_mid_epoch_on_pydataset_exactly_once(shards, tmp_path)
     epoch0 = [reference[i][1].tolist() for i in range(len(reference))]
     assert [first[(0, i)] for i in range(2)] + [resumed_log[(0, i)] for i in range(2, 6)] == epoch0
     assert sorted(v for i in range(6) for v in resumed_log[(1, i)]) == list(range(N))
+
+
+def test_torch_loader_reshuffles_and_reaugments_every_epoch(shards):
+    """rf.torch.loader: each pass without set_epoch is the next epoch (new order, new crops), and
+    set_epoch(k) gives back epoch k's batches exactly."""
+    pytest.importorskip("torch")
+    import recordflow.torch as rft
+
+    def epoch(loader):
+        return by_label({k: v.numpy() for k, v in b.items()} for b in loader)
+
+    loader = rft.loader(pipeline(shards))
+    first, second = epoch(loader), epoch(loader)
+    assert_new_epoch(first, second)
+    again = rft.loader(pipeline(shards))
+    again.set_epoch(1)
+    images, order = epoch(again)
+    assert order == second[1]
+    assert all(np.array_equal(images[k], second[0][k]) for k in images)
