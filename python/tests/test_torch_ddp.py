@@ -149,7 +149,12 @@ def test_loader_state_dict_resumes_mid_epoch_exactly_once(tmp_path):
         again.load_state_dict(state)
         rest = [b["id"].tolist() for b in again]
         assert first + rest == expected
-        assert [b["id"].tolist() for b in again] == expected  # the next iter(): epoch 1 again
+        # The next iter() without set_epoch is the next epoch, as tf.data's next iteration.
+        following = rft.loader(ds, rank=rank, world_size=2, seed=5)
+        following.set_epoch(2)
+        epoch2 = [b["id"].tolist() for b in following]
+        assert epoch2 != expected
+        assert [b["id"].tolist() for b in again] == epoch2
         with pytest.raises(rf.InvalidArgumentError, match="own state"):
             other = rft.loader(ds, rank=1 - rank, world_size=2, seed=5)
             other.load_state_dict(state)
