@@ -76,7 +76,9 @@ def file_records(path: str, compression: str | None = None, scan: bool = False,
     """Records in one TFRecord file, or None when unknown without reading it (scan=False) or
     when the file cannot be read."""
     try:
-        key = _stat_key(path)
+        # The policy and compression are part of the key: a count taken under "raise" (from
+        # the .idx) is not the count under "skip", which drops damaged records.
+        key = _stat_key(path) + (compression, on_corruption)
     except OSError:
         return None
     if key in _cache:

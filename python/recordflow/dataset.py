@@ -1,7 +1,8 @@
 """rf.Dataset: a tf.data-style input pipeline run by recordflow's C++ engine.
 
-A Dataset is an immutable description; iterating it (or calling :meth:`Dataset.iterator`)
-starts an iterator. Native stages (files, shard, interleave, shuffle, global_shuffle, repeat,
+A Dataset is an immutable description of stages (plus a counter of the iterations started,
+which decides each iteration's seeds: see :meth:`Dataset.iterator`); iterating it (or calling
+:meth:`Dataset.iterator`) starts an iterator. Native stages (files, shard, interleave, shuffle, global_shuffle, repeat,
 take, skip, cache, parse, batch, prefetch) run in C++ on a shared thread pool without the GIL.
 A Python callable in ``map`` or ``filter`` splits the pipeline: everything before it runs in
 C++, the callable and everything after it runs in Python on the consuming thread (the slow
@@ -44,7 +45,8 @@ _NATIVE = {"shard", "interleave", "shuffle", "global_shuffle", "repeat", "take",
 
 
 class Dataset:
-    """An immutable pipeline description. Methods return new Datasets; iterate to run it."""
+    """An immutable pipeline description (its stages; only the iteration counter advances, on
+    each ``iter()``). Methods return new Datasets; iterate to run it."""
 
     def __init__(self, _source: tuple, _ops: tuple = ()):
         self._source = _source

@@ -152,10 +152,10 @@ class Loader:
 
     def state_dict(self) -> dict:
         """{"epoch", "batches", "checkpoint"}: checkpoint is None before the first batch."""
+        if self._done:  # (the iterator is closed by then: this check comes first)
+            return {"epoch": self.epoch, "batches": self.batches, "checkpoint": None, "done": True}
         if self._it is None:
             return {"epoch": self.epoch, "batches": self.batches, "checkpoint": self._restore}
-        if self._done:
-            return {"epoch": self.epoch, "batches": self.batches, "checkpoint": None, "done": True}
         return {"epoch": self.epoch, "batches": self.batches, "checkpoint": self._it.checkpoint()}
 
     def load_state_dict(self, state: Mapping) -> None:

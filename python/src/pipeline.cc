@@ -140,6 +140,7 @@ class PyIterator {
       nb::gil_scoped_release release;
       s = it_->Checkpoint();
     }
+    if (close_requested_) Close();  // close() from another thread during the checkpoint
     std::string state = ValueOrThrow(std::move(s));
     return nb::bytes(state.data(), state.size());
   }

@@ -115,6 +115,9 @@ def test_infinite_unknown_and_records_source(tmp_path):
 def test_skip_mode_and_dropping_native_map_are_unknown(tmp_path):
     paths = write_files(tmp_path, [10])
     assert rf.Dataset.from_files(paths, on_corruption="skip").cardinality() == rf.UNKNOWN
+    # ... also after a "raise" Dataset counted the same file from its .idx (no shared cache).
+    assert len(rf.Dataset.from_files(paths)) == 10
+    assert rf.Dataset.from_files(paths, on_corruption="skip").cardinality() == rf.UNKNOWN
     ds = rf.Dataset.from_files(paths).batch(2)
     assert len(ds.map(rf.vision.imagenet_eval(32, 40))) == 5
     assert ds.map(rf.vision.imagenet_eval(32, 40, on_corruption="skip")).cardinality() == rf.UNKNOWN

@@ -418,13 +418,13 @@ def test_ctrl_c_interrupts_a_blocked_next_promptly():
     err = p.stderr.read()
     print(f"SIGINT -> exit latency: {latency:.3f} s")
     assert "KeyboardInterrupt" in err, err[-2000:]
-    assert latency < 1.0
+    assert latency < 2.0  # ~0.2 s measured; the bound allows for a loaded machine
 
 
 INTERRUPT_THEN_CONTINUE = r"""
 import _thread, threading, time
 import recordflow as rf
-n = 10_000_000
+n = 60_000_000  # a skip that outlasts the 0.2 s timer even on a fast, idle machine
 ds = rf.Dataset.from_records([b"x" * 10]).repeat().skip(n).take(2)
 it = iter(ds)
 threading.Timer(0.2, _thread.interrupt_main).start()
@@ -461,6 +461,7 @@ def test_iterator_stays_usable_after_keyboard_interrupt():
     print(r.stdout)
     lines = dict(l.split(" ", 1) if " " in l else (l, "") for l in r.stdout.split("\n") if l)
     assert "INTERRUPTED" in lines, r.stderr[-2000:]
-    assert float(lines["INTERRUPTED"]) < 1.0
+    # Bounds loose enough for a loaded 2-core machine: the skip itself takes seconds.
+    assert float(lines["INTERRUPTED"]) < 2.0
     assert "CHECKPOINTED" in lines and "CONTINUED" in lines, r.stderr[-2000:]
-    assert float(lines["CLOSED"]) < 0.5
+    assert float(lines["CLOSED"]) < 2.0

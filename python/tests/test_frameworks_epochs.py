@@ -314,6 +314,14 @@ def test_jax_jit_step_over_loader_epochs_and_mid_epoch_resume(shards):
     order = by_label(head + list(resumed))[1]
     assert order == by_label(list(rfj.loader(pipeline(shards), epoch=1)))[1]
     assert sorted(order) == list(range(N))
+    # A state taken after the epoch ended (and one loaded but not started) resumes to nothing.
+    done = rfj.loader(pipeline(shards), epoch=1)
+    assert len(list(done)) == N // 4
+    state = done.state_dict()
+    again = rfj.loader(pipeline(shards), epoch=1)
+    again.load_state_dict(state)
+    assert again.state_dict().get("done") is True
+    assert list(again) == []
 
 
 def test_to_tf_dataset_cardinality_gives_keras_its_steps(shards, tf):

@@ -557,7 +557,18 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
             if (shared.cancelled || shared.next >= work.size()) return;
             seq = shared.next++;
           }
-          ItemResult r = ProcessItem(inputs.items[work[seq].item], inputs, options);
+          const InputItem& item = inputs.items[work[seq].item];
+          ItemResult r;
+          // No exception may leave a pool thread: the writer below waits for every item, so an
+          // allocation failure is this input's error (skipped and listed), not a lost item.
+          const Status caught = CatchExceptions("converting '" + item.path + "'", [&] {
+            r = ProcessItem(item, inputs, options);
+            return Status();
+          });
+          if (!caught.ok()) {
+            r = ItemResult();
+            r.error = caught;
+          }
           {
             std::lock_guard<std::mutex> lock(shared.mu);
             shared.ready.emplace(seq, std::move(r));

@@ -248,6 +248,54 @@ TEST_F(ConvertTest, SymlinkedImageKeepsItsNameAndDuplicatesAreListed) {
   EXPECT_NE(skipped["store_dir"].find("symlink to a folder"), std::string::npos);
 }
 
+// An input whose bytes cannot be allocated (a sparse 1 GiB "image" read with 256 MiB of address
+// space to spare) is skipped and listed as ResourceExhausted; std::bad_alloc must not escape a
+// worker thread (the run would wait forever for that item) nor end the process.
+TEST_F(ConvertTest, AllocationFailureInAWorkerIsASkippedInputNotAHang) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizers reserve terabytes of address space; RLIMIT_AS cannot apply";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  GTEST_SKIP() << "sanitizers reserve terabytes of address space; RLIMIT_AS cannot apply";
+#endif
+#endif
+  Write(root_ / "src/a/ok.jpg", Jpeg(16, 16));
+  fs::create_directories(root_ / "src/b");
+  {
+    std::ofstream(root_ / "src/b/huge.jpg", std::ios::binary) << "\xff\xd8";
+    fs::resize_file(root_ / "src/b/huge.jpg", (uint64_t{1} << 30) - 4096);  // sparse
+  }
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::alarm(60);  // a hang fails the test (SIGALRM) instead of blocking the suite
+    std::ifstream statm("/proc/self/statm");
+    uint64_t pages = 0;
+    statm >> pages;
+    struct rlimit limit;
+    limit.rlim_cur = limit.rlim_max =
+        pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) + (uint64_t{256} << 20);
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(10);
+    ConvertOptions o;
+    o.sync = false;
+    o.num_threads = 2;
+    auto s = Convert((root_ / "src").string(), (root_ / "out").string(), o);
+    if (!s.ok()) ::_exit(11);
+    if (s->records != 1) ::_exit(12);
+    if (s->skipped.size() != 1 || s->skipped[0].path.find("huge.jpg") == std::string::npos) {
+      ::_exit(13);
+    }
+    if (s->skipped[0].reason.find("ResourceExhausted") == std::string::npos) ::_exit(14);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_FALSE(WIFSIGNALED(status)) << "killed by signal " << WTERMSIG(status)
+                                    << " (SIGALRM: the run hung; SIGABRT: bad_alloc escaped)";
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "child check failed (see the _exit codes above)";
+}
+
 TEST_F(ConvertTest, HiddenEntriesAreListedAsSkipped) {
   Write(root_ / "src/a/1.jpg", Jpeg(8, 8));
   Write(root_ / "src/a/.DS_Store", "finder");

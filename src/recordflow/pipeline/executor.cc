@@ -420,6 +420,7 @@ Result<bool> PipelineIterator::NextElement(Element* out, std::optional<Clock::ti
       }
       if (deadline && Clock::now() >= *deadline) {
         consumer_wait_ += Seconds(wait_start);
+        waited_in_earlier_slice_ = true;
         *timed_out = true;
         return false;
       }
@@ -432,6 +433,7 @@ Result<bool> PipelineIterator::NextElement(Element* out, std::optional<Clock::ti
     }
     const double w = Seconds(wait_start);
     consumer_wait_ += w;
+    if (std::exchange(waited_in_earlier_slice_, false)) waited = true;
     if (waited && autotune_buffer_) Autotune();
     if (!unit->status.ok()) {
       failed_ = true;

@@ -140,6 +140,9 @@ class PipelineIterator final : public Iterator {
   int64_t skipped_ = 0;
   uint64_t delivered_bytes_ = 0;
   double consumer_wait_ = 0;
+  // A GetNextFor slice timed out since the last delivery: the consumer waited, though the
+  // call that delivers may find its element ready (autotune must still see the wait).
+  bool waited_in_earlier_slice_ RF_GUARDED_BY(mu_) = false;
   double ready_sum_ = 0;
   uint64_t ready_samples_ = 0;
   double process_busy_ RF_GUARDED_BY(mu_) = 0;
