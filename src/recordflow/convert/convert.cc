@@ -722,12 +722,7 @@ std::string ConvertSummary::ToJson() const {
   for (const auto& split : splits) {
     std::vector<std::string> shards;
     for (const auto& shard : split.shards) {
-      shards.push_back(JsonWriter()
-                           .String("file", shard.file)
-                           .Uint("records", shard.records)
-                           .Uint("bytes", shard.bytes)
-                           .Bool("resumed", shard.resumed)
-                           .str());
+      shards.push_back(internal::ShardJson(shard.file, shard.records, shard.bytes, shard.resumed));
     }
     JsonWriter per_class;
     for (size_t c = 0; c < split.per_class.size() && c < class_names.size(); ++c) {

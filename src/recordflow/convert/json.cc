@@ -275,6 +275,15 @@ JsonWriter& JsonWriter::Raw(std::string_view key, std::string_view json) {
   return *this;
 }
 
+std::string ShardJson(std::string_view file, uint64_t records, uint64_t bytes, bool resumed) {
+  return JsonWriter()
+      .String("file", file)
+      .Uint("records", records)
+      .Uint("bytes", bytes)
+      .Bool("resumed", resumed)
+      .str();
+}
+
 std::string JsonArray(const std::vector<std::string>& items) {
   std::string out = "[";
   for (size_t i = 0; i < items.size(); ++i) {

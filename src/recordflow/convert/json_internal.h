@@ -58,4 +58,8 @@ class JsonWriter {
 // "[a,b,c]" from already-encoded JSON values.
 std::string JsonArray(const std::vector<std::string>& items);
 
+// One shard's entry in convert's summary.json and in reshard's summary: Python's cardinality
+// (recordflow/_cardinality.py) reads "file", "records" and "bytes" back from it.
+std::string ShardJson(std::string_view file, uint64_t records, uint64_t bytes, bool resumed);
+
 }  // namespace recordflow::convert::internal

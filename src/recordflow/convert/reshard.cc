@@ -180,12 +180,7 @@ std::string ReshardSummary::ToJson() const {
   std::vector<std::string> files, shard_items;
   for (const std::string& f : inputs) files.push_back(internal::JsonQuote(f));
   for (const ReshardShard& s : shards) {
-    shard_items.push_back(JsonWriter()
-                              .String("file", s.file)
-                              .Uint("records", s.records)
-                              .Uint("bytes", s.bytes)
-                              .Bool("resumed", s.resumed)
-                              .str());
+    shard_items.push_back(internal::ShardJson(s.file, s.records, s.bytes, s.resumed));
   }
   return JsonWriter()
       .Raw("inputs", JsonArray(files))

@@ -8,6 +8,7 @@
 #include <new>
 #include <optional>
 
+#include "recordflow/core/thread_pool.h"
 #include "recordflow/format/record_format.h"
 
 namespace recordflow::format {
@@ -56,9 +57,15 @@ Result<std::unique_ptr<RecordReader>> RecordReader::Open(const std::string& path
   stream_options.read_size = 256 * 1024;
   stream_options.inflater = options.inflater;
   stream_options.max_decompressed_bytes = options.max_decompressed_bytes;
-  RF_ASSIGN_OR_RETURN(auto stream, OpenInputStream(path, compression, stream_options));
-  return std::unique_ptr<RecordReader>(
-      new RecordReader(std::move(stream), options, compression));
+  // The stream's and the reader's first buffers are allocated here: an allocation failure is
+  // ResourceExhausted naming the file, never an exception out of the core's API.
+  std::unique_ptr<RecordReader> reader;
+  RF_RETURN_IF_ERROR(CatchExceptions("opening '" + path + "'", [&]() -> Status {
+    RF_ASSIGN_OR_RETURN(auto stream, OpenInputStream(path, compression, stream_options));
+    reader.reset(new RecordReader(std::move(stream), options, compression));
+    return Status();
+  }));
+  return reader;
 }
 
 std::unique_ptr<RecordReader> RecordReader::FromStream(std::unique_ptr<InputStream> stream,
