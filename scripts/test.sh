@@ -15,10 +15,15 @@ JOBS=$(nproc)
 
 bash scripts/setup.sh --test
 
+echo "== Lint: clang-format and ruff (check only; scripts/lint.sh --fix applies) =="
+bash scripts/lint.sh
+
+# Every build below is a preset of CMakePresets.json (cmake --list-presets); the same commands
+# work by hand.
 echo "== C++: build and unit tests (Release) =="
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DRF_BUILD_BENCH=ON >/dev/null
-cmake --build build/release -j "$JOBS"
-(cd build/release && ctest --output-on-failure -j "$JOBS")
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$JOBS"
+ctest --preset release -j "$JOBS"
 
 echo "== Soak: epochs and iterator churn for ${RF_SOAK_SECONDS:-60}s; RSS must stay flat =="
 RF_SOAK_SECONDS="${RF_SOAK_SECONDS:-60}" ./build/release/recordflow_tests --gtest_brief=1 \
@@ -35,25 +40,23 @@ echo "clang-tidy: clean in $((SECONDS - tidy_start))s"
 
 if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
   echo "== C++: unit tests under AddressSanitizer + UndefinedBehaviorSanitizer =="
-  cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRF_SANITIZE=address,undefined \
-        -DRF_BUILD_CLI=OFF >/dev/null
-  cmake --build build/asan -j "$JOBS"
-  (cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS")
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$JOBS"
+  ctest --preset asan -j "$JOBS"
 
   echo "== C++: pipeline and threaded tests under ThreadSanitizer =="
-  cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRF_SANITIZE=thread \
-        -DRF_BUILD_CLI=OFF >/dev/null
-  cmake --build build/tsan -j "$JOBS" --target recordflow_tests
+  cmake --preset tsan >/dev/null
+  cmake --build --preset tsan -j "$JOBS"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" RF_SOAK_SECONDS=5 \
       ./build/tsan/recordflow_tests --gtest_brief=1 --gtest_repeat=2 \
       --gtest_filter='PipelineTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*:VisionTest.*:SoakTest.*:GlobReliabilityTest.*:MemoryBoundTest.*Exhausted:MemoryBoundTest.BudgetSmaller*'
 
   echo "== Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-15}s (clang, ASan+UBSan) =="
-  cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRF_BUILD_FUZZERS=ON \
-        -DRF_BUILD_TESTS=OFF -DRF_BUILD_CLI=OFF -DRF_SANITIZE=address,undefined >/dev/null
-  for target in record_reader example checkpoint image_probe image_decode manifest index; do
-    cmake --build build/fuzz -j "$JOBS" --target "${target}_fuzzer"
+  cmake --preset fuzz >/dev/null
+  # Every fuzz/<target>_fuzzer.cc (CMakeLists.txt: rf_add_fuzzer).
+  for source in fuzz/*_fuzzer.cc; do
+    target=$(basename "$source" _fuzzer.cc)
+    cmake --build --preset fuzz -j "$JOBS" --target "${target}_fuzzer"
     fuzz_work=$(mktemp -d)
     mkdir "$fuzz_work/corpus"
     cp "fuzz/corpus/$target"/* "$fuzz_work/corpus/"
