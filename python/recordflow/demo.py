@@ -3,10 +3,12 @@
 First the main job: generates a small ImageNet-like image folder from real photos that ship
 inside scikit-image / scikit-learn (recordflow.datasets), converts it into train/validation
 TFRecord shards with `recordflow convert`, verifies them with `recordflow verify`, and reads
-them back with recordflow's parser, checking every image and label. Then it writes a few thousand records of built-in demo data (synthetic payloads shaped like an image
-dataset's: a ~2-20 KB "image" plus a small header each), plain with an index and GZIP, then
-checks them with the `recordflow` CLI (verify, count), reads them back three ways, and prints
-throughput. Everything it writes goes to OUT_DIR (a new temporary folder by default).
+them back with recordflow's parser, checking every image and label. Then it writes a few
+thousand records of built-in demo data (synthetic payloads shaped like an image dataset's: a
+~2-20 KB "image" plus a small header each), plain with an index and GZIP, then checks them
+with the `recordflow` CLI (verify, count), reads them back three ways, and prints throughput.
+Everything it writes goes to OUT_DIR (a new temporary folder by default). The demo data needs
+the `recordflow[datasets]` extra (Pillow, scikit-image, scikit-learn).
 """
 
 import os
