@@ -9,7 +9,7 @@ set(RF_LAYER_TARGETS "")
 # builds on (their headers appear in its public headers).
 function(rf_add_layer layer)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "DEPS")
-  file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/recordflow/${layer}/*.cc)
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/recordflow/${layer}/*.cc)
   list(FILTER sources EXCLUDE REGEX "_test\\.cc$")
   set(target recordflow_${layer})
   add_library(${target} STATIC ${sources})

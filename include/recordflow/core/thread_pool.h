@@ -1,19 +1,17 @@
 // A fixed set of worker threads, and a blocking ParallelFor over it.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <exception>
 #include <functional>
-#include <mutex>
 #include <new>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "recordflow/core/status.h"
-#include "recordflow/core/thread_annotations.h"
+#include "recordflow/core/mutex.h"
 
 namespace recordflow {
 
@@ -32,7 +30,7 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  void Schedule(std::function<void()> fn);
+  void Schedule(std::function<void()> fn) RF_EXCLUDES(mu_);
   int num_threads() const { return static_cast<int>(threads_.size()); }
 
   // The process-wide pool, one thread per core, created on first use (and again on first use
@@ -40,9 +38,9 @@ class ThreadPool {
   static ThreadPool& Default();
 
  private:
-  void WorkerLoop();
-  std::mutex mu_;
-  std::condition_variable cv_;
+  void WorkerLoop() RF_EXCLUDES(mu_);
+  Mutex mu_;
+  CondVar cv_;
   std::deque<std::function<void()>> queue_ RF_GUARDED_BY(mu_);
   bool stopping_ RF_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

@@ -73,6 +73,10 @@ struct ParseOptions {
   // instead of copying them into Column::bytes_data. The views live as long as the records
   // and the parser. Callers that copy the values anyway (into Python bytes objects) save a copy.
   bool bytes_as_views = false;
+  // When set: a Parse that fails on a record stores that record's index in `records` here (the
+  // record the message names, minus first_record_index); left as it was for errors that concern
+  // no single record.
+  uint64_t* error_record = nullptr;
 };
 
 // Parses batches of serialized tf.train.Example against a fixed set of FeatureSpecs.

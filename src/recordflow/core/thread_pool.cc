@@ -19,27 +19,27 @@ ThreadPool::ThreadPool(int num_threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& t : threads_) t.join();
 }
 
 void ThreadPool::Schedule(std::function<void()> fn) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     queue_.push_back(std::move(fn));
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 void ThreadPool::WorkerLoop() {
   while (true) {
     std::function<void()> fn;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      while (!stopping_ && queue_.empty()) cv_.Wait(mu_);
       if (queue_.empty()) return;  // stopping and drained
       fn = std::move(queue_.front());
       queue_.pop_front();
@@ -119,8 +119,8 @@ void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,
   // caller has returned.
   struct State {
     std::atomic<size_t> next{0};
-    std::mutex mu;
-    std::condition_variable done_cv;
+    Mutex mu;
+    CondVar done_cv;
     size_t finished RF_GUARDED_BY(mu) = 0;
     std::exception_ptr error RF_GUARDED_BY(mu);  // the first exception a chunk threw
   };
@@ -136,9 +136,9 @@ void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,
       } catch (...) {
         error = std::current_exception();
       }
-      std::lock_guard<std::mutex> lock(state->mu);
+      MutexLock lock(state->mu);
       if (error && !state->error) state->error = error;
-      if (++state->finished == chunks) state->done_cv.notify_all();
+      if (++state->finished == chunks) state->done_cv.NotifyAll();
     }
   };
   for (size_t c = 1; c < chunks; ++c) {
@@ -147,8 +147,8 @@ void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,
     });
   }
   work();
-  std::unique_lock<std::mutex> lock(state->mu);
-  state->done_cv.wait(lock, [&] { return state->finished == chunks; });
+  MutexLock lock(state->mu);
+  while (state->finished != chunks) state->done_cv.Wait(state->mu);
   if (state->error) std::rethrow_exception(state->error);
 }
 

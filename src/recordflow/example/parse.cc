@@ -35,8 +35,10 @@ class FirstError {
       status_ = std::move(status);
     }
   }
-  Status Take() {
+  // The first error, and in *record (when given and there is one) the record it concerns.
+  Status Take(uint64_t* record = nullptr) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (record != nullptr && !status_.ok()) *record = record_;
     return std::move(status_);
   }
 
@@ -341,7 +343,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
       }
     }
   });
-  RF_RETURN_IF_ERROR(first_error.Take());
+  RF_RETURN_IF_ERROR(first_error.Take(options.error_record));
 
   // Between the passes (serial, cheap): row splits and bytes offsets from the counts.
   for (size_t k = 0; k < k_count; ++k) {
@@ -452,7 +454,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
       }
     }
   });
-  return first_error.Take();
+  return first_error.Take(options.error_record);
 }
 
 }  // namespace recordflow::example
@@ -577,7 +579,7 @@ Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records
       }
     }
   });
-  RF_RETURN_IF_ERROR(first_error.Take());
+  RF_RETURN_IF_ERROR(first_error.Take(options.error_record));
 
   // Between the passes: splits and buffer sizes.
   columns->assign(k_count, Column{});
@@ -647,7 +649,7 @@ Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records
       }
     }
   });
-  return first_error.Take();
+  return first_error.Take(options.error_record);
 }
 
 }  // namespace recordflow::example

@@ -161,6 +161,41 @@ TEST(ExampleParserTest, ErrorsNameKeyAndRecord) {
   EXPECT_NE(s.message().find("record 1400"), std::string::npos) << s.message();
 }
 
+// ParseOptions::error_record: the failing record's index in the batch, as data.
+TEST(ExampleParserTest, ErrorRecordIsTheFailingRecordsIndex) {
+  auto records = Batch(500);
+  auto parser = ExampleParser::Create(Specs());
+  std::vector<Column> columns;
+  ParseOptions options;
+  options.min_records_per_thread = 10;
+  options.first_record_index = 1000;
+  uint64_t failed = 7;
+  options.error_record = &failed;
+  ASSERT_TRUE(parser->Parse(Spans(records), &columns, options).ok());
+  EXPECT_EQ(failed, 7u);  // untouched without an error
+
+  records[400] = "garbage that is not an Example";
+  Features bad;
+  bad["label"] = Feature::Floats({1.0f});  // wrong type
+  records[321] = SerializeExample(bad);
+  Status s = parser->Parse(Spans(records), &columns, options);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(failed, 321u);  // the first failing record, without first_record_index
+
+  records[321] = Batch(1)[0];
+  s = parser->Parse(Spans(records), &columns, options);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(failed, 400u);
+
+  auto sequence = SequenceParser::Create({FeatureSpec::VarLen("tokens", DType::kInt64)});
+  ASSERT_TRUE(sequence.ok()) << sequence.status().ToString();
+  std::vector<std::string> sequences(3, std::string());
+  sequences[2] = "garbage that is not an Example";
+  s = sequence->Parse(Spans(sequences), &columns, options);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(failed, 2u);
+}
+
 TEST(ExampleParserTest, MissingRequiredAndWrongCount) {
   auto parser = ExampleParser::Create({FeatureSpec::FixedLen("xy", DType::kFloat32, {3})});
   std::vector<Column> columns;

@@ -8,7 +8,7 @@
 #include <glob.h>
 
 #include "executor_internal.h"
-#include "pipeline_internal.h"
+#include "record_stream.h"
 
 namespace recordflow::pipeline {
 
@@ -17,11 +17,10 @@ using K = Node::Kind;
 
 namespace {
 
-std::shared_ptr<Node> Derive(const std::shared_ptr<const Node>& input, K kind) {
-  auto n = std::make_shared<Node>();
-  n->kind = kind;
-  n->input = input;
-  return n;
+namespace stage = internal::stage;
+
+std::shared_ptr<const Node> Derive(const std::shared_ptr<const Node>& input, Node::Params params) {
+  return std::make_shared<const Node>(std::move(params), input);
 }
 
 bool HasGlob(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
@@ -60,9 +59,6 @@ std::vector<const Node*> Chain(const Node* last) {
   return nodes;
 }
 
-std::string Seed(const std::optional<uint64_t>& s) { return s ? std::to_string(*s) : "random"; }
-std::string Count(int n) { return n == kAutotune ? "autotune" : std::to_string(n); }
-
 std::string Join(const std::vector<const Node*>& nodes) {
   std::string s;
   for (const Node* n : nodes) s += (s.empty() ? "" : " -> ") + n->Describe();
@@ -73,7 +69,9 @@ std::string Join(const std::vector<const Node*>& nodes) {
 // batch gives what parsing each record and concatenating would) and maps declared
 // element-wise (MapOptions::elementwise).
 bool RunsPerBatchAlike(const Node* n) {
-  return n->kind == K::kParse || (n->kind == K::kMap && n->elementwise);
+  if (n->kind() == K::kParse) return true;
+  const auto* map = n->get_if<stage::Map>();
+  return map != nullptr && map->options.elementwise;
 }
 
 // The static rewrites (docs/pipeline.md, "Static optimisation"). Only ops that give the same
@@ -89,7 +87,7 @@ void Optimize(internal::Plan& plan, bool optimize) {
   // Without the optimizer only the parse-only case moves (it always has).
   if (!optimize && keep != 0) return;
   if (!optimize && !std::all_of(plan.pre_batch.begin(), plan.pre_batch.end(),
-                                [](const Node* n) { return n->kind == K::kParse; })) {
+                                [](const Node* n) { return n->kind() == K::kParse; })) {
     return;
   }
   if (keep == plan.pre_batch.size()) return;
@@ -112,7 +110,7 @@ Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last, bool opt
   std::vector<const Node*> stream_nodes;
   for (; i < plan.nodes.size(); ++i) {
     const Node* n = plan.nodes[i];
-    if (!internal::IsRecordStage(n->kind)) break;
+    if (!internal::IsRecordStage(n->kind())) break;
     stream_nodes.push_back(n);
   }
   plan.stream_end = stream_nodes.back();
@@ -122,23 +120,25 @@ Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last, bool opt
   const Node* batch_node = nullptr;
   for (; i < plan.nodes.size(); ++i) {
     const Node* n = plan.nodes[i];
-    switch (n->kind) {
+    switch (n->kind()) {
       case K::kParse:
         (batched ? plan.post_batch : plan.pre_batch).push_back(n);
         break;
       case K::kMap:
         (batched ? plan.post_batch : plan.pre_batch).push_back(n);
-        if (n->num_parallel != kAutotune) plan.num_parallel = n->num_parallel;
+        if (const int p = n->as<stage::Map>().options.num_parallel; p != kAutotune) {
+          plan.num_parallel = p;
+        }
         break;
       case K::kBatch:
         if (batched) return UnimplementedError("batch of batches is not supported");
         batched = true;
         batch_node = n;
-        plan.batch_size = n->batch_size;
-        plan.drop_remainder = n->drop_remainder;
+        plan.batch_size = n->as<stage::Batch>().batch_size;
+        plan.drop_remainder = n->as<stage::Batch>().drop_remainder;
         break;
       case K::kPrefetch:
-        plan.prefetch = n->buffer_size;
+        plan.prefetch = n->as<stage::Prefetch>().buffer_size;
         tail.push_back(n);
         break;
       case K::kRepeat:
@@ -147,16 +147,17 @@ Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last, bool opt
           return UnimplementedError("take/skip before repeat after batch/parse/map: put them before the batch");
         }
         repeated = true;
-        plan.tail_repeat = n->count < 0 ? -1 : n->count;
+        plan.tail_repeat = std::max<int64_t>(n->as<stage::Repeat>().count, -1);
         tail.push_back(n);
         break;
       case K::kTake:
-        plan.take = plan.take < 0 ? n->count : std::min(plan.take, n->count);
+        plan.take = plan.take < 0 ? n->as<stage::Take>().count
+                                : std::min(plan.take, n->as<stage::Take>().count);
         tail.push_back(n);
         break;
       case K::kSkip:
         if (plan.take >= 0) return UnimplementedError("skip after take after batch/parse/map");
-        plan.skip += n->count;
+        plan.skip += n->as<stage::Skip>().count;
         tail.push_back(n);
         break;
       default:
@@ -166,10 +167,12 @@ Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last, bool opt
   }
   Optimize(plan, optimize);
   for (const Node* n : plan.post_batch) {
-    if (n->kind == K::kMap && n->splits_batches) plan.one_batch_at_a_time = true;
+    const auto* map = n->get_if<stage::Map>();
+    if (map != nullptr && map->options.splits_batches) plan.one_batch_at_a_time = true;
   }
   for (const Node* n : plan.nodes) {
-    if (n->kind == K::kInterleave && !n->interleave.deterministic) plan.deterministic = false;
+    const auto* interleave = n->get_if<stage::Interleave>();
+    if (interleave != nullptr && !interleave->options.deterministic) plan.deterministic = false;
   }
   std::string exec = Join(plan.pre_batch);
   if (plan.batch_size > 0) exec += (exec.empty() ? "" : " -> ") + std::string("batch(") + std::to_string(plan.batch_size) + ")";
@@ -197,71 +200,18 @@ Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last, bool opt
 
 }  // namespace recordflow::pipeline
 
-namespace recordflow::pipeline::internal {
-using K = Node::Kind;
-std::string Node::Describe() const {
-  switch (kind) {
-    case K::kFiles: {
-      std::string s = "files(" + std::to_string(files.size());
-      if (files_options.shuffle_files) s += ", shuffle_files, seed=" + Seed(files_options.seed);
-      if (files_options.compression) s += ", " + std::string(format::CompressionName(*files_options.compression));
-      return s + ")";
-    }
-    case K::kMemory:
-      return "records(" + std::to_string(memory->size()) + ")";
-    case K::kShard:
-      return "shard(" + std::to_string(num_shards) + ", " + std::to_string(shard_index) + ")";
-    case K::kInterleave:
-      return "interleave(cycle=" + Count(interleave.cycle_length) + ", block=" +
-             std::to_string(interleave.block_length) + ", parallel=" +
-             Count(interleave.num_parallel) +
-             (interleave.deterministic ? "" : ", nondeterministic") + ")";
-    case K::kShuffle:
-      return "shuffle(" + std::to_string(shuffle.buffer_size) + ", seed=" + Seed(shuffle.seed) +
-             (shuffle.reshuffle_each_iteration ? "" : ", same order each epoch") + ")";
-    case K::kGlobalShuffle:
-      return "global_shuffle(seed=" + Seed(shuffle.seed) + ")";
-    case K::kRepeat:
-      return count < 0 ? "repeat" : "repeat(" + std::to_string(count) + ")";
-    case K::kTake:
-      return "take(" + std::to_string(count) + ")";
-    case K::kSkip:
-      return "skip(" + std::to_string(count) + ")";
-    case K::kCache:
-      return cache_path.empty() ? "cache(memory)" : "cache('" + cache_path + "')";
-    case K::kParse: {
-      std::string keys;
-      for (const auto& s : parser->specs()) keys += (keys.empty() ? "" : ",") + s.key;
-      return "parse(" + keys + ")";
-    }
-    case K::kMap:
-      return "map(" + map_name + ")";
-    case K::kBatch:
-      return "batch(" + std::to_string(batch_size) + (drop_remainder ? ", drop_remainder" : "") + ")";
-    case K::kPrefetch:
-      return "prefetch(" + (buffer_size == kAutotune ? std::string("autotune") : std::to_string(buffer_size)) + ")";
-  }
-  return "?";
-}
-}  // namespace recordflow::pipeline::internal
 
 namespace recordflow::pipeline {
 
 Result<Dataset> Dataset::FromFiles(std::vector<std::string> paths, FilesOptions options) {
   if (paths.empty()) return InvalidArgumentError("from_files: no paths given");
   RF_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandPaths(paths));
-  auto n = std::make_shared<Node>();
-  n->kind = K::kFiles;
-  n->files = std::move(files);
-  n->files_options = options;
-  return Dataset(std::move(n));
+  return Dataset(Derive(nullptr, stage::Files{std::move(files), options}));
 }
 
 Dataset Dataset::FromRecords(std::vector<std::string> records) {
-  auto n = std::make_shared<Node>();
-  n->kind = K::kMemory;
-  n->memory = std::make_shared<const std::vector<std::string>>(std::move(records));
-  return Dataset(std::move(n));
+  return Dataset(Derive(
+      nullptr, stage::Memory{std::make_shared<const std::vector<std::string>>(std::move(records))}));
 }
 
 Result<Dataset> Dataset::Shard(int num_shards, int index) const {
@@ -269,16 +219,13 @@ Result<Dataset> Dataset::Shard(int num_shards, int index) const {
     return InvalidArgumentError("shard(" + std::to_string(num_shards) + ", " + std::to_string(index) +
                                 "): need num_shards >= 1 and 0 <= index < num_shards");
   }
-  auto n = Derive(node_, K::kShard);
-  n->num_shards = num_shards;
-  n->shard_index = index;
-  return Dataset(std::move(n));
+  return Dataset(Derive(node_, stage::Shard{num_shards, index}));
 }
 
 namespace {
 bool OnFiles(const Node* n) {
-  return n->kind == K::kFiles ||
-         (n->kind == K::kShard && n->input && n->input->kind == K::kFiles);
+  return n->kind() == K::kFiles ||
+         (n->kind() == K::kShard && n->input && n->input->kind() == K::kFiles);
 }
 }  // namespace
 
@@ -290,64 +237,49 @@ Result<Dataset> Dataset::Interleave(InterleaveOptions options) const {
       (options.num_parallel < 0 && options.num_parallel != kAutotune)) {
     return InvalidArgumentError("interleave: cycle_length and block_length must be >= 1");
   }
-  auto n = Derive(node_, K::kInterleave);
-  n->interleave = options;
-  return Dataset(std::move(n));
+  return Dataset(Derive(node_, stage::Interleave{options}));
 }
 
 Result<Dataset> Dataset::Shuffle(ShuffleOptions options) const {
   if (options.buffer_size < 1) return InvalidArgumentError("shuffle: buffer_size must be >= 1");
-  auto n = Derive(node_, K::kShuffle);
-  n->shuffle = options;
-  return Dataset(std::move(n));
+  return Dataset(Derive(node_, stage::Shuffle{options}));
 }
 
 Result<Dataset> Dataset::GlobalShuffle(std::optional<uint64_t> seed, bool reshuffle) const {
   if (!OnFiles(node_.get())) {
     return InvalidArgumentError("global_shuffle reads records by index: use it right after from_files (or shard)");
   }
-  const Node* files = node_->kind == K::kFiles ? node_.get() : node_->input.get();
-  for (const std::string& f : files->files) {
-    if (files->files_options.compression.value_or(format::CompressionFromPath(f)) != format::Compression::kNone) {
+  const auto& files =
+      (node_->kind() == K::kFiles ? node_.get() : node_->input.get())->as<stage::Files>();
+  for (const std::string& f : files.files) {
+    if (files.options.compression.value_or(format::CompressionFromPath(f)) != format::Compression::kNone) {
       return InvalidArgumentError("global_shuffle needs uncompressed files; '" + f + "' is compressed");
     }
   }
-  auto n = Derive(node_, K::kGlobalShuffle);
-  n->shuffle.seed = seed;
-  n->shuffle.reshuffle_each_iteration = reshuffle;
-  return Dataset(std::move(n));
+  return Dataset(Derive(node_, stage::GlobalShuffle{seed, reshuffle}));
 }
 
 Dataset Dataset::Repeat(int64_t count) const {
-  auto n = Derive(node_, K::kRepeat);
-  n->count = count < 0 ? -1 : count;
-  return Dataset(std::move(n));
+  return Dataset(Derive(node_, stage::Repeat{count < 0 ? -1 : count}));
 }
 
 Dataset Dataset::Take(int64_t count) const {
-  auto n = Derive(node_, K::kTake);
-  n->count = count;
-  return Dataset(std::move(n));
+  return Dataset(Derive(node_, stage::Take{count}));
 }
 
 Dataset Dataset::Skip(int64_t count) const {
-  auto n = Derive(node_, K::kSkip);
-  n->count = std::max<int64_t>(count, 0);
-  return Dataset(std::move(n));
+  return Dataset(Derive(node_, stage::Skip{std::max<int64_t>(count, 0)}));
 }
 
 Result<Dataset> Dataset::Cache(std::string path) const {
-  auto n = Derive(node_, K::kCache);
-  n->cache_path = std::move(path);
-  return Dataset(std::move(n));
+  return Dataset(Derive(node_, stage::Cache{std::move(path)}));
 }
 
 Result<Dataset> Dataset::Parse(std::vector<example::FeatureSpec> specs, bool bytes_as_views) const {
   RF_ASSIGN_OR_RETURN(example::ExampleParser parser, example::ExampleParser::Create(std::move(specs)));
-  auto n = Derive(node_, K::kParse);
-  n->parser = std::make_shared<const example::ExampleParser>(std::move(parser));
-  n->bytes_as_views = bytes_as_views;
-  return Dataset(std::move(n));
+  return Dataset(Derive(
+      node_, stage::Parse{std::make_shared<const example::ExampleParser>(std::move(parser)),
+                          bytes_as_views}));
 }
 
 Result<Dataset> Dataset::Map(MapFn fn, std::string name, int num_parallel,
@@ -363,30 +295,19 @@ Result<Dataset> Dataset::Map(MapFn fn, std::string name, MapOptions options) con
   if (options.num_parallel < 1 && options.num_parallel != kAutotune) {
     return InvalidArgumentError("map: num_parallel must be >= 1 or AUTOTUNE");
   }
-  auto n = Derive(node_, K::kMap);
-  n->map_fn = std::move(fn);
-  n->map_name = std::move(name);
-  n->num_parallel = options.num_parallel;
-  n->splits_batches = options.splits_batches;
-  n->elementwise = options.elementwise;
-  return Dataset(std::move(n));
+  return Dataset(Derive(node_, stage::Map{std::move(fn), std::move(name), options}));
 }
 
 Result<Dataset> Dataset::Batch(size_t batch_size, bool drop_remainder) const {
   if (batch_size < 1) return InvalidArgumentError("batch: batch_size must be >= 1");
-  auto n = Derive(node_, K::kBatch);
-  n->batch_size = batch_size;
-  n->drop_remainder = drop_remainder;
-  return Dataset(std::move(n));
+  return Dataset(Derive(node_, stage::Batch{batch_size, drop_remainder}));
 }
 
 Result<Dataset> Dataset::Prefetch(int buffer_size) const {
   if (buffer_size < 0 && buffer_size != kAutotune) {
     return InvalidArgumentError("prefetch: buffer_size must be >= 0 or AUTOTUNE");
   }
-  auto n = Derive(node_, K::kPrefetch);
-  n->buffer_size = buffer_size;
-  return Dataset(std::move(n));
+  return Dataset(Derive(node_, stage::Prefetch{buffer_size}));
 }
 
 Result<bool> Iterator::GetNextFor(Element* out, std::chrono::nanoseconds /*timeout*/,

@@ -393,6 +393,28 @@ TEST(PipelineTest, ParseErrorNamesKeyFileAndRecord) {
   EXPECT_NE(got.status().message().find("part-000"), std::string::npos) << got.status().ToString();
 }
 
+// The failing record is located by the parser's index (data), not by reading its message: a
+// feature key that itself reads "record 1" does not mislead it.
+TEST(PipelineTest, ParseErrorLocatesTheFailingRecordByIndex) {
+  std::vector<std::string> records;
+  for (int j = 0; j < 6; ++j) {
+    example::Features features;
+    if (j != 4) features["record 1"] = example::Feature::Floats({1.0f});
+    records.push_back(example::SerializeExample(features));
+  }
+  const std::vector<example::FeatureSpec> spec = {
+      example::FeatureSpec::FixedLen("record 1", example::DType::kFloat32)};
+  auto it = Ok(Ok(Dataset::FromRecords(records).Batch(6)).Parse(spec)).MakeIterator();
+  ASSERT_TRUE(it.ok()) << it.status().ToString();
+  Element e;
+  Result<bool> got = (*it)->GetNext(&e);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(got.status().message().find("[record 4 of the batch is in-memory record 4 "),
+            std::string::npos)
+      << got.status().ToString();
+}
+
 TEST(PipelineTest, MapRunsNativeOpsInParallelInOrder) {
   Files f = WriteFiles({300});
   std::atomic<int> calls{0};

@@ -3,7 +3,6 @@
 // pool with several units in flight, and hands results to the consumer in order.
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -12,6 +11,7 @@
 
 #include "executor_internal.h"
 #include "recordflow/core/thread_pool.h"
+#include "stages/stage.h"
 
 namespace recordflow::pipeline::internal {
 namespace {
@@ -22,10 +22,6 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-// Version 2 carries the iteration (IteratorOptions::iteration) and ends with a CRC32C of the
-// whole state (StateWriter::AppendChecksum).
-constexpr char kMagic[] = "RFCKPT02";
-constexpr char kMagicV1[] = "RFCKPT01";
 constexpr size_t kUnbatchedRun = 32;  // records per unit when there is no batch
 
 size_t ElementBytes(const Element& e) {
@@ -39,59 +35,27 @@ size_t ElementBytes(const Element& e) {
   return n;
 }
 
-// Sets what MapThreads() and MapCancelled() answer on this thread for one map call.
-class MapCallScope {
- public:
-  MapCallScope(int threads, const std::atomic<bool>* cancelled)
-      : threads_(std::exchange(map_threads_on_this_thread, threads)),
-        cancelled_(std::exchange(map_cancelled_on_this_thread, cancelled)) {}
-  ~MapCallScope() {
-    map_threads_on_this_thread = threads_;
-    map_cancelled_on_this_thread = cancelled_;
-  }
-  MapCallScope(const MapCallScope&) = delete;
-  MapCallScope& operator=(const MapCallScope&) = delete;
-
- private:
-  int threads_;
-  const std::atomic<bool>* cancelled_;
-};
-
 }  // namespace
 
-struct PipelineIterator::Unit {
-  uint64_t epoch = 0;
-  std::vector<Record> records;  // inputs; payloads dropped after processing when refs suffice
-  std::vector<Element> outputs;
-  size_t delivered = 0;  // outputs handed to the consumer
-  Status status;
-  bool done = false;
-  size_t bytes = 0;
-  size_t charged = 0;  // bytes charged to the memory account (records, then outputs)
-  bool scheduled = false;  // handed to the pool (or done without it)
-};
-
-namespace {
-// What a unit holds now: its input records (payloads may have moved into outputs) and outputs.
 size_t UnitBytes(const std::vector<Record>& records, const std::vector<Element>& outputs) {
   size_t n = 0;
   for (const Record& r : records) n += RecordBytes(r);
   for (const Element& e : outputs) n += ElementBytes(e);
   return n;
 }
-}  // namespace
 
 PipelineIterator::PipelineIterator(Plan plan, IteratorOptions options)
     : plan_(std::move(plan)), options_(options), start_(Clock::now()),
       memory_(options.memory_budget), iteration_(options.iteration) {
   ctx_.fetcher = MakeFetcher(plan_.stream_end);
   ctx_.memory = &memory_;
-  stream_stats_.resize(1);
-  stream_stats_[0].name = plan_.stream_description;
   const int cores = ThreadPool::Default().num_threads();
   parallelism_ = plan_.num_parallel == kAutotune ? cores : std::max(plan_.num_parallel, 1);
   autotune_buffer_ = plan_.prefetch == kAutotune;
-  buffer_ = autotune_buffer_ ? 2 : std::max(plan_.prefetch, 0);
+  MutexLock lock(mu_);  // no other thread yet; the analysis wants the guarded members locked
+  stream_stats_.resize(1);
+  stream_stats_[0].name = plan_.stream_description;
+  buffer_ = autotune_buffer_ ? 2 : static_cast<size_t>(std::max(plan_.prefetch, 0));
   // Content mode keeps payloads until delivery so a checkpoint can save them.
   keep_payloads_ = !ctx_.fetcher->can_fetch();
 }
@@ -103,7 +67,7 @@ Status PipelineIterator::Start(SeedTable seeds, StateReader* restore_from) {
   if (restore_from != nullptr) {
     RF_RETURN_IF_ERROR(RestoreState(*restore_from));
   } else {
-    RF_ASSIGN_OR_RETURN(stream_, MakeRecordIterator(plan_.stream_end, SeedEpoch(epoch_), &ctx_, &seeds_, 0));
+    RF_ASSIGN_OR_RETURN(stream_, MakeRecordIterator(plan_.stream_end, SeedEpoch(epoch_), &ctx_, &seeds_));
   }
   producer_ = std::thread([this] { ProduceLoop(); });
   return Status();
@@ -111,14 +75,14 @@ Status PipelineIterator::Start(SeedTable seeds, StateReader* restore_from) {
 
 void PipelineIterator::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     cancelled_ = true;
     ctx_.cancelled = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (producer_.joinable()) producer_.join();
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return running_ == 0; });
+  MutexLock lock(mu_);
+  while (running_ != 0) cv_.Wait(mu_);
   stream_.reset();
 }
 
@@ -169,18 +133,18 @@ Status PipelineIterator::PullUnit(Unit* u, bool* end_of_stream) {
 
 void PipelineIterator::ProduceLoop() {
   while (true) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     const auto wait_start = Clock::now();
     // Executor units are elastic buffers: a new one only while the budget has room, except
     // that with none queued there is always one (progress whatever the budget).
-    cv_.wait(lock, [&] {
-      return cancelled_ ||
-             (!paused_ && units_.size() < Capacity() && (units_.empty() || memory_.Fits(1)));
-    });
+    while (!cancelled_ &&
+           (paused_ || units_.size() >= Capacity() || (!units_.empty() && !memory_.Fits(1)))) {
+      cv_.Wait(mu_);
+    }
     stream_stats_[0].wait_output_seconds += Seconds(wait_start);
     if (cancelled_) return;
     producing_ = true;
-    lock.unlock();
+    lock.Unlock();
 
     auto unit = std::make_shared<Unit>();
     bool end = false;
@@ -190,19 +154,19 @@ void PipelineIterator::ProduceLoop() {
                                [&] { return PullUnit(unit.get(), &end); });
     const double busy = Seconds(t0);
 
-    lock.lock();
+    lock.Lock();
     producing_ = false;
     stream_stats_[0].busy_seconds += busy;
     stream_stats_[0].elements += unit->records.size();
     for (const Record& r : unit->records) stream_stats_[0].bytes += r.data.size();
-    cv_.notify_all();
+    cv_.NotifyAll();
     if (!s.ok()) {
       unit->status = std::move(s);
       unit->done = true;
       unit->records.clear();
       units_.push_back(std::move(unit));
       stream_done_ = true;
-      cv_.notify_all();
+      cv_.NotifyAll();
       return;
     }
     if (!unit->records.empty()) {
@@ -218,25 +182,25 @@ void PipelineIterator::ProduceLoop() {
                          (plan_.tail_repeat < 0 || tail_epochs_done_ < plan_.tail_repeat);
       if (!again) {
         stream_done_ = true;
-        cv_.notify_all();
+        cv_.NotifyAll();
         return;
       }
       ++epoch_;
       produced_in_epoch_ = false;
       producing_ = true;  // Checkpoint waits: the stream and seed table change
-      lock.unlock();
+      lock.Unlock();
       Result<std::unique_ptr<RecordIterator>> next =
-          MakeRecordIterator(plan_.stream_end, SeedEpoch(epoch_), &ctx_, &seeds_, 0);
-      lock.lock();
+          MakeRecordIterator(plan_.stream_end, SeedEpoch(epoch_), &ctx_, &seeds_);
+      lock.Lock();
       producing_ = false;
-      cv_.notify_all();
+      cv_.NotifyAll();
       if (!next.ok()) {
         auto failed = std::make_shared<Unit>();
         failed->status = next.status();
         failed->done = true;
         units_.push_back(std::move(failed));
         stream_done_ = true;
-        cv_.notify_all();
+        cv_.NotifyAll();
         return;
       }
       stream_ = std::move(next).value();
@@ -259,7 +223,7 @@ void PipelineIterator::Schedule(const std::shared_ptr<Unit>& unit) {
     const auto t0 = Clock::now();
     Status s = CatchExceptions("processing a pipeline batch", [&] { return Process(*unit); });
     const double busy = Seconds(t0);
-    std::lock_guard g(mu_);
+    MutexLock g(mu_);
     unit->status = std::move(s);
     unit->done = true;
     for (const Element& e : unit->outputs) unit->bytes += ElementBytes(e);
@@ -277,7 +241,7 @@ void PipelineIterator::Schedule(const std::shared_ptr<Unit>& unit) {
     processed_elements_ += unit->outputs.size();
     --running_;
     ScheduleQueued();
-    cv_.notify_all();
+    cv_.NotifyAll();
   });
 }
 
@@ -331,47 +295,19 @@ Status PipelineIterator::Process(Unit& u) {
 }
 
 Status PipelineIterator::Apply(const Node* op, Element& e, const Unit& u) {
-  if (op->kind == Node::Kind::kParse) {
-    if (e.parsed) return InvalidArgumentError("parse: element is already parsed");
-    std::vector<std::span<const std::byte>> spans;
-    spans.reserve(e.records.size());
-    for (const auto& r : e.records) spans.push_back(std::as_bytes(std::span(r.data(), r.size())));
-    example::ParseOptions po;
-    po.max_parallelism = parallelism_ > 1 ? 1 : 0;
-    po.first_record_index = 0;  // positions in the batch; mapped to files below
+  if (const auto* parse = op->get_if<stage::Parse>(); parse != nullptr) {
+    ParseCall call;
+    call.max_parallelism = parallelism_ > 1 ? 1 : 0;
     // Views need the records kept, and concatenating single-record columns copies anyway.
-    po.bytes_as_views = op->bytes_as_views && (e.batched || plan_.batch_size == 0);
-    Status s = op->parser->Parse(spans, &e.columns, po);
-    if (!s.ok()) {
-      // The parser names the record by its place in the batch; add where that record came from.
-      std::string where;
-      const std::string& m = s.message();
-      const size_t at = m.find("record ");
-      if (at != std::string::npos) {
-        const size_t k = std::strtoull(m.c_str() + at + 7, nullptr, 10);
-        if (k < e.positions.size()) {
-          const RecordPosition& p = e.positions[k];
-          const auto& files = ctx_.fetcher->files();
-          where = " [record " + std::to_string(k) + " of the batch is " +
-                  (p.file < files.size() && !files.empty() ? "'" + files[p.file] + "' record "
-                                                           : "in-memory record ") +
-                  std::to_string(p.index) + " at byte offset " + std::to_string(p.offset) +
-                  ", epoch " + std::to_string(u.epoch) + "]";
-        }
-      }
-      return Status(s.code(), "parse: " + s.message() + where);
-    }
-    e.parsed = true;
-    if (!keep_payloads_ && !po.bytes_as_views) e.records.clear();
-    return Status();
+    call.views = parse->bytes_as_views && (e.batched || plan_.batch_size == 0);
+    call.keep_payloads = keep_payloads_;
+    call.files = &ctx_.fetcher->files();
+    call.epoch = u.epoch;
+    return ParseElement(*parse, e, call);
   }
-  if (op->kind == Node::Kind::kMap) {
-    const MapCallScope call(
-        op->splits_batches && e.batched && plan_.one_batch_at_a_time ? parallelism_ : 1,
-        &ctx_.cancelled);
-    Status s = op->map_fn(e);
-    if (!s.ok()) return Status(s.code(), "map '" + op->map_name + "': " + s.message());
-    return Status();
+  if (const auto* map = op->get_if<stage::Map>(); map != nullptr) {
+    const bool whole_batch = map->options.splits_batches && e.batched && plan_.one_batch_at_a_time;
+    return MapElement(*map, e, whole_batch ? parallelism_ : 1, &ctx_.cancelled);
   }
   return InternalError("not an element op: " + op->Describe());
 }
@@ -389,7 +325,7 @@ Result<bool> PipelineIterator::GetNextFor(Element* out, std::chrono::nanoseconds
 Result<bool> PipelineIterator::NextElement(Element* out, std::optional<Clock::time_point> deadline,
                                            bool* timed_out) {
   *timed_out = false;
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (failed_) return FailedPreconditionError("iterator stopped after an error");
   while (true) {
     if (plan_.take >= 0 && delivered_ >= static_cast<uint64_t>(plan_.take)) return false;
@@ -426,9 +362,9 @@ Result<bool> PipelineIterator::NextElement(Element* out, std::optional<Clock::ti
       }
       waited = true;
       if (deadline) {
-        cv_.wait_until(lock, *deadline);
+        cv_.WaitUntil(mu_, *deadline);
       } else {
-        cv_.wait(lock);
+        cv_.Wait(mu_);
       }
     }
     const double w = Seconds(wait_start);
@@ -448,7 +384,7 @@ Result<bool> PipelineIterator::NextElement(Element* out, std::optional<Clock::ti
     if (unit->delivered == unit->outputs.size()) {
       memory_.Release(MemoryAccount::kExecutor, std::exchange(unit->charged, 0));
       units_.erase(std::find(units_.begin(), units_.end(), unit));
-      cv_.notify_all();
+      cv_.NotifyAll();
     }
     if (skipped_ < plan_.skip) {
       ++skipped_;
@@ -479,131 +415,11 @@ void PipelineIterator::Autotune() {
   const size_t left = memory_.budget() > stream ? memory_.budget() - stream : 0;
   if (avg > 0 && (Capacity() + 1) * avg > left) return;
   ++buffer_;
-  cv_.notify_all();
-}
-
-Result<std::string> PipelineIterator::Checkpoint() {
-  std::unique_lock lock(mu_);
-  if (failed_) return FailedPreconditionError("cannot checkpoint an iterator that failed");
-  paused_ = true;
-  cv_.wait(lock, [&] { return !producing_; });
-  StateWriter w;
-  w.Str(std::string_view(kMagic, 8));
-  w.U64(plan_.fingerprint);
-  w.U64(seeds_.seeds.size());
-  for (const auto& [node, seed] : seeds_.seeds) {
-    w.U64(plan_.NodeOrdinal(node));
-    w.U64(seed);
-  }
-  w.U64(epoch_);
-  w.U64(iteration_);
-  w.U64(tail_epochs_done_);
-  w.Bool(produced_in_epoch_);
-  w.U64(delivered_);
-  w.U64(skipped_);
-  w.Bool(stream_done_);
-  // Undelivered units, as their records, from the first output not yet consumed.
-  std::vector<std::shared_ptr<Unit>> pending(units_.begin(), units_.end());
-  size_t count = pending.size() + replay_.size();
-  w.U64(count);
-  auto save_unit = [&](const Unit& u, size_t from_output) -> Status {
-    if (!u.status.ok()) return FailedPreconditionError("checkpoint with an error pending: " + u.status.ToString());
-    w.U64(u.epoch);
-    const size_t first = plan_.batch_size == 0 ? from_output : 0;
-    w.U64(u.records.size() - first);
-    for (size_t i = first; i < u.records.size(); ++i) ctx_.SaveRecord(w, u.records[i]);
-    return Status();
-  };
-  Status s;
-  for (const auto& u : pending) {
-    if (!s.ok()) break;
-    // Workers may still be filling outputs; the records (inputs) are what we save, and a
-    // unit's delivered count only moves under mu_.
-    s = save_unit(*u, u->delivered);
-  }
-  for (const Unit& u : replay_) {
-    if (!s.ok()) break;
-    s = save_unit(u, 0);
-  }
-  if (s.ok() && !stream_done_) {
-    // Without mu_: saving an interleave waits for its read-ahead tasks, which run on the pool
-    // behind workers that finish units under mu_; holding it here deadlocked once every pool
-    // thread waited for it (found by SoakTest). paused_ keeps the producer off stream_, and
-    // only this (consumer) thread calls GetNext/Checkpoint.
-    lock.unlock();
-    s = stream_->Save(w);
-    lock.lock();
-  }
-  paused_ = false;
-  cv_.notify_all();
-  if (!s.ok()) return s;
-  w.AppendChecksum();
-  return std::move(w.bytes());
-}
-
-Status PipelineIterator::RestoreState(StateReader& r) {
-  RF_ASSIGN_OR_RETURN(std::string magic, r.Str("magic"));
-  if (magic == std::string_view(kMagicV1, 8)) {
-    return InvalidArgumentError(
-        "checkpoint of format version 1, which has no integrity check and is no longer read; "
-        "take a new checkpoint");
-  }
-  if (magic != std::string_view(kMagic, 8)) {
-    return InvalidArgumentError("not a recordflow pipeline checkpoint (bad magic)");
-  }
-  RF_RETURN_IF_ERROR(r.VerifyChecksum());
-  RF_ASSIGN_OR_RETURN(uint64_t fp, r.U64("fingerprint"));
-  if (fp != plan_.fingerprint) {
-    return InvalidArgumentError("checkpoint was taken from a different pipeline (fingerprint mismatch)");
-  }
-  RF_ASSIGN_OR_RETURN(uint64_t nseeds, r.U64("seed count"));
-  seeds_.seeds.clear();
-  for (uint64_t i = 0; i < nseeds; ++i) {
-    RF_ASSIGN_OR_RETURN(uint64_t ord, r.U64("seed stage"));
-    RF_ASSIGN_OR_RETURN(uint64_t seed, r.U64("seed"));
-    const Node* node = plan_.NodeAt(ord);
-    if (node == nullptr) return DataLossError("checkpoint: seed for unknown stage");
-    seeds_.seeds[node] = seed;
-  }
-  RF_ASSIGN_OR_RETURN(epoch_, r.U64("epoch"));
-  RF_ASSIGN_OR_RETURN(iteration_, r.U64("iteration"));
-  RF_ASSIGN_OR_RETURN(uint64_t tail_epochs, r.U64("tail epochs"));
-  tail_epochs_done_ = static_cast<int64_t>(tail_epochs);
-  RF_ASSIGN_OR_RETURN(produced_in_epoch_, r.Bool("epoch progress"));
-  RF_ASSIGN_OR_RETURN(delivered_, r.U64("delivered"));
-  RF_ASSIGN_OR_RETURN(uint64_t skipped, r.U64("skipped"));
-  skipped_ = static_cast<int64_t>(skipped);
-  RF_ASSIGN_OR_RETURN(bool done, r.Bool("stream done"));
-  RF_ASSIGN_OR_RETURN(uint64_t units, r.U64("pending units"));
-  for (uint64_t i = 0; i < units; ++i) {
-    Unit u;
-    RF_ASSIGN_OR_RETURN(u.epoch, r.U64("unit epoch"));
-    RF_ASSIGN_OR_RETURN(uint64_t n, r.U64("unit size"));
-    for (uint64_t j = 0; j < n; ++j) {
-      RF_ASSIGN_OR_RETURN(Record rec, ctx_.RestoreRecord(r));
-      u.records.push_back(std::move(rec));
-    }
-    // Saved units wait in memory until the producer takes them: counted from now.
-    memory_.Charge(MemoryAccount::kExecutor, UnitBytes(u.records, u.outputs));
-    replay_.push_back(std::move(u));
-  }
-  // The stream of the saved epoch, at its saved place.
-  RF_ASSIGN_OR_RETURN(stream_, MakeRecordIterator(plan_.stream_end, SeedEpoch(epoch_), &ctx_, &seeds_, 0));
-  if (done) {
-    replay_done_ = true;
-  } else {
-    RF_RETURN_IF_ERROR(stream_->Restore(r));
-  }
-  if (!r.done()) return DataLossError("checkpoint has trailing bytes");
-  if (replay_done_) {
-    // Only the saved units remain: an empty stream after them.
-    stream_ = std::make_unique<EmptyStream>();
-  }
-  return Status();
+  cv_.NotifyAll();
 }
 
 PipelineStats PipelineIterator::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PipelineStats p;
   p.stages = stream_stats_;
   StageStats ex;

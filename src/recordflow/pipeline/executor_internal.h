@@ -2,16 +2,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
-#include "pipeline_internal.h"
-#include "recordflow/core/thread_annotations.h"
+#include "record_stream.h"
+#include "recordflow/core/mutex.h"
 
 namespace recordflow::pipeline::internal {
 
@@ -55,6 +53,22 @@ struct Plan {
   const Node* NodeAt(uint64_t i) const { return i < nodes.size() ? nodes[i] : nullptr; }
 };
 
+// One unit of the executor's work: a batch, or a run of unbatched records.
+struct Unit {
+  uint64_t epoch = 0;
+  std::vector<Record> records;  // inputs; payloads dropped after processing when refs suffice
+  std::vector<Element> outputs;
+  size_t delivered = 0;  // outputs handed to the consumer
+  Status status;
+  bool done = false;
+  size_t bytes = 0;
+  size_t charged = 0;  // bytes charged to the memory account (records, then outputs)
+  bool scheduled = false;  // handed to the pool (or done without it)
+};
+
+// What a unit holds now: its input records (payloads may have moved into outputs) and outputs.
+size_t UnitBytes(const std::vector<Record>& records, const std::vector<Element>& outputs);
+
 class EmptyStream final : public RecordIterator {
  public:
   Result<bool> Next(Record*) override { return false; }
@@ -79,24 +93,21 @@ class PipelineIterator final : public Iterator {
   uint64_t iteration() const override { return iteration_; }
 
  private:
-  struct Unit;
-
-  void ProduceLoop();
+  void ProduceLoop() RF_EXCLUDES(mu_);
   // GetNext with an optional deadline (GetNextFor).
   Result<bool> NextElement(Element* out, std::optional<std::chrono::steady_clock::time_point> deadline,
-                           bool* timed_out);
+                           bool* timed_out) RF_EXCLUDES(mu_);
   Status PullUnit(Unit* u, bool* end_of_stream);
   // Starts processing queued units: all of them, or the oldest when one runs at a time.
-  // mu_ held.
-  void ScheduleQueued();
-  void Schedule(const std::shared_ptr<Unit>& unit);
+  void ScheduleQueued() RF_REQUIRES(mu_);
+  void Schedule(const std::shared_ptr<Unit>& unit) RF_REQUIRES(mu_);
   Status Process(Unit& u);
   Status Apply(const Node* op, Element& e, const Unit& u);
   Status RestoreState(StateReader& r);
-  void Stop();
-  void Autotune();  // mu_ held
-  size_t Capacity() const;
-  size_t CountReady() const;
+  void Stop() RF_EXCLUDES(mu_);
+  void Autotune() RF_REQUIRES(mu_);
+  size_t Capacity() const RF_REQUIRES(mu_);
+  size_t CountReady() const RF_REQUIRES(mu_);
   // The epoch number seeded stages and augmentation seeds see for executor epoch `epoch`:
   // `epoch` itself in iteration 0, a mix of (iteration, epoch) in later iterations.
   uint64_t SeedEpoch(uint64_t epoch) const;
@@ -104,50 +115,50 @@ class PipelineIterator final : public Iterator {
   Plan plan_;
   IteratorOptions options_;
   std::chrono::steady_clock::time_point start_;
-  std::chrono::steady_clock::time_point end_;  // when GetNext first reported the end
-  bool ended_ = false;
   // Before ctx_: the caches in ctx_ release into it when they go.
   MemoryAccount memory_;
   StreamContext ctx_;
-  SeedTable seeds_;
   int parallelism_ = 1;
   bool autotune_buffer_ = true;
-  size_t buffer_ = 2;
   bool keep_payloads_ = false;
 
   // Owned by the producer thread (or by Checkpoint/Restore while it is paused/not running).
   std::unique_ptr<RecordIterator> stream_;
+  SeedTable seeds_;
   std::deque<Unit> replay_;
   bool replay_done_ = false;
   Status pending_error_;
   uint64_t epoch_ = 0;
-  // IteratorOptions::iteration, or the restored checkpoint's.
-  uint64_t iteration_ = 0;
   int64_t tail_epochs_done_ = 0;
   bool produced_in_epoch_ = false;
   std::thread producer_;
+  // IteratorOptions::iteration, or the restored checkpoint's (set before the producer starts).
+  uint64_t iteration_ = 0;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   std::deque<std::shared_ptr<Unit>> units_ RF_GUARDED_BY(mu_);
+  size_t buffer_ RF_GUARDED_BY(mu_) = 2;
   bool cancelled_ RF_GUARDED_BY(mu_) = false;
   bool paused_ RF_GUARDED_BY(mu_) = false;
   bool producing_ RF_GUARDED_BY(mu_) = false;
   bool stream_done_ RF_GUARDED_BY(mu_) = false;
-  bool failed_ = false;
+  bool failed_ RF_GUARDED_BY(mu_) = false;
   int running_ RF_GUARDED_BY(mu_) = 0;
-  uint64_t delivered_ = 0;
-  int64_t skipped_ = 0;
-  uint64_t delivered_bytes_ = 0;
-  double consumer_wait_ = 0;
+  bool ended_ RF_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point end_ RF_GUARDED_BY(mu_);  // when GetNext first reported the end
+  uint64_t delivered_ RF_GUARDED_BY(mu_) = 0;
+  int64_t skipped_ RF_GUARDED_BY(mu_) = 0;
+  uint64_t delivered_bytes_ RF_GUARDED_BY(mu_) = 0;
+  double consumer_wait_ RF_GUARDED_BY(mu_) = 0;
   // A GetNextFor slice timed out since the last delivery: the consumer waited, though the
   // call that delivers may find its element ready (autotune must still see the wait).
   bool waited_in_earlier_slice_ RF_GUARDED_BY(mu_) = false;
-  double ready_sum_ = 0;
-  uint64_t ready_samples_ = 0;
+  double ready_sum_ RF_GUARDED_BY(mu_) = 0;
+  uint64_t ready_samples_ RF_GUARDED_BY(mu_) = 0;
   double process_busy_ RF_GUARDED_BY(mu_) = 0;
   uint64_t processed_elements_ RF_GUARDED_BY(mu_) = 0;
-  std::vector<StageStats> stream_stats_;
+  std::vector<StageStats> stream_stats_ RF_GUARDED_BY(mu_);
 };
 
 }  // namespace recordflow::pipeline::internal

@@ -1,0 +1,315 @@
+// Interleave: cycle_length files at once, block_length records from each in turn; optionally
+// read ahead on the thread pool.
+#include <algorithm>
+#include <atomic>
+#include <deque>
+
+#include "recordflow/core/mutex.h"
+#include "recordflow/core/thread_pool.h"
+#include "stage.h"
+
+namespace recordflow::pipeline::internal {
+namespace {
+
+// The saved state is where each open file's consumer stands, so records read ahead but not
+// consumed are simply read again after a restore.
+class InterleaveIterator final : public RecordIterator {
+ public:
+  InterleaveIterator(FileSource src, std::vector<uint32_t> order, const InterleaveOptions& o,
+                     StreamContext* ctx)
+      : src_(src), order_(std::move(order)), o_(o), ctx_(ctx) {
+    const int cores = ThreadPool::Default().num_threads();
+    cycle_ = o_.cycle_length == kAutotune ? std::max(cores, 2) : std::max(o_.cycle_length, 1);
+    parallel_ = o_.num_parallel == kAutotune ? std::min(cycle_, cores) : o_.num_parallel;
+    block_ = std::max(o_.block_length, 1);
+    slots_.resize(static_cast<size_t>(cycle_));
+    for (auto& s : slots_) s = std::make_shared<Slot>();
+  }
+
+  ~InterleaveIterator() override {
+    StopReadahead();
+    for (auto& sp : slots_) {
+      Slot& s = *sp;
+      MutexLock lock(s.mu);
+      DropReady(s);
+    }
+  }
+
+  Result<bool> Next(Record* out) override {
+    while (true) {
+      RF_RETURN_IF_ERROR(OpenEmptySlots());
+      bool any_open = false;
+      for (auto& s : slots_) any_open |= s->open;
+      if (!any_open) return false;
+      if (!o_.deterministic && parallel_ > 1) {
+        // Take from the current slot if it has records, else from any slot that has.
+        for (size_t step = 0; step < slots_.size(); ++step) {
+          const size_t i = (current_ + step) % slots_.size();
+          Slot& s = *slots_[i];
+          MutexLock lock(s.mu);
+          if (s.open && !s.ready.empty()) {
+            current_ = i;
+            break;
+          }
+        }
+      }
+      Slot& s = *slots_[current_];
+      if (!s.open) {
+        Advance();
+        continue;
+      }
+      RF_ASSIGN_OR_RETURN(bool got, Take(s, out));
+      if (!got) {  // this file is done; its slot takes the next file
+        s.open = false;
+        s.reader.reset();  // its buffers leave the memory account now, not at the next open
+        Advance();
+        continue;
+      }
+      if (++taken_in_block_ >= block_) Advance();
+      return true;
+    }
+  }
+
+  Status Save(StateWriter& w) override {
+    StopReadahead();
+    w.U64(next_file_);
+    w.U64(current_);
+    w.U64(taken_in_block_);
+    w.U64(slots_.size());
+    for (auto& sp : slots_) {
+      Slot& s = *sp;
+      w.Bool(s.open);
+      w.U64(s.file);
+      w.U64(s.consumed_offset);
+      w.U64(s.consumed_index);
+      // Records read ahead are dropped: the restored reader reads them again. Their offsets
+      // go too: left behind, the next records taken would report stale (earlier) offsets, and
+      // a later checkpoint would replay records already delivered.
+      s.reader.reset();
+      MutexLock lock(s.mu);
+      DropReady(s);
+      s.eof = false;
+    }
+    return Status();
+  }
+
+  Status Restore(StateReader& r) override {
+    StopReadahead();
+    RF_ASSIGN_OR_RETURN(next_file_, r.U64("interleave next file"));
+    RF_ASSIGN_OR_RETURN(uint64_t current, r.U64("interleave slot"));
+    RF_ASSIGN_OR_RETURN(uint64_t taken, r.U64("interleave block"));
+    RF_ASSIGN_OR_RETURN(uint64_t n, r.U64("interleave cycle"));
+    if (n != slots_.size() || current >= n || next_file_ > order_.size() ||
+        taken > static_cast<uint64_t>(block_)) {
+      return DataLossError("checkpoint: interleave state does not match this pipeline");
+    }
+    current_ = current;
+    taken_in_block_ = static_cast<int>(taken);
+    for (auto& sp : slots_) {
+      Slot& s = *sp;
+      RF_ASSIGN_OR_RETURN(s.open, r.Bool("interleave slot open"));
+      RF_ASSIGN_OR_RETURN(uint64_t file, r.U64("interleave slot file"));
+      RF_ASSIGN_OR_RETURN(s.consumed_offset, r.U64("interleave slot offset"));
+      RF_ASSIGN_OR_RETURN(s.consumed_index, r.U64("interleave slot record"));
+      if (s.open && file >= src_.files->files.size()) return DataLossError("checkpoint: bad file");
+      s.file = static_cast<uint32_t>(file);
+      s.reader.reset();
+      MutexLock lock(s.mu);
+      DropReady(s);
+      s.eof = false;
+      s.error = Status();
+    }
+    return Status();
+  }
+
+ private:
+  struct Slot {
+    Mutex mu;
+    CondVar cv;
+    bool open = false;  // consumer-owned
+    uint32_t file = 0;
+    uint64_t consumed_offset = 0;  // reader offset after the last record consumed
+    uint64_t consumed_index = 0;
+    // Owned by the consumer, and by the fill task while `filling` (the consumer does not touch
+    // it then): not guarded, since the read itself must not hold `mu`.
+    CountedReader reader;
+    std::deque<Record> ready RF_GUARDED_BY(mu);
+    size_t ready_bytes RF_GUARDED_BY(mu) = 0;  // RecordBytes of `ready`, charged to the account
+    bool eof RF_GUARDED_BY(mu) = false;
+    bool filling RF_GUARDED_BY(mu) = false;
+    Status error RF_GUARDED_BY(mu);
+    std::vector<uint64_t> next_offsets RF_GUARDED_BY(mu);  // reader offsets after each ready record
+  };
+
+  static constexpr size_t kReadaheadBytes = 8 << 20;
+  static constexpr size_t kReadaheadRecords = 256;
+
+  // Files fill the cycle in slot order at the start (tf.data's order).
+  Status OpenEmptySlots() {
+    for (auto& sp : slots_) {
+      Slot& s = *sp;
+      if (s.open) {
+        if (!s.reader && !Filling(s)) {
+          RF_ASSIGN_OR_RETURN(s.reader, OpenAt(ctx_, src_, s.file, s.consumed_offset, s.consumed_index));
+        }
+        continue;
+      }
+      if (next_file_ >= order_.size()) continue;
+      s.file = order_[next_file_++];
+      s.consumed_offset = s.consumed_index = 0;
+      RF_ASSIGN_OR_RETURN(s.reader, OpenAt(ctx_, src_, s.file, 0, 0));
+      MutexLock lock(s.mu);
+      DropReady(s);
+      s.eof = false;
+      s.error = Status();
+      s.open = true;
+    }
+    return Status();
+  }
+
+  // Empties a slot's read-ahead queue, with the offsets of its records, and releases its bytes.
+  void DropReady(Slot& s) RF_REQUIRES(s.mu) {
+    s.ready.clear();
+    s.next_offsets.clear();
+    ctx_->Release(MemoryAccount::kInterleave, s.ready_bytes);
+    s.ready_bytes = 0;
+  }
+
+  // Read-ahead is elastic: it goes on only while the iterator's buffers fit the budget.
+  bool RoomToReadAhead() const { return ctx_->memory == nullptr || ctx_->memory->Fits(1); }
+
+  bool Filling(Slot& s) {
+    MutexLock lock(s.mu);
+    return s.filling;
+  }
+
+  void Advance() {
+    taken_in_block_ = 0;
+    current_ = (current_ + 1) % slots_.size();
+  }
+
+  // Next record of slot `s`, reading synchronously or from its read-ahead queue.
+  Result<bool> Take(Slot& s, Record* out) {
+    if (parallel_ <= 1) {
+      RF_ASSIGN_OR_RETURN(bool ok, s.reader.ReadInto(s.file, out));
+      if (!ok) return false;
+      s.consumed_offset = s.reader->offset();
+      s.consumed_index = s.reader->records_read();
+      return true;
+    }
+    MutexLock lock(s.mu);
+    while (true) {
+      if (!s.ready.empty()) {
+        *out = std::move(s.ready.front());
+        s.ready.pop_front();
+        const size_t cost = RecordBytes(*out);
+        s.ready_bytes -= cost;
+        ctx_->Release(MemoryAccount::kInterleave, cost);
+        s.consumed_offset = s.next_offsets.front();
+        s.next_offsets.erase(s.next_offsets.begin());
+        s.consumed_index = out->position.index + 1;
+        if (!s.filling && !s.eof && s.error.ok() && s.ready.size() < kReadaheadRecords / 2 &&
+            RoomToReadAhead()) {
+          StartFill(s);
+        }
+        return true;
+      }
+      if (!s.error.ok()) return s.error;
+      if (s.eof) return false;
+      // An empty queue always gets a fill (it reads at least one record, budget or not):
+      // read-ahead never blocks the only reader.
+      if (!s.filling) StartFill(s);
+      s.cv.Wait(s.mu);
+    }
+  }
+
+  void StartFill(Slot& s) RF_REQUIRES(s.mu) {
+    s.filling = true;
+    {
+      MutexLock g(tasks_mu_);
+      ++tasks_;
+    }
+    ThreadPool::Default().Schedule([this, &s] { Fill(s); });
+  }
+
+  // Runs on the pool: reads until the queue is full, the file ends or we are stopped.
+  void Fill(Slot& s) {
+    while (true) {
+      {
+        // Over budget: stop reading ahead (the consumer restarts the fill when it has room or
+        // the queue runs dry), but never before the queue holds a record.
+        MutexLock lock(s.mu);
+        if (!s.ready.empty() && !RoomToReadAhead()) break;
+      }
+      Record r;
+      Result<bool> got(false);
+      if (!stop_.load()) {
+        // Pool thread: no exception may leave it (a record too large to copy is an error).
+        Status caught = CatchExceptions("reading ahead in '" + s.reader->path() + "'", [&] {
+          got = s.reader.ReadInto(s.file, &r);
+          return Status();
+        });
+        if (!caught.ok()) got = caught;
+      }
+      const uint64_t next_offset = s.reader->offset();
+      MutexLock lock(s.mu);
+      if (stop_.load()) break;
+      if (!got.ok()) {
+        s.error = got.status();
+        break;
+      }
+      if (!*got) {
+        s.eof = true;
+        break;
+      }
+      const size_t cost = RecordBytes(r);
+      s.ready_bytes += cost;
+      ctx_->Charge(MemoryAccount::kInterleave, cost);
+      s.ready.push_back(std::move(r));
+      s.next_offsets.push_back(next_offset);
+      s.cv.NotifyAll();
+      if (s.ready.size() >= kReadaheadRecords || s.ready_bytes >= kReadaheadBytes) break;
+    }
+    {
+      MutexLock lock(s.mu);
+      s.filling = false;
+      s.cv.NotifyAll();
+    }
+    MutexLock g(tasks_mu_);
+    if (--tasks_ == 0) tasks_cv_.NotifyAll();
+  }
+
+  // Stops read-ahead tasks and waits for them (before saving, restoring or destruction).
+  void StopReadahead() {
+    stop_ = true;
+    {
+      MutexLock g(tasks_mu_);
+      while (tasks_ != 0) tasks_cv_.Wait(tasks_mu_);
+    }
+    stop_ = false;
+  }
+
+  FileSource src_;
+  std::vector<uint32_t> order_;
+  InterleaveOptions o_;
+  StreamContext* ctx_;
+  int cycle_ = 1, parallel_ = 1, block_ = 1;
+  std::vector<std::shared_ptr<Slot>> slots_;
+  size_t next_file_ = 0;
+  size_t current_ = 0;
+  int taken_in_block_ = 0;
+  std::atomic<bool> stop_{false};
+  Mutex tasks_mu_;
+  CondVar tasks_cv_;
+  int tasks_ RF_GUARDED_BY(tasks_mu_) = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<RecordIterator> MakeInterleaveStream(FileSource src, std::vector<uint32_t> order,
+                                                     const InterleaveOptions& options,
+                                                     StreamContext* ctx) {
+  return std::make_unique<InterleaveIterator>(src, std::move(order), options, ctx);
+}
+
+}  // namespace recordflow::pipeline::internal
