@@ -455,7 +455,6 @@ RESHARD_TARGET_BYTES = 128 << 20
 def _files_argument(paths: list[str]) -> str:
     """The files for a shell command: one glob when a ``dir/*suffix`` matches exactly them,
     else each path, quoted."""
-    import glob as _glob
     import shlex
     dirs = {os.path.dirname(p) for p in paths}
     suffixes = {os.path.basename(p)[os.path.basename(p).find("."):] if "." in os.path.basename(p)
@@ -463,7 +462,11 @@ def _files_argument(paths: list[str]) -> str:
     if len(dirs) == 1 and len(suffixes) == 1 and len(paths) > 1:
         (d,), (suffix,) = dirs, suffixes
         pattern = os.path.join(d, "*" + suffix)
-        if sorted(_glob.glob(pattern)) == sorted(paths):
+        try:
+            matched = _st.expand_globs(pattern)
+        except OSError:  # NotFoundError: nothing matches
+            matched = []
+        if matched == sorted(paths):
             return shlex.quote(d + os.sep) + "*" + shlex.quote(suffix) if d else "*" + shlex.quote(suffix)
     return " ".join(shlex.quote(p) for p in paths)
 
