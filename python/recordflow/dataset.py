@@ -476,8 +476,10 @@ def _run_python_stages(stages: tuple, stream):
 
 
 def _checkpointable(stage: _st.Stage) -> bool:
-    """Whether an iterator with ``stage`` in its Python tail can checkpoint: the stage keeps
-    no elements of its own between two next() calls (a parallel map holds a window ahead)."""
+    """Whether an iterator with ``stage`` in its Python tail can checkpoint: a Filter or a
+    sequential Map holds no element between two next() calls, so the engine's position is the
+    iterator's; a parallel map's window, a Python batch, take or skip have state of their own
+    that a checkpoint does not carry."""
     if isinstance(stage, _st.Filter):
         return True
     return isinstance(stage, _st.Map) and stage.num_parallel in (1, AUTOTUNE)
@@ -511,6 +513,10 @@ def _python_parse(stage: _st.Parse, stream):
             for x in stream)
 
 
+def _take_count(stage: _st.Take) -> int | None:
+    return None if stage.count < 0 else stage.count  # -1: every element
+
+
 def _parallel_map(fn, parallel: int, stream):
     """fn over stream on `parallel` threads, results in order, at most 2 * parallel ahead."""
     from concurrent.futures import ThreadPoolExecutor
@@ -530,7 +536,7 @@ _PYTHON_RUNNERS: dict = {
     _st.Filter: _python_filter,
     _st.Batch: _python_batch,
     _st.Parse: _python_parse,
-    _st.Take: lambda stage, stream: _itertools.islice(stream, None if stage.count < 0 else stage.count),
+    _st.Take: lambda stage, stream: _itertools.islice(stream, _take_count(stage)),
     _st.Skip: lambda stage, stream: _itertools.islice(stream, stage.count, None),
     _st.Prefetch: lambda stage, stream: stream,  # the consuming thread runs the tail: no buffer
 }

@@ -88,7 +88,8 @@ class Files(Stage):
     def __post_init__(self):
         self._set("paths", tuple(_paths_arg(self.paths, "from_files")))
         if self.compression is not None and not isinstance(self.compression, str):
-            raise TypeError(f"from_files: compression must be None or a str, not {self.compression!r}")
+            raise TypeError(
+                f"from_files: compression must be None or a str, not {self.compression!r}")
         self._set("shuffle_files", _bool_arg("shuffle_files", self.shuffle_files))
         self._set("seed", _seed_arg("seed", self.seed))
         if self.on_corruption not in ("raise", "skip"):

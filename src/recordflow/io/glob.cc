@@ -3,12 +3,15 @@
 #include <glob.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
+#include <iterator>
+#include <string>
+#include <vector>
 
 namespace recordflow::io {
 
-bool IsGlobPattern(std::string_view path) { return path.find_first_of("*?[") != std::string_view::npos; }
+bool IsGlobPattern(std::string_view path) {
+  return path.find_first_of("*?[") != std::string_view::npos;
+}
 
 Result<std::vector<std::string>> ExpandGlob(std::string_view pattern) {
   const std::string p(pattern);
@@ -32,7 +35,8 @@ Result<std::vector<std::string>> ExpandGlobs(const std::vector<std::string>& pat
   std::vector<std::string> out;
   for (const std::string& p : paths) {
     RF_ASSIGN_OR_RETURN(std::vector<std::string> matched, ExpandGlob(p));
-    out.insert(out.end(), std::make_move_iterator(matched.begin()), std::make_move_iterator(matched.end()));
+    out.insert(out.end(), std::make_move_iterator(matched.begin()),
+               std::make_move_iterator(matched.end()));
   }
   return out;
 }
