@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from recordflow import dataset as _dataset
+from recordflow import stages as _st
 from recordflow.dataset import AUTOTUNE, Dataset
 
 __all__ = ["diagnose", "Report", "main"]
@@ -98,36 +98,60 @@ def _callable_name(fn: Any) -> str:
 def _python_start(ops: tuple) -> int:
     """Index of the first transformation that runs in Python (len(ops) when none does)."""
     for i, op in enumerate(ops):
-        if op[0] not in _dataset._NATIVE:
+        if not op.native:
             return i
     return len(ops)
+
+
+# The doctor rewrites a pipeline's transformations (ds.stages[1:]) and keeps its source.
+def _ops(ds: Dataset) -> tuple:
+    """The transformations of ``ds`` (rf.stages), in order: its stages after the source."""
+    return ds.stages[1:]
+
+
+def _with_ops(ds: Dataset, ops) -> Dataset:
+    """``ds``'s source with the transformations ``ops``."""
+    return ds.with_stages(ds.stages[:1] + tuple(ops))
+
+
+def _source_paths(ds: Dataset) -> list[str] | None:
+    """The files ``ds`` reads (globs expanded), or None for in-memory records."""
+    source = ds.stages[0]
+    return source.expanded_paths() if isinstance(source, _st.Files) else None
+
+
+def _source_compression(ds: Dataset) -> str | None:
+    """The compression given to from_files (None: from each file name)."""
+    source = ds.stages[0]
+    return source.compression if isinstance(source, _st.Files) else None
 
 
 def _instrument(ds: Dataset) -> tuple[Dataset, list[dict]]:
     """The dataset with each Python map/filter callable wrapped in a _Timed, and a description
     of each Python-side stage (id, kind, name, parallelism, timer)."""
-    ops = list(ds._stage_ops())
+    ops = list(_ops(ds))
     start = _python_start(tuple(ops))
     python_stages = []
     counts: dict[str, int] = {}
     for i in range(start, len(ops)):
         op = ops[i]
-        kind = op[0]
+        kind = op.name
         k = counts.get(kind, 0)
         counts[kind] = k + 1
         stage = {"id": f"python_{kind}_{k}", "kind": f"python_{kind}", "op_index": i,
                  "timer": None, "parallelism": 1}
-        if kind in ("map", "filter"):
-            timer = _Timed(op[1])
-            ops[i] = (kind, timer) + tuple(op[2:])
+        if isinstance(op, (_st.Map, _st.Filter)):
+            fn = op.fn if isinstance(op, _st.Map) else op.predicate
+            timer = _Timed(fn)
+            ops[i] = op.replace(fn=timer) if isinstance(op, _st.Map) else op.replace(predicate=timer)
             stage["timer"] = timer
-            stage["name"] = f"python {kind}({_callable_name(op[1])})"
-            if kind == "map" and op[2] > 1:
-                stage["parallelism"] = op[2]
+            stage["name"] = f"python {kind}({_callable_name(fn)})"
+            if isinstance(op, _st.Map) and op.num_parallel > 1:
+                stage["parallelism"] = op.num_parallel
         else:
             stage["name"] = f"python {kind}"
         python_stages.append(stage)
-    return ds._with_ops(ops), python_stages
+    return _with_ops(ds, ops), python_stages
 
 
 def _element_bytes(element: Any) -> int:
@@ -146,7 +170,7 @@ def _element_bytes(element: Any) -> int:
 
 
 def _batch_size(ds: Dataset) -> int | None:
-    sizes = [op[1] for op in ds._stage_ops() if op[0] == "batch"]
+    sizes = [op.batch_size for op in _ops(ds) if isinstance(op, _st.Batch)]
     return sizes[-1] if sizes else None
 
 
@@ -195,7 +219,7 @@ def _run_alone(ds: Dataset, seconds: float) -> dict:
 def _run_with_step(ds: Dataset, step: Callable[[Any], Any], seconds: float) -> dict:
     """Iterates ``ds`` and calls ``step`` on each element for ``seconds``; times each step's
     wait for its element and its compute. The first element (start-up) is left out."""
-    it = ds._with_ops(ds._stage_ops()).iterator()  # a copy: the user's ds.stats() stays theirs
+    it = ds.with_stages(ds.stages).iterator()  # a copy: the user's ds.stats() stays theirs
     waits: list[float] = []
     computes: list[float] = []
     try:
@@ -299,15 +323,14 @@ def _in_series_cost(stages: list[dict], elements: int) -> list[tuple[dict, float
 def _read_alone_rate(ds: Dataset, seconds: float) -> float | None:
     """Records/s of ``ds``'s record stream alone (its transformations before the first parse,
     map, filter or batch), batched natively so the consumer is not the limit."""
-    ops = list(ds._stage_ops())
     stream = []
-    for op in ops:
-        if op[0] in ("parse", "native_map", "map", "filter", "batch", "prefetch"):
+    for op in _ops(ds):
+        if isinstance(op, (_st.Parse, _st.NativeMap, _st.Map, _st.Filter, _st.Batch, _st.Prefetch)):
             break
         stream.append(op)
-    stream.append(("batch", 256, False))
+    stream.append(_st.Batch(256, False))
     try:
-        return _run_alone(ds._with_ops(stream), seconds)["elements_per_s"] * 256
+        return _run_alone(_with_ops(ds, stream), seconds)["elements_per_s"] * 256
     except Exception:  # the check is advisory; the utilizations still stand
         return None
 
@@ -335,47 +358,47 @@ def _free_gain(stages: list[dict], stage_id: str, records_per_s: float | None = 
 
 # ------------------------------------------------------------------------ variants
 def _insert_interleave(ds: Dataset, cycle: int) -> Dataset:
-    ops = list(ds._stage_ops())
+    ops = list(_ops(ds))
     i = 0
-    while i < len(ops) and ops[i][0] == "shard":  # a file-level shard stays first
+    while i < len(ops) and isinstance(ops[i], _st.Shard):  # a file-level shard stays first
         i += 1
-    ops.insert(i, ("interleave", cycle, 1, AUTOTUNE, True))
-    return ds._with_ops(ops)
+    ops.insert(i, _st.Interleave(cycle, 1, AUTOTUNE, True))
+    return _with_ops(ds, ops)
 
 
-def _replace_op(ds: Dataset, index: int, op: tuple | None) -> Dataset:
-    ops = list(ds._stage_ops())
+def _replace_op(ds: Dataset, index: int, op: _st.Stage | None) -> Dataset:
+    ops = list(_ops(ds))
     if op is None:
         del ops[index]
     else:
         ops[index] = op
-    return ds._with_ops(ops)
+    return _with_ops(ds, ops)
 
 
 def _with_prefetch(ds: Dataset, n: int) -> Dataset:
     """``ds`` with its engine-side prefetch set to ``n`` (added when it has none). A prefetch
     after a Python callable does nothing (Python stages run on the consuming thread), so the
     one that counts is the last native one."""
-    ops = list(ds._stage_ops())
+    ops = list(_ops(ds))
     start = _python_start(tuple(ops))
-    native_prefetch = [i for i in range(start) if ops[i][0] == "prefetch"]
+    native_prefetch = [i for i in range(start) if isinstance(ops[i], _st.Prefetch)]
     if native_prefetch:
-        ops[native_prefetch[-1]] = ("prefetch", n)
+        ops[native_prefetch[-1]] = _st.Prefetch(n)
     else:
-        ops.insert(start, ("prefetch", n))
-    return ds._with_ops(ops)
+        ops.insert(start, _st.Prefetch(n))
+    return _with_ops(ds, ops)
 
 
 def _prefetch_setting(ds: Dataset) -> int | None:
-    ops = ds._stage_ops()
+    ops = _ops(ds)
     start = _python_start(ops)
-    found = [op[1] for op in ops[:start] if op[0] == "prefetch"]
+    found = [op.n for op in ops[:start] if isinstance(op, _st.Prefetch)]
     return found[-1] if found else None
 
 
-def _vision_target(op: tuple) -> int | None:
+def _vision_target(op: _st.NativeMap) -> int | None:
     """The shorter side a pre-resize at conversion should keep for a vision preset map."""
-    desc = repr(op[1])
+    desc = repr(op.op)
     m = re.search(r"imagenet_eval\((\d+), (\d+)\)", desc)
     if m:
         return int(m.group(2))
@@ -388,12 +411,12 @@ def _vision_target(op: tuple) -> int | None:
 def _image_sizes(ds: Dataset, key: str = "image/encoded", samples: int = 16) -> list | None:
     """(width, height) of the first images of the first file (headers only)."""
     from recordflow import Example, RecordReader, probe_image
-    paths = ds._source_paths()
+    paths = _source_paths(ds)
     if not paths:
         return None
     pixels = []
     try:
-        for record in RecordReader(paths[0], ds._source_compression()):
+        for record in RecordReader(paths[0], _source_compression(ds)):
             image = Example.parse(record).get(key)
             if isinstance(image, list):
                 image = image[0] if image else None
@@ -413,12 +436,15 @@ def _sample_pipeline(ds: Dataset, paths: list[str], compression: str | None) -> 
     """``ds``'s transformations over the sample files ``paths``: a file-level shard is dropped
     (it would empty a one-file sample) and a repeat added when there is none, so that the
     sample runs as long as the timing needs."""
-    ops = list(ds._stage_ops())
-    while ops and ops[0][0] == "shard":
+    ops = list(_ops(ds))
+    while ops and isinstance(ops[0], _st.Shard):
         ops.pop(0)
-    if not any(op[0] == "repeat" for op in ops):
-        ops.insert(0, ("repeat", -1))
-    return ds._with_ops(ops)._with_source_files(paths, compression)
+    if not any(isinstance(op, _st.Repeat) for op in ops):
+        ops.insert(0, _st.Repeat(-1))
+    if not isinstance(ds.stages[0], _st.Files):
+        raise ValueError("not a Dataset of files")
+    files = ds.stages[0].replace(paths=tuple(str(p) for p in paths), compression=compression)
+    return ds.with_stages((files,) + tuple(ops))
 
 
 # Shards of about this size: large enough that opening a file and restarting its read-ahead
@@ -429,7 +455,6 @@ RESHARD_TARGET_BYTES = 128 << 20
 def _files_argument(paths: list[str]) -> str:
     """The files for a shell command: one glob when a ``dir/*suffix`` matches exactly them,
     else each path, quoted."""
-    import glob as _glob
     import shlex
     dirs = {os.path.dirname(p) for p in paths}
     suffixes = {os.path.basename(p)[os.path.basename(p).find("."):] if "." in os.path.basename(p)
@@ -437,7 +462,11 @@ def _files_argument(paths: list[str]) -> str:
     if len(dirs) == 1 and len(suffixes) == 1 and len(paths) > 1:
         (d,), (suffix,) = dirs, suffixes
         pattern = os.path.join(d, "*" + suffix)
-        if sorted(_glob.glob(pattern)) == sorted(paths):
+        try:
+            matched = _st.expand_globs(pattern)
+        except OSError:  # NotFoundError: nothing matches
+            matched = []
+        if matched == sorted(paths):
             return shlex.quote(d + os.sep) + "*" + shlex.quote(suffix) if d else "*" + shlex.quote(suffix)
     return " ".join(shlex.quote(p) for p in paths)
 
@@ -491,7 +520,7 @@ def _file_layout_variants(ds: Dataset, paths: list[str], compressed: bool, secon
                                   "Each file costs an open and a read-ahead restart.",
                                   command=cmd))
         return recs
-    compression = ds._source_compression()
+    compression = _source_compression(ds)
     out_compression = "GZIP" if compressed else ""
     sample, records, total, sample_file_bytes = [], [], 0, 0
     try:
@@ -567,17 +596,17 @@ def _cache_variant(ds: Dataset, paths: list[str], stages: list[dict], seconds: f
         size += os.path.getsize(p) if os.path.exists(p) else 0
         if size > 16 << 20:
             break
-    compression = ds._source_compression()
+    compression = _source_compression(ds)
     base_ds = _sample_pipeline(ds, sample, compression)
-    ops = list(base_ds._stage_ops())
-    first_repeat = next(i for i, op in enumerate(ops) if op[0] == "repeat")
-    ops.insert(first_repeat, ("cache", ""))
+    ops = list(_ops(base_ds))
+    first_repeat = next(i for i, op in enumerate(ops) if isinstance(op, _st.Repeat))
+    ops.insert(first_repeat, _st.Cache(""))
     log(f"trying: .cache() on a sample of {len(sample)} file(s) ...")
     try:
         base = _run_alone(base_ds, seconds)["elements_per_s"]
     except Exception as e:
         return _Rec.make("cache", sid, title, detail, error=f"{error_name(e)}: {e}")
-    rec = _measure_alone("cache", base_ds._with_ops(ops), base, seconds, "cache", sid, title,
+    rec = _measure_alone("cache", _with_ops(base_ds, ops), base, seconds, "cache", sid, title,
                          detail + f" Measured on a sample of {len(sample)} file(s) against the "
                          "same sample uncached.", lambda m: None)
     return rec
@@ -590,13 +619,13 @@ def _pre_resize_variant(ds: Dataset, target: int, seconds: float, sid: str, titl
     records as they are, both uncompressed in one file. None when it cannot be tried."""
     import tempfile
     from recordflow import Example, RecordReader, RecordWriter, encode_jpeg, vision
-    paths = ds._source_paths()
+    paths = _source_paths(ds)
     if not paths or seconds <= 0:
         return None
     original, resized = [], []
     try:
         for path in paths:
-            for record in RecordReader(path, ds._source_compression()):
+            for record in RecordReader(path, _source_compression(ds)):
                 features = Example.parse(record)
                 image = features.get(key)
                 if not isinstance(image, list) or not image:
@@ -713,10 +742,10 @@ def _native_replacement(ds: Dataset, op_index: int) -> dict | None:
     rf.vision preset (train when two calls on the same element differ: random crops, eval
     otherwise); a function from serialized Examples to some of their features becomes .parse.
     None when the map is neither (the doctor then does not offer a native op)."""
-    ops = ds._stage_ops()
-    fn = ops[op_index][1]
+    ops = _ops(ds)
+    fn = ops[op_index].fn
     try:
-        it = iter(ds._with_ops(ops[:op_index]))
+        it = iter(_with_ops(ds, ops[:op_index]))
         try:
             x = next(it)
         finally:
@@ -757,7 +786,7 @@ def _native_replacement(ds: Dataset, op_index: int) -> dict | None:
 
 def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
                step_run: dict | None, variant_seconds: float, log) -> list[dict]:
-    ops = ds._stage_ops()
+    ops = _ops(ds)
     start = _python_start(ops)
     cores = _cores()
     base = alone["elements_per_s"]
@@ -769,11 +798,11 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
     if kind == "python_map":
         op_index = next(s for s in _instrument(ds)[1] if s["id"] == sid)["op_index"]
         op = ops[op_index]
-        later_callables = any(o[0] in ("map", "filter") for o in ops[op_index + 1:])
-        if op[2] <= 1 or op[2] == AUTOTUNE:
+        later_callables = any(isinstance(o, (_st.Map, _st.Filter)) for o in ops[op_index + 1:])
+        if op.num_parallel <= 1 or op.num_parallel == AUTOTUNE:
             n = max(4, cores)
             recs.append(_measure_alone(
-                "parallel", _replace_op(ds, op_index, ("map", op[1], n)), base, variant_seconds,
+                "parallel", _replace_op(ds, op_index, op.replace(num_parallel=n)), base, variant_seconds,
                 "python_map_parallel", sid, f"run the Python map on threads: .map(fn, num_parallel={n})",
                 "A Python map runs on the consuming thread; with num_parallel it runs on a thread "
                 "pool. Helps when fn sleeps, does I/O or calls code that releases the GIL "
@@ -805,7 +834,8 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
                                      **rec_args)
             rec["native_op"] = native["op"]
             recs.append(rec)
-        if any(o[0] == "batch" for o in ops[op_index + 1:]) and not any(o[0] == "batch" for o in ops[:op_index]):
+        if (any(isinstance(o, _st.Batch) for o in ops[op_index + 1:])
+                and not any(isinstance(o, _st.Batch) for o in ops[:op_index])):
             recs.append(_Rec.make(
                 "python_map_after_batch", sid, "batch before the Python map and vectorize it",
                 "A batch after a Python callable is built in Python, one element at a time; a "
@@ -828,9 +858,9 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
                 "The consuming thread's per-element work (conversion to NumPy, the loop) sets the pace.",
                 gain=None, measured=False))
     elif kind == "read":
-        paths = ds._source_paths() or []
-        interleaves = [i for i in range(start) if ops[i][0] == "interleave"]
-        compressed = ds._source_compression() not in (None, "") or any(
+        paths = _source_paths(ds) or []
+        interleaves = [i for i in range(start) if isinstance(ops[i], _st.Interleave)]
+        compressed = _source_compression(ds) not in (None, "") or any(
             p.endswith((".gz", ".gzip", ".zz", ".zlib")) for p in paths)
         if len(paths) > 1 and not interleaves:
             cycle = min(len(paths), max(cores, 4))
@@ -843,26 +873,27 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
         elif interleaves:
             i = interleaves[-1]
             op = ops[i]
-            cycle = min(max(len(paths), 1), max(2 * op[1] if op[1] > 0 else cores, cores))
-            if op[1] != AUTOTUNE and (op[1] < cycle or (op[3] != AUTOTUNE and op[3] < cores)):
+            cycle = min(max(len(paths), 1), max(2 * op.cycle_length if op.cycle_length > 0 else cores, cores))
+            if op.cycle_length != AUTOTUNE and (op.cycle_length < cycle
+                                                or (op.num_parallel != AUTOTUNE and op.num_parallel < cores)):
                 recs.append(_measure_alone(
-                    "interleave", _replace_op(ds, i, ("interleave", cycle, op[2], AUTOTUNE, op[4])),
+                    "interleave", _replace_op(ds, i, op.replace(cycle_length=cycle, num_parallel=AUTOTUNE)),
                     base, variant_seconds, "parallel_reads", sid,
                     f"more parallel reads: .interleave(cycle_length={cycle}, num_parallel=rf.AUTOTUNE)",
                     "The interleave reads fewer files at once than the machine can inflate/read.", log))
         recs += _file_layout_variants(ds, paths, compressed, variant_seconds, sid, log)
-        if any(o[0] == "repeat" for o in ops) and not any(o[0] == "cache" for o in ops):
+        if any(isinstance(o, _st.Repeat) for o in ops) and not any(isinstance(o, _st.Cache) for o in ops):
             recs.append(_cache_variant(ds, paths, stages, variant_seconds, sid, log))
     elif kind == "process":
-        maps = [i for i in range(start) if ops[i][0] == "native_map"]
+        maps = [i for i in range(start) if isinstance(ops[i], _st.NativeMap)]
         for i in maps:
             op = ops[i]
-            if op[2] != AUTOTUNE and op[2] < cores:
+            if op.num_parallel != AUTOTUNE and op.num_parallel < cores:
                 recs.append(_measure_alone(
-                    "map_parallel", _replace_op(ds, i, ("native_map", op[1], AUTOTUNE)), base,
+                    "map_parallel", _replace_op(ds, i, op.replace(num_parallel=AUTOTUNE)), base,
                     variant_seconds, "map_parallel", sid,
                     "more parallel map work: .map(op, num_parallel=rf.AUTOTUNE)",
-                    f"The native map runs on {op[2]} thread(s) of {cores} cores.", log))
+                    f"The native map runs on {op.num_parallel} thread(s) of {cores} cores.", log))
         vision = [ops[i] for i in maps if _vision_target(ops[i]) is not None]
         if vision:
             upper = _free_gain(stages, sid, records_rate)
@@ -1363,7 +1394,7 @@ def build_preset(paths: list[str], preset: str, batch: int, interleave: int | No
     from recordflow import vision
     ds = Dataset.from_files(paths, compression=compression, shuffle_files=preset == "imagenet_train",
                             seed=0)
-    files = ds._source_paths()
+    files = _source_paths(ds)
     cycle = min(len(files), _cores()) if interleave is None else interleave
     if cycle > 1:
         ds = ds.interleave(cycle_length=cycle)
@@ -1472,7 +1503,7 @@ def main(argv: list[str] | None = None, prog: str = "recordflow doctor") -> int:
         if args.json:
             out = report.to_dict()
             out["preset"] = args.preset
-            out["files"] = len(ds._source_paths() or [])
+            out["files"] = len(_source_paths(ds) or [])
             sys.stdout.write(json.dumps(out, indent=2) + "\n")
         else:
             sys.stdout.write(str(report))
