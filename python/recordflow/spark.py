@@ -20,6 +20,7 @@ import glob as _glob
 import json
 import os
 import shutil
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
@@ -753,6 +754,7 @@ def convert(spark, src: str, dst: str, *, shards: int, val_fraction: float = 0.0
         elif not resume:
             raise AlreadyExistsError(f"'{dst}' already holds converted shards; use resume=True to "
                                      "finish it or overwrite=True to replace it")
+    start = time.monotonic()
     job = uuid.uuid4().hex[:16]
     job_dir = _job_dir(dst, job)
     os.makedirs(job_dir)
@@ -761,7 +763,7 @@ def convert(spark, src: str, dst: str, *, shards: int, val_fraction: float = 0.0
         # and names every shard (cheap: no image is read).
         plan_dir = os.path.join(job_dir, "plan")
         plan = json.loads(_core._convert(src, plan_dir, dict(opts, only_shards=[-1], sync=False), None))
-        shard_files = [s["file"] for split in plan["splits"] for s in split["shards"]]
+        shard_files = [s["file"] for split in plan["splits"].values() for s in split["shards"]]
         os.makedirs(state_dir, exist_ok=True)
         _copy_plan_state(plan_dir, state_dir, resume)
         todo = [i for i, f in enumerate(shard_files) if not _shard_committed(dst, state_dir, f, index and not compression)]
@@ -787,7 +789,7 @@ def convert(spark, src: str, dst: str, *, shards: int, val_fraction: float = 0.0
         labels = os.path.join(plan_dir, "labels.txt")
         if os.path.exists(labels):
             os.replace(labels, os.path.join(dst, "labels.txt"))
-        summary = _merge_summary(plan, dst, state_dir, shard_files, set(todo))
+        summary = _merge_summary(plan, dst, state_dir, set(todo), time.monotonic() - start)
         _write_atomic(os.path.join(dst, "summary.json"), json.dumps(summary, indent=1) + "\n")
         _write_atomic(os.path.join(dst, "_SUCCESS"), "")
         return summary
@@ -822,21 +824,23 @@ def _shard_committed(dst: str, state_dir: str, f: str, indexed: bool) -> bool:
     return not indexed or os.path.isfile(os.path.join(dst, f + ".idx"))
 
 
-def _merge_summary(plan: dict, dst: str, state_dir: str, shard_files: list, ran: set) -> dict:
+def _merge_summary(plan: dict, dst: str, state_dir: str, ran: set, seconds: float) -> dict:
+    """recordflow convert's summary.json, from the plan run and each shard's state file."""
     summary = dict(plan)
     summary["destination"] = dst
-    summary["skipped"] = list(plan.get("skipped", []))
+    classes = plan.get("classes", [])
+    skipped = list(plan.get("skipped", []))
     totals = dict(records=0, output_bytes=0, input_bytes=0, transcoded=0, resumed_shards=0,
                   records_this_run=0)
     i = 0
-    for split in summary["splits"]:
+    for split in summary["splits"].values():
         split["records"] = split["bytes"] = 0
-        per_class = [0] * len(split.get("per_class", []))
+        per_class = [0] * len(classes)
         for shard in split["shards"]:
             with open(os.path.join(state_dir, shard["file"] + ".json")) as fh:
                 s = json.load(fh)
-            shard["records"], shard["bytes"] = s["records"], s["bytes"]
-            shard["resumed"] = i not in ran
+            resumed = i not in ran
+            shard.update(records=s["records"], bytes=s["bytes"], resumed=resumed)
             split["records"] += s["records"]
             split["bytes"] += s["bytes"]
             for c, v in enumerate(s.get("per_class", [])[:len(per_class)]):
@@ -845,11 +849,13 @@ def _merge_summary(plan: dict, dst: str, state_dir: str, shard_files: list, ran:
             totals["output_bytes"] += s["bytes"]
             totals["input_bytes"] += s.get("input_bytes", 0)
             totals["transcoded"] += s.get("transcoded", 0)
-            totals["resumed_shards"] += i not in ran
-            totals["records_this_run"] += 0 if i not in ran else s["records"]
-            summary["skipped"].extend(s.get("skipped", []))
+            totals["resumed_shards"] += resumed
+            totals["records_this_run"] += 0 if resumed else s["records"]
+            skipped.extend(s.get("skipped", []))
             i += 1
         if "per_class" in split:
-            split["per_class"] = per_class
-    summary.update({k: v for k, v in totals.items() if k in summary or True})
+            split["per_class"] = {c: per_class[k] for k, c in enumerate(classes)}
+    summary.update(totals)
+    summary.update(skipped=skipped, skipped_count=len(skipped), seconds=round(seconds, 6),
+                   images_per_second=round(totals["records_this_run"] / seconds, 4) if seconds > 0 else 0)
     return summary
