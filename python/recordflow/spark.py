@@ -475,6 +475,11 @@ class _Writer(DataSourceArrowWriter):
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx else 0
         attempt = ctx.attemptNumber() if ctx else 0
+        return self.write_attempt(iterator, partition, attempt)
+
+    def write_attempt(self, iterator, partition: int, attempt: int) -> ShardCommit:
+        """One task attempt's shard (write() with the task's ids; tests drive concurrent
+        attempts of one partition through it, as speculative execution runs them)."""
         temp, final = self._names(partition, attempt)
         if self.skip:
             for _ in iterator:

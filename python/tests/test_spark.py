@@ -336,6 +336,39 @@ def test_failed_first_attempts_still_write_exactly_once(spark, tmp_path):
         assert rf.count_records(os.path.join(out, s["file"])) == s["records"]
 
 
+def test_speculative_attempts_commit_exactly_once(tmp_path):
+    """Speculative execution as Spark runs it: two attempts of one partition both write their
+    whole shard; the commit coordinator lets one commit; a third copy still running after the
+    job committed finds its folder gone. (local mode never launches a speculative copy, since
+    all attempts would be on one host, so the attempts are driven here directly through the
+    writer Spark pickles to its tasks.)"""
+    out = str(tmp_path / "spec")
+    schema = T.StructType([T.StructField("i", T.LongType())])
+    writer = rfs.RecordflowDataSource({"path": out}).writer(schema, overwrite=False)
+    batch = pa.RecordBatch.from_arrays([pa.array(range(50), pa.int64())], names=["i"])
+    other = pa.RecordBatch.from_arrays([pa.array(range(50, 80), pa.int64())], names=["i"])
+    first = writer.write_attempt(iter([batch]), partition=0, attempt=0)
+    speculative = writer.write_attempt(iter([batch]), partition=0, attempt=1)
+    second_partition = writer.write_attempt(iter([other]), partition=1, attempt=0)
+    assert os.path.exists(first.temp_file) and os.path.exists(speculative.temp_file)
+    writer.commit([speculative, second_partition])  # the coordinator chose attempt 1
+    with pytest.raises(Exception):  # the late copy cannot create anything any more
+        writer.write_attempt(iter([batch]), partition=0, attempt=2)
+    ids = sorted(int(rf.Example.parse(r)["i"][0]) for r in _records(out))
+    assert ids == list(range(80))
+    assert _leftovers(out) == []
+    assert sorted(os.listdir(out)) == sorted(
+        ["_SUCCESS", "_manifest.json"] + [n for m in (speculative, second_partition)
+                                          for n in (m.final_name, m.final_name + ".idx",
+                                                    m.final_name + rfs.META_SUFFIX)])
+    # abort() of another job leaves the committed output alone and removes its own attempts.
+    job2 = rfs.RecordflowDataSource({"path": out}).writer(schema, overwrite=True)
+    m = job2.write_attempt(iter([other]), partition=0, attempt=0)
+    job2.abort([m])
+    assert sorted(int(rf.Example.parse(r)["i"][0]) for r in _records(out)) == list(range(80))
+    assert _leftovers(out) == []
+
+
 def test_failed_job_leaves_nothing(spark, tmp_path):
     out = str(tmp_path / "abort")
 
