@@ -28,6 +28,7 @@ if [[ $with_test == 1 ]]; then
   apt_packages+=(clang-tidy)  # static checks (.clang-tidy; scripts/test.sh)
   apt_packages+=(clang-format)  # scripts/lint.sh (.clang-format)
   apt_packages+=(opencv-doc)  # sample photos for the ImageNet-like demo/benchmark data
+  apt_packages+=(openjdk-17-jre-headless)  # Spark 4's JVM for python/tests/test_spark.py
 fi
 [[ $with_wheel == 1 ]] && apt_packages+=(debootstrap)  # scripts/wheel_test.sh: the clean system
 [[ $with_bench == 1 ]] && apt_packages+=(libturbojpeg0-dev)  # bench/jpeg_decode_bench.cc
@@ -55,6 +56,9 @@ if [[ $with_test == 1 ]]; then
   pip_packages+=("torch==2.13.0" "jax" "jaxlib")
   # torchdata's StatefulDataLoader checkpoints rf.torch through state_dict() in the DDP test.
   pip_packages+=("torchdata==0.11.0")
+  # recordflow.spark (python/tests/test_spark.py, bench/spark_bench.py): Spark 4's Python data
+  # source API; pyarrow on the driver and the workers.
+  pip_packages+=("pyspark>=4.0" "pyarrow")
 fi
 # Demo data generator (recordflow.datasets): Pillow, and the sample photos that ship inside
 # scikit-image and scikit-learn.

@@ -48,6 +48,7 @@ convert::ConvertOptions ToOptions(const nb::dict& d) {
   Get(d, "resume", &o.resume);
   Get(d, "overwrite", &o.overwrite);
   Get(d, "num_threads", &o.num_threads);
+  Get(d, "only_shards", &o.only_shards);
   if (d.contains("compression") && !d["compression"].is_none()) {
     o.compression = ValueOrThrow(format::ParseCompression(nb::cast<std::string>(d["compression"])));
   }

@@ -308,9 +308,138 @@ class PyParser {
   std::unique_ptr<Parser> parser_;
 };
 
+
+// One column of a batch, as python/recordflow/spark.py lays it out from Arrow buffers: row r
+// holds items [row_splits[r], row_splits[r+1]) (steps, for a feature list, whose values are
+// [step_splits[i], step_splits[i+1])); present[r] == 0 leaves the feature out.
+struct ColumnIn {
+  std::string key;
+  ListKind kind = ListKind::kNone;
+  bool sequence = false;
+  std::vector<uint8_t> present;
+  std::vector<int64_t> row_splits, step_splits;
+  nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> int64s;
+  nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> floats;
+  std::vector<int64_t> item_offsets;  // bytes: item i is data[item_offsets[i], item_offsets[i+1])
+  nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> data;
+};
+
+template <typename T>
+std::vector<T> ToVector(nb::handle h) {
+  auto a = nb::cast<nb::ndarray<const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>>(h);
+  return std::vector<T>(a.data(), a.data() + a.shape(0));
+}
+
+// Splits must start at >= 0, never decrease and end within `limit` items.
+void CheckSplits(const std::vector<int64_t>& splits, size_t expected, int64_t limit,
+                 const std::string& key, const char* what) {
+  if (splits.size() != expected) {
+    throw nb::value_error(("feature '" + key + "': " + what + " has " + std::to_string(splits.size()) +
+                           " entries, expected " + std::to_string(expected)).c_str());
+  }
+  for (size_t i = 0; i < splits.size(); ++i) {
+    if (splits[i] < 0 || splits[i] > limit || (i > 0 && splits[i] < splits[i - 1])) {
+      throw nb::value_error(("feature '" + key + "': " + what + " out of order or range at " +
+                             std::to_string(i)).c_str());
+    }
+  }
+}
+
+Feature SliceFeature(const ColumnIn& c, int64_t begin, int64_t end) {
+  switch (c.kind) {
+    case ListKind::kInt64:
+      return Feature::Int64s(std::vector<int64_t>(c.int64s.data() + begin, c.int64s.data() + end));
+    case ListKind::kFloat:
+      return Feature::Floats(std::vector<float>(c.floats.data() + begin, c.floats.data() + end));
+    default: {
+      std::vector<std::string> values;
+      values.reserve(static_cast<size_t>(end - begin));
+      const char* base = reinterpret_cast<const char*>(c.data.data());
+      for (int64_t i = begin; i < end; ++i) {
+        values.emplace_back(base + c.item_offsets[i], static_cast<size_t>(c.item_offsets[i + 1] - c.item_offsets[i]));
+      }
+      return Feature::Bytes(std::move(values));
+    }
+  }
+}
+
+// Serializes `num_rows` Examples (or SequenceExamples when `sequence_example`) from columns:
+// the bounds are checked with the GIL held, the encoding runs without it.
+nb::list SerializeColumns(size_t num_rows, nb::list columns, bool sequence_example) {
+  std::vector<ColumnIn> cols;
+  for (nb::handle h : columns) {
+    nb::tuple t = nb::cast<nb::tuple>(h);
+    if (t.size() != 8) throw nb::value_error("column tuple: (key, kind, sequence, present, row_splits, step_splits, values, data)");
+    ColumnIn c;
+    c.key = nb::cast<std::string>(t[0]);
+    const std::string kind = nb::cast<std::string>(t[1]);
+    c.kind = kind == "int64" ? ListKind::kInt64 : kind == "float32" ? ListKind::kFloat
+             : kind == "bytes" ? ListKind::kBytes : ListKind::kNone;
+    if (c.kind == ListKind::kNone) throw nb::value_error(("feature '" + c.key + "': unknown kind " + kind).c_str());
+    c.sequence = nb::cast<bool>(t[2]);
+    if (c.sequence && !sequence_example) {
+      throw nb::value_error(("feature '" + c.key + "': a feature list needs a SequenceExample").c_str());
+    }
+    c.present = ToVector<uint8_t>(t[3]);
+    c.row_splits = ToVector<int64_t>(t[4]);
+    if (c.present.size() != num_rows) throw nb::value_error(("feature '" + c.key + "': present has the wrong length").c_str());
+    int64_t items = 0;
+    if (c.kind == ListKind::kInt64) {
+      c.int64s = nb::cast<decltype(c.int64s)>(t[6]);
+      items = static_cast<int64_t>(c.int64s.shape(0));
+    } else if (c.kind == ListKind::kFloat) {
+      c.floats = nb::cast<decltype(c.floats)>(t[6]);
+      items = static_cast<int64_t>(c.floats.shape(0));
+    } else {
+      c.item_offsets = ToVector<int64_t>(t[6]);
+      c.data = nb::cast<decltype(c.data)>(t[7]);
+      if (c.item_offsets.empty()) throw nb::value_error(("feature '" + c.key + "': empty item offsets").c_str());
+      CheckSplits(c.item_offsets, c.item_offsets.size(), static_cast<int64_t>(c.data.shape(0)), c.key, "item offsets");
+      items = static_cast<int64_t>(c.item_offsets.size()) - 1;
+    }
+    if (c.sequence) {
+      if (t[5].is_none()) throw nb::value_error(("feature '" + c.key + "': step_splits missing").c_str());
+      c.step_splits = ToVector<int64_t>(t[5]);
+      if (c.step_splits.empty()) throw nb::value_error(("feature '" + c.key + "': empty step splits").c_str());
+      CheckSplits(c.step_splits, c.step_splits.size(), items, c.key, "step splits");
+      CheckSplits(c.row_splits, num_rows + 1, static_cast<int64_t>(c.step_splits.size()) - 1, c.key, "row splits");
+    } else {
+      CheckSplits(c.row_splits, num_rows + 1, items, c.key, "row splits");
+    }
+    cols.push_back(std::move(c));
+  }
+  std::vector<std::string> out(num_rows);
+  {
+    nb::gil_scoped_release release;
+    for (size_t r = 0; r < num_rows; ++r) {
+      example::SequenceExample se;
+      for (const ColumnIn& c : cols) {
+        if (c.present[r] == 0) continue;
+        if (!c.sequence) {
+          se.context[c.key] = SliceFeature(c, c.row_splits[r], c.row_splits[r + 1]);
+          continue;
+        }
+        std::vector<Feature>& steps = se.feature_lists[c.key];
+        for (int64_t s = c.row_splits[r]; s < c.row_splits[r + 1]; ++s) {
+          steps.push_back(SliceFeature(c, c.step_splits[s], c.step_splits[s + 1]));
+        }
+      }
+      out[r] = sequence_example ? example::SerializeSequenceExample(se)
+                                : example::SerializeExample(se.context);
+    }
+  }
+  nb::list result;
+  for (const std::string& rec : out) result.append(Bytes(rec));
+  return result;
+}
+
 }  // namespace
 
 void RegisterExample(nb::module_& m) {
+  m.def("serialize_columns", &SerializeColumns, "num_rows"_a, "columns"_a,
+        "sequence_example"_a = false,
+        "Serializes a batch of Examples / SequenceExamples from column buffers (see "
+        "recordflow.spark); GIL released while encoding.");
   m.def(
       "serialize_example",
       [](nb::dict features) { return Bytes(example::SerializeExample(ToFeatures(features))); },

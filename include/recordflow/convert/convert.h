@@ -119,6 +119,12 @@ struct ConvertOptions {
   bool overwrite = false;
   // Worker threads; 0: one per core.
   int num_threads = 0;
+  // Non-empty: write only the shards with these plan indices (train shards, then validation
+  // shards, as in the summary); the other shards are neither written nor counted. An index
+  // that names no shard selects nothing, so {-1} writes only labels.txt and a summary that
+  // lists the plan's shard names. Distributed conversion (recordflow.spark) runs one shard
+  // per task this way: every task makes the same plan, so the bytes match a one-machine run.
+  std::vector<int> only_shards;
   // Called on the calling thread about every 100 ms, and once at the end.
   std::function<void(const ConvertProgress&)> progress;
 };

@@ -509,6 +509,15 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
     }
   }
 
+  if (!options.only_shards.empty()) {
+    for (size_t s = 0; s < plan.shards.size(); ++s) {
+      if (std::find(options.only_shards.begin(), options.only_shards.end(),
+                    static_cast<int>(s)) == options.only_shards.end()) {
+        done[s] = true;  // another run (a Spark task) writes it
+      }
+    }
+  }
+
   // 3. Work list: every item of every shard still to write, in write order.
   struct Work {
     uint32_t shard;

@@ -1,0 +1,866 @@
+"""recordflow on Apache Spark 4: the ``recordflow`` data source (read and write) and
+distributed conversion, on Spark's Python Data Source API (pyspark >= 4.0).
+
+    import recordflow.spark as rfs
+    rfs.register(spark)
+    df = spark.read.format("recordflow").option("recordType", "Example").load("data/*.tfrecord")
+    df.write.format("recordflow").mode("overwrite").save("out/")
+    rfs.write(df, "out/", mode="errorifexists")        # also "ignore" (see write())
+    rfs.convert(spark, "images/", "dst/", shards=64, val_fraction=0.1, seed=0)
+
+The native pieces do the work: records are read by the C++ reader (CRC checked, GIL released),
+parsed by the C++ Example parser into NumPy buffers that become Arrow arrays without a copy
+of numeric data, and written by the C++ writer from Arrow column buffers
+(``_core.serialize_columns``). See docs/spark.md for the schema table and the commit protocol.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from recordflow import _core
+from recordflow.errors import AlreadyExistsError, SchemaError
+
+try:  # pyspark is optional for the rest of recordflow
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceReader,
+        InputPartition,
+        WriterCommitMessage,
+    )
+    from pyspark.sql import types as T
+except ImportError as e:  # pragma: no cover - exercised only without pyspark
+    raise ImportError("recordflow.spark needs pyspark >= 4.0 (pip install 'pyspark>=4.0' pyarrow)") from e
+
+FORMAT = "recordflow"
+RECORD_TYPES = ("Example", "SequenceExample", "ByteArray")
+META_SUFFIX = ".meta.json"  # per-shard sidecar: schema, record type, record count, bytes
+MANIFEST = "_manifest.json"
+TEMPORARY = "_temporary"
+_DEFAULT_RECORDS_PER_PARTITION = 1 << 16
+_DEFAULT_SAMPLE = 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# Options and files
+
+
+def _record_type(options: dict) -> str:
+    rt = options.get("recordtype", options.get("recordType", "Example"))
+    for name in RECORD_TYPES:
+        if rt.lower() == name.lower():
+            return name
+    raise ValueError(f"recordType must be one of {', '.join(RECORD_TYPES)}, not {rt!r}")
+
+
+def _opt(options: dict, name: str, default: Any = None) -> Any:
+    # Spark passes option keys case-insensitively (lower-cased in some versions).
+    for k, v in options.items():
+        if k.lower() == name.lower():
+            return v
+    return default
+
+
+def _compression_of(path: str, given: str | None) -> str | None:
+    if given:
+        c = given.upper()
+        return None if c in ("NONE", "") else c
+    if path.endswith(".gz"):
+        return "GZIP"
+    if path.endswith(".zz"):
+        return "ZLIB"
+    return None
+
+
+def _is_data_name(name: str) -> bool:
+    return not (name.startswith((".", "_")) or name.endswith((".idx", ".json", ".crc", ".txt")))
+
+
+def _list_files(path: str) -> list[str]:
+    """The record files a load path names: a file, a folder (its data files, as Parquet skips
+    names starting with '_' or '.'), a glob, or several comma-separated of those."""
+    out: list[str] = []
+    for p in [x for x in path.split(",") if x]:
+        if os.path.isdir(p):
+            out.extend(sorted(os.path.join(p, n) for n in os.listdir(p)
+                              if _is_data_name(n) and os.path.isfile(os.path.join(p, n))))
+        elif any(ch in p for ch in "*?["):
+            out.extend(sorted(f for f in _glob.glob(p)
+                              if os.path.isfile(f) and _is_data_name(os.path.basename(f))))
+        elif os.path.isfile(p):
+            out.append(p)
+        else:
+            raise FileNotFoundError(f"recordflow: no such file or folder: '{p}'")
+    if not out:
+        raise FileNotFoundError(f"recordflow: no record files under '{path}'")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema: Spark types <-> Example features
+
+
+_INT_TYPES = (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.BooleanType)
+_FLOAT_TYPES = (T.FloatType, T.DoubleType)
+_BYTES_TYPES = (T.BinaryType, T.StringType)
+
+
+def _kind(dt: T.DataType, key: str) -> str:
+    if isinstance(dt, _INT_TYPES):
+        return "int64"
+    if isinstance(dt, _FLOAT_TYPES):
+        return "float32"
+    if isinstance(dt, _BYTES_TYPES):
+        return "bytes"
+    raise SchemaError(f"column '{key}': Spark type {dt.simpleString()} has no Example feature "
+                      "type (see docs/spark.md for the mapping)")
+
+
+def _layout(dt: T.DataType, key: str, record_type: str) -> tuple[str, int]:
+    """(feature kind, depth): depth 0 scalar, 1 list, 2 feature list (SequenceExample)."""
+    depth = 0
+    while isinstance(dt, T.ArrayType):
+        dt = dt.elementType
+        depth += 1
+    if depth > 2:
+        raise SchemaError(f"column '{key}': arrays nest at most twice (a feature list of lists)")
+    if depth == 2 and record_type != "SequenceExample":
+        raise SchemaError(f"column '{key}': array of arrays needs recordType SequenceExample")
+    return _kind(dt, key), depth
+
+
+def _check_schema(schema: T.StructType, record_type: str) -> None:
+    if record_type == "ByteArray":
+        if len(schema.fields) != 1 or not isinstance(schema.fields[0].dataType, T.BinaryType):
+            raise SchemaError("recordType ByteArray has one BinaryType column (default name "
+                              "'byteArray')")
+        return
+    for f in schema.fields:
+        _layout(f.dataType, f.name, record_type)
+
+
+def _type_for(kind: str) -> T.DataType:
+    return {"int64": T.LongType(), "float32": T.FloatType(), "bytes": T.BinaryType()}[kind]
+
+
+def infer_schema(files: Sequence[str], record_type: str, compression: str | None = None,
+                 sample: int = _DEFAULT_SAMPLE) -> T.StructType:
+    """The schema of `files`: from the sidecar recordflow wrote beside the first file when there
+    is one, else from the first `sample` records (in file order, stopping there: no full pass).
+    A feature seen with exactly one value in every sampled record is a scalar, else an array;
+    bytes are BinaryType (exact bytes; cast to string in Spark when they are text)."""
+    if record_type == "ByteArray":
+        return T.StructType([T.StructField("byteArray", T.BinaryType(), True)])
+    meta = files[0] + META_SUFFIX
+    if os.path.isfile(meta):
+        with open(meta) as f:
+            m = json.load(f)
+        if m.get("recordType") == record_type and "schema" in m:
+            return T.StructType.fromJson(m["schema"])
+    kinds: dict[str, str] = {}
+    single: dict[str, bool] = {}
+    seq_kinds: dict[str, str] = {}
+    seen = 0
+    for path in files:
+        if seen >= sample:
+            break
+        with _core.RecordReader(path, _compression_of(path, compression)) as reader:
+            for rec in reader.read_batch(sample - seen):
+                seen += 1
+                if record_type == "Example":
+                    context, lists = _core.parse_example_single(rec), {}
+                else:
+                    context, lists = _core.parse_sequence_example_single(rec)
+                for key, v in context.items():
+                    if v is None:
+                        continue
+                    k = "bytes" if isinstance(v, list) else ("int64" if v.dtype == np.int64 else "float32")
+                    if kinds.setdefault(key, k) != k:
+                        raise SchemaError(f"feature '{key}' has type {kinds[key]} in one sampled "
+                                          f"record and {k} in another ('{path}')")
+                    single[key] = single.get(key, True) and len(v) == 1
+                for key, steps in lists.items():
+                    for v in steps:
+                        if v is None:
+                            continue
+                        k = "bytes" if isinstance(v, list) else ("int64" if v.dtype == np.int64 else "float32")
+                        seq_kinds.setdefault(key, k)
+        # Records missing a key in some rows still give it a column: it reads as null.
+    fields = []
+    for key in sorted(kinds):
+        t = _type_for(kinds[key])
+        fields.append(T.StructField(key, t if single[key] else T.ArrayType(t, True), True))
+    for key in sorted(seq_kinds):
+        if key in kinds:
+            raise SchemaError(f"key '{key}' is both a context feature and a feature list")
+        fields.append(T.StructField(key, T.ArrayType(T.ArrayType(_type_for(seq_kinds[key]), True), True), True))
+    if not fields:
+        raise SchemaError(f"cannot infer a schema: no features in the first {seen} records of "
+                          f"'{files[0]}'; give one with .schema(...)")
+    return T.StructType(fields)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+
+@dataclass
+class RecordRange(InputPartition):
+    """A partition: records [start, start + count) of `path` (count -1: the whole file)."""
+    path: str
+    start: int = 0
+    count: int = -1
+
+    def __post_init__(self):
+        InputPartition.__init__(self, (self.path, self.start, self.count))
+
+
+def _plan_partitions(files: Sequence[str], compression: str | None, per_partition: int,
+                     on_corruption: str) -> list[RecordRange]:
+    parts = []
+    for path in files:
+        idx = path + ".idx"
+        # Ranges need random access (uncompressed, with an index); "skip" needs the stream
+        # reader's resynchronisation, so those read whole files.
+        if (_compression_of(path, compression) is None and on_corruption == "raise"
+                and os.path.isfile(idx)):
+            with open(idx, "rb") as f:
+                n = sum(1 for line in f if line.strip())
+            if n > per_partition:
+                parts.extend(RecordRange(path, s, per_partition) for s in range(0, n, per_partition))
+                continue
+        parts.append(RecordRange(path))
+    return parts
+
+
+class _Reader(DataSourceReader):
+    def __init__(self, options: dict, schema: T.StructType, files: list[str]):
+        self.options = options
+        self.schema = schema
+        self.files = files
+        self.record_type = _record_type(options)
+        self.compression = _opt(options, "compression")
+        self.on_corruption = _opt(options, "on_corruption", _opt(options, "onCorruption", "raise"))
+        if self.on_corruption not in ("raise", "skip"):
+            raise ValueError(f'on_corruption must be "raise" or "skip", not {self.on_corruption!r}')
+        self.batch_size = int(_opt(options, "batchSize", 4096))
+        self.per_partition = int(_opt(options, "recordsPerPartition", _DEFAULT_RECORDS_PER_PARTITION))
+        _check_schema(schema, self.record_type)
+
+    def partitions(self) -> list[RecordRange]:
+        return _plan_partitions(self.files, self.compression, self.per_partition, self.on_corruption)
+
+    def read(self, partition: RecordRange) -> Iterator[Any]:
+        arrow_schema = _arrow_schema(self.schema)
+        converter = _BatchConverter(self.schema, self.record_type, arrow_schema)
+        path = partition.path
+        if partition.count >= 0:
+            reader = _core.IndexedRecordReader(path)
+            end = min(len(reader), partition.start + partition.count)
+            for s in range(partition.start, end, self.batch_size):
+                records = reader.read_range(s, min(self.batch_size, end - s))
+                yield converter(records, path, s)
+            return
+        with _core.RecordReader(path, _compression_of(path, self.compression),
+                                self.on_corruption) as reader:
+            first = 0
+            while True:
+                records = reader.read_batch(self.batch_size)
+                if not records:
+                    break
+                yield converter(records, path, first)
+                first += len(records)
+            if reader.skipped_records:
+                _report_skips(path, reader.skipped_records, reader.skipped_bytes)
+
+
+def _report_skips(path: str, records: int, nbytes: int) -> None:
+    """Skipped corrupt records are counted in the task's log (stderr goes to the executor log)
+    and, when the caller set one up, in the environment variable's folder (tests)."""
+    import sys
+    print(f"recordflow: skipped {records} corrupt record(s), {nbytes} bytes, in '{path}'",
+          file=sys.stderr)
+    out = os.environ.get("RECORDFLOW_SPARK_SKIP_LOG")
+    if out:
+        with open(os.path.join(out, f"skip-{uuid.uuid4().hex}.json"), "w") as f:
+            json.dump({"path": path, "records": records, "bytes": nbytes}, f)
+
+
+def _arrow_type(dt: T.DataType):
+    import pyarrow as pa
+    simple = {T.LongType: pa.int64(), T.IntegerType: pa.int32(), T.ShortType: pa.int16(),
+              T.ByteType: pa.int8(), T.BooleanType: pa.bool_(), T.FloatType: pa.float32(),
+              T.DoubleType: pa.float64(), T.BinaryType: pa.binary(), T.StringType: pa.string()}
+    for cls, at in simple.items():
+        if isinstance(dt, cls):
+            return at
+    if isinstance(dt, T.ArrayType):
+        return pa.list_(pa.field("element", _arrow_type(dt.elementType), True))
+    raise SchemaError(f"unsupported Spark type {dt.simpleString()}")
+
+
+def _arrow_schema(schema: T.StructType):
+    import pyarrow as pa
+    return pa.schema([pa.field(f.name, _arrow_type(f.dataType), True) for f in schema.fields])
+
+
+def _leaf(dt: T.DataType) -> T.DataType:
+    while isinstance(dt, T.ArrayType):
+        dt = dt.elementType
+    return dt
+
+
+class _BatchConverter:
+    """Serialized records -> one Arrow RecordBatch: the C++ parser fills NumPy buffers (GIL
+    released), which Arrow takes over without copying numeric data."""
+
+    def __init__(self, schema: T.StructType, record_type: str, arrow_schema):
+        self.schema = schema
+        self.record_type = record_type
+        self.arrow_schema = arrow_schema
+        if record_type == "ByteArray":
+            return
+        context, sequence = [], []
+        for f in schema.fields:
+            kind, depth = _layout(f.dataType, f.name, record_type)
+            (sequence if depth == 2 else context).append((f.name, ("var", kind)))
+        self.context_keys = [k for k, _ in context]
+        self.sequence_keys = [k for k, _ in sequence]
+        self._context = _core.ExampleParser([(k, "var", kind, [], None) for k, (_, kind) in context])
+        self._sequence = _core.SequenceParser([(k, "var", kind, [], None) for k, (_, kind) in sequence])
+
+    def __call__(self, records: list, path: str, first: int):
+        import pyarrow as pa
+        n = len(records)
+        if self.record_type == "ByteArray":
+            return pa.RecordBatch.from_arrays([pa.array(records, pa.binary())], schema=self.arrow_schema)
+        cols = {}
+        try:
+            for key, col in zip(self.context_keys, self._context.parse(records, first, "bytes")):
+                cols[key] = col
+            if self.sequence_keys:
+                for key, col in zip(self.sequence_keys, self._sequence.parse(records, first, "bytes")):
+                    cols[key] = col
+        except Exception as e:  # name the file: the parser knows only the record index
+            raise type(e)(f"'{path}': {e}") from e
+        arrays = []
+        for f, af in zip(self.schema.fields, self.arrow_schema):
+            arrays.append(self._to_arrow(f, af.type, cols[f.name], n, path, first))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+
+    @staticmethod
+    def _values(kind_values, leaf_type, key: str, path: str):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        if isinstance(kind_values, np.ndarray) and kind_values.dtype == object:
+            arr = pa.array(kind_values, pa.binary())
+        else:
+            arr = pa.array(kind_values)  # int64 / float32: zero-copy over the parser's buffer
+        if arr.type == leaf_type:
+            return arr
+        if pa.types.is_boolean(leaf_type):
+            return pc.not_equal(arr, 0)
+        try:
+            return arr.cast(leaf_type, safe=True)  # int64 -> int32 etc. checked; bytes -> UTF-8 checked
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise SchemaError(f"'{path}': feature '{key}' does not fit {leaf_type}: {e}") from None
+
+    def _to_arrow(self, f: T.StructField, atype, col, n: int, path: str, first: int):
+        import pyarrow as pa
+        leaf_type = atype
+        while pa.types.is_list(leaf_type):
+            leaf_type = leaf_type.value_type
+        if isinstance(f.dataType, T.ArrayType) and isinstance(f.dataType.elementType, T.ArrayType):
+            values, step_splits, row_splits = col
+            inner = pa.ListArray.from_arrays(pa.array(step_splits.astype(np.int32)),
+                                             self._values(values, leaf_type, f.name, path),
+                                             type=atype.value_type)
+            return pa.ListArray.from_arrays(pa.array(row_splits.astype(np.int32)), inner, type=atype)
+        values, row_splits = col
+        leaf = self._values(values, leaf_type, f.name, path)
+        if isinstance(f.dataType, T.ArrayType):
+            # An absent feature reads as an empty list (VarLen semantics, as tf.io.parse_example).
+            return pa.ListArray.from_arrays(pa.array(row_splits.astype(np.int32)), leaf, type=atype)
+        lengths = np.diff(row_splits)
+        if n and lengths.max(initial=0) > 1:
+            r = int(np.argmax(lengths > 1))
+            raise SchemaError(f"'{path}': record {first + r}: feature '{f.name}' has {int(lengths[r])} "
+                              f"values; column type {f.dataType.simpleString()} holds one (use an "
+                              "ArrayType column)")
+        present = lengths == 1
+        if present.all():
+            return leaf
+        # Absent -> null: place the present values at their rows.
+        pos = np.cumsum(present) - 1
+        pos[~present] = 0
+        if len(leaf) == 0:
+            return pa.nulls(n, type=leaf_type)
+        import pyarrow.compute as pc
+        taken = leaf.take(pa.array(pos))
+        return pc.if_else(pa.array(~present), pa.scalar(None, leaf_type), taken)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+@dataclass
+class ShardCommit(WriterCommitMessage):
+    """What a successful task attempt reports to the driver."""
+    partition: int
+    attempt: int
+    temp_file: str
+    final_name: str
+    records: int
+    bytes: int
+    indexed: bool
+
+
+def _job_dir(path: str, job: str) -> str:
+    return os.path.join(path, TEMPORARY, job)
+
+
+def _has_output(path: str) -> bool:
+    return os.path.isdir(path) and any(not n.startswith(".") and n != TEMPORARY for n in os.listdir(path))
+
+
+class _Writer(DataSourceArrowWriter):
+    def __init__(self, options: dict, schema: T.StructType, overwrite: bool):
+        self.path = _opt(options, "path")
+        if not self.path:
+            raise ValueError("recordflow: save(path) needs a destination folder")
+        self.record_type = _record_type(options)
+        comp = _opt(options, "compression")
+        self.compression = None if not comp or comp.upper() == "NONE" else comp.upper()
+        if self.compression not in (None, "GZIP", "ZLIB"):
+            raise ValueError(f'compression must be "GZIP", "ZLIB" or none, not {comp!r}')
+        self.schema = schema
+        self.overwrite = overwrite
+        self.save_mode = (_opt(options, "saveMode") or ("overwrite" if overwrite else "append")).lower()
+        if self.save_mode not in ("errorifexists", "error", "ignore", "append", "overwrite"):
+            raise ValueError(f"saveMode {self.save_mode!r}: expected errorifexists, ignore, append "
+                             "or overwrite")
+        self.fail_first_attempt = _opt(options, "_testFailFirstAttempt", "") == "true"
+        _check_schema(schema, self.record_type)
+        self.skip = False
+        if self.save_mode in ("errorifexists", "error") and _has_output(self.path):
+            raise AlreadyExistsError(f"recordflow: '{self.path}' already exists (mode "
+                                     "errorifexists); use mode overwrite, append or ignore")
+        if self.save_mode == "ignore" and _has_output(self.path):
+            self.skip = True
+        # The job id names every attempt's file; the folder is made here, on the driver, and
+        # tasks never create it: a task still running after commit/abort removed it fails
+        # instead of leaving a file behind.
+        self.job = uuid.uuid4().hex[:16]
+        os.makedirs(_job_dir(self.path, self.job), exist_ok=True)
+
+    def _names(self, partition: int, attempt: int) -> tuple[str, str]:
+        ext = {None: ".tfrecord", "GZIP": ".tfrecord.gz", "ZLIB": ".tfrecord.zz"}[self.compression]
+        final = f"part-{partition:05d}-{self.job}{ext}"
+        temp = os.path.join(_job_dir(self.path, self.job), f"part-{partition:05d}-{self.job}-attempt-{attempt}{ext}")
+        return temp, final
+
+    def write(self, iterator) -> ShardCommit:
+        from pyspark import TaskContext
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx else 0
+        attempt = ctx.attemptNumber() if ctx else 0
+        return self.write_attempt(iterator, partition, attempt)
+
+    def write_attempt(self, iterator, partition: int, attempt: int) -> ShardCommit:
+        """One task attempt's shard (write() with the task's ids; tests drive concurrent
+        attempts of one partition through it, as speculative execution runs them)."""
+        temp, final = self._names(partition, attempt)
+        if self.skip:
+            for _ in iterator:
+                pass
+            return ShardCommit(partition, attempt, "", "", 0, 0, False)
+        indexed = self.compression is None
+        encoder = _BatchEncoder(self.schema, self.record_type)
+        with _core.RecordWriter(temp, self.compression, index=indexed) as w:
+            for batch in iterator:
+                for rec in encoder(batch):
+                    w.write(rec)
+            if self.fail_first_attempt and attempt == 0:
+                # Test hook: the attempt dies after writing its whole shard, like a lost
+                # speculative copy or an executor lost after its write.
+                w.close()
+                raise RuntimeError("recordflow test: first attempt fails on purpose")
+        records = w.records_written
+        nbytes = os.path.getsize(temp)
+        meta = {"recordType": self.record_type, "schema": self.schema.jsonValue(),
+                "records": records, "bytes": nbytes, "compression": self.compression}
+        _write_atomic(temp + META_SUFFIX, json.dumps(meta, sort_keys=True) + "\n")
+        return ShardCommit(partition, attempt, temp, final, records, nbytes, indexed)
+
+    def commit(self, messages: list[ShardCommit | None]) -> None:
+        job_dir = _job_dir(self.path, self.job)
+        if self.skip:
+            _remove_job(self.path, job_dir)
+            return
+        if self.overwrite:
+            for name in os.listdir(self.path):
+                if name in (TEMPORARY,):
+                    continue
+                p = os.path.join(self.path, name)
+                shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
+        manifest = _read_manifest(self.path) if not self.overwrite else {"shards": []}
+        # Exactly the winners: one message per partition (Spark's commit coordinator); other
+        # attempts' files stay in the job folder and go with it.
+        winners = sorted((m for m in messages if m is not None and m.temp_file), key=lambda m: m.partition)
+        for m in winners:
+            dst = os.path.join(self.path, m.final_name)
+            os.replace(m.temp_file, dst)
+            if m.indexed:
+                os.replace(m.temp_file + ".idx", dst + ".idx")
+            os.replace(m.temp_file + META_SUFFIX, dst + META_SUFFIX)
+            manifest["shards"].append({"file": m.final_name, "records": m.records, "bytes": m.bytes})
+        manifest["records"] = sum(s["records"] for s in manifest["shards"])
+        manifest["bytes"] = sum(s["bytes"] for s in manifest["shards"])
+        manifest["recordType"] = self.record_type
+        manifest["schema"] = self.schema.jsonValue()
+        _write_atomic(os.path.join(self.path, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        _write_atomic(os.path.join(self.path, "_SUCCESS"), "")
+        _remove_job(self.path, job_dir)
+
+    def abort(self, messages) -> None:
+        _remove_job(self.path, _job_dir(self.path, self.job))
+
+
+def _read_manifest(path: str) -> dict:
+    p = os.path.join(path, MANIFEST)
+    if os.path.isfile(p):
+        with open(p) as f:
+            m = json.load(f)
+        m.setdefault("shards", [])
+        return m
+    return {"shards": []}
+
+
+def _remove_job(path: str, job_dir: str) -> None:
+    shutil.rmtree(job_dir, ignore_errors=True)
+    try:
+        os.rmdir(os.path.join(path, TEMPORARY))  # only when no other job uses it
+    except OSError:
+        pass
+
+
+def _write_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+class _BatchEncoder:
+    """Arrow RecordBatch -> serialized records: column buffers go to the C++ encoder
+    (``_core.serialize_columns``), which builds each Example without the GIL."""
+
+    def __init__(self, schema: T.StructType, record_type: str):
+        self.schema = schema
+        self.record_type = record_type
+        self.layout = None if record_type == "ByteArray" else [
+            (f.name, *_layout(f.dataType, f.name, record_type)) for f in schema.fields]
+
+    def __call__(self, batch) -> list:
+        if self.record_type == "ByteArray":
+            col = batch.column(0)
+            if col.null_count:
+                raise SchemaError("recordType ByteArray: a null record cannot be written")
+            return col.to_pylist()
+        n = batch.num_rows
+        cols = []
+        for (key, kind, depth), arr in zip(self.layout, batch.columns):
+            cols.append(_column_buffers(key, kind, depth, arr, n))
+        return _core.serialize_columns(n, cols, self.record_type == "SequenceExample")
+
+
+def _offsets(arr) -> np.ndarray:
+    import pyarrow as pa
+    o = arr.offsets  # honours the array's slice offset
+    return np.asarray(o.to_numpy(zero_copy_only=False), dtype=np.int64) if not isinstance(o, np.ndarray) else o.astype(np.int64)
+
+
+def _leaf_buffers(key: str, kind: str, arr):
+    """Leaf values of a (possibly nested) column as (values, data) for serialize_columns."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if arr.null_count:
+        raise SchemaError(f"column '{key}': a null inside an array cannot be written (an Example "
+                          "list has no nulls)")
+    if kind == "bytes":
+        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+            arr = arr.cast(pa.binary() if pa.types.is_string(arr.type) else pa.large_binary())
+        bufs = arr.buffers()
+        wide = pa.types.is_large_binary(arr.type)
+        offsets = np.frombuffer(bufs[1], dtype=np.int64 if wide else np.int32,
+                                count=len(arr) + 1, offset=arr.offset * (8 if wide else 4)).astype(np.int64)
+        data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(1, np.uint8)
+        return offsets, data
+    if pa.types.is_boolean(arr.type):
+        arr = pc.cast(arr, pa.int64())
+    np_dtype = np.int64 if kind == "int64" else np.float32
+    values = np.ascontiguousarray(arr.to_numpy(zero_copy_only=False), dtype=np_dtype)
+    return values, None
+
+
+def _column_buffers(key: str, kind: str, depth: int, arr, n: int) -> tuple:
+    import pyarrow as pa
+    present = np.ones(n, np.uint8) if arr.null_count == 0 else \
+        np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.uint8)
+    if depth == 0:
+        row_splits = np.arange(n + 1, dtype=np.int64)
+        if arr.null_count:
+            # Null rows are left out of the record; their slot needs a value of the right type.
+            if kind == "bytes":
+                fill = pa.scalar(b"", pa.binary()).cast(arr.type)
+            elif pa.types.is_boolean(arr.type):
+                fill = pa.scalar(False)
+            else:
+                fill = pa.scalar(0.0 if kind == "float32" else 0, arr.type)
+            arr = arr.fill_null(fill)
+        values, data = _leaf_buffers(key, kind, arr)
+        return (key, kind, False, present, row_splits, None, values, data)
+    row_splits = _offsets(arr)
+    child = arr.values
+    if depth == 1:
+        values, data = _leaf_buffers(key, kind, child)
+        return (key, kind, False, present, row_splits, None, values, data)
+    if child.null_count:
+        raise SchemaError(f"column '{key}': a null step inside a feature list cannot be written")
+    step_splits = _offsets(child)
+    values, data = _leaf_buffers(key, kind, child.values)
+    return (key, kind, True, present, row_splits, step_splits, values, data)
+
+
+# ---------------------------------------------------------------------------------------------
+# The data source
+
+
+class RecordflowDataSource(DataSource):
+    """``spark.read.format("recordflow")`` / ``df.write.format("recordflow")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def _files(self) -> list[str]:
+        path = _opt(self.options, "path") or _opt(self.options, "paths")
+        if not path:
+            raise ValueError("recordflow: load(path) needs a file, folder or glob")
+        if path.startswith("["):  # load([a, b]) passes a JSON list
+            path = ",".join(json.loads(path))
+        return _list_files(path)
+
+    def schema(self) -> T.StructType:
+        files = self._files()
+        return infer_schema(files, _record_type(self.options), _opt(self.options, "compression"),
+                            int(_opt(self.options, "samplingRecords", _DEFAULT_SAMPLE)))
+
+    def reader(self, schema: T.StructType) -> _Reader:
+        return _Reader(dict(self.options), schema, self._files())
+
+    def writer(self, schema: T.StructType, overwrite: bool) -> _Writer:
+        return _Writer(dict(self.options), schema, overwrite)
+
+
+def register(spark) -> None:
+    """Registers the ``recordflow`` format with `spark` (a SparkSession)."""
+    spark.dataSource.register(RecordflowDataSource)
+
+
+def write(df, path: str, mode: str = "errorifexists", **options: Any) -> None:
+    """``df`` saved as recordflow shards in `path` with Parquet's four save modes.
+
+    Spark 4's Python data sources accept only append and overwrite in ``df.write.mode(...)``;
+    this helper gives errorifexists (the default: AlreadyExistsError when `path` holds data,
+    raised on the driver before any task runs) and ignore (nothing written when `path` holds
+    data) through the data source's ``saveMode`` option. Options as for ``df.write``
+    (``recordType``, ``compression``).
+    """
+    mode = mode.lower()
+    if mode == "error":
+        mode = "errorifexists"
+    if mode not in ("errorifexists", "ignore", "append", "overwrite"):
+        raise ValueError(f"mode must be errorifexists, ignore, append or overwrite, not {mode!r}")
+    if mode == "errorifexists" and _has_output(path):
+        raise AlreadyExistsError(f"recordflow: '{path}' already exists (mode errorifexists); use "
+                                 "mode overwrite, append or ignore")
+    if mode == "ignore" and _has_output(path):
+        return  # as Parquet's ignore: no job runs
+    w = df.write.format(FORMAT).mode("overwrite" if mode == "overwrite" else "append")
+    w = w.option("saveMode", mode)
+    for k, v in options.items():
+        w = w.option(k, v)
+    w.save(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Distributed conversion
+
+
+def _convert_options(**kw: Any) -> dict:
+    opts = {k: v for k, v in kw.items() if v is not None}
+    return opts
+
+
+def convert(spark, src: str, dst: str, *, shards: int, val_fraction: float = 0.0, seed: int = 0,
+            val_shards: int | None = None, shuffle: bool = True, compression: str | None = None,
+            index: bool = True, label_offset: int = 0, non_jpeg: str = "transcode",
+            resize_shorter: int = 0, quality: int = 95, force_rgb: bool = False,
+            exif_orientation: bool = False, verify: str = "structure", max_pixels: int = 1 << 28,
+            image_column: str = "", label_column: str = "", label_separator: str = "",
+            strict: bool = False, resume: bool = False, overwrite: bool = False,
+            threads_per_task: int = 1) -> dict:
+    """``recordflow convert`` on a Spark cluster: one task per output shard.
+
+    The plan (listing, labels from sorted class names, stratified split, shuffle, shard
+    assignment) is recordflow's own and depends only on the input and the options, so each
+    task makes the same plan and writes its shard with the native converter; the shards,
+    ``.idx`` files and ``labels.txt`` are byte-identical to a one-machine ``recordflow
+    convert`` with the same options, whatever the number of executors. `src` and `dst` must be
+    paths every executor sees (a shared filesystem). A task attempt writes into its own folder
+    under ``dst/_temporary/<job>``; a finished shard is renamed to its final name (two attempts
+    of one shard write the same bytes, so a retry or a speculative copy cannot duplicate or
+    change it) with its state file, which ``resume=True`` uses to skip committed shards. The
+    driver then writes ``summary.json`` (skipped inputs listed per shard) and ``_SUCCESS``.
+    Returns the summary dict.
+    """
+    if shards is None or shards < 1:
+        raise ValueError("rfs.convert needs shards >= 1 (one task per shard)")
+    if resume and overwrite:
+        raise ValueError("resume and overwrite exclude each other")
+    src = os.path.abspath(src)
+    dst = os.path.abspath(dst)
+    opts = dict(val_fraction=val_fraction, seed=seed, shards=shards, shuffle=shuffle, index=index,
+                label_offset=label_offset, non_jpeg=non_jpeg, resize_shorter=resize_shorter,
+                quality=quality, force_rgb=force_rgb, exif_orientation=exif_orientation,
+                verify=verify, max_pixels=max_pixels, image_column=image_column,
+                label_column=label_column, label_separator=label_separator, strict=strict,
+                num_threads=threads_per_task, compression=compression, sync=True)
+    if val_shards is not None:
+        opts["val_shards"] = val_shards
+    state_dir = os.path.join(dst, ".recordflow-convert")
+    if os.path.isdir(dst) and (os.path.isdir(state_dir) or os.path.exists(os.path.join(dst, "summary.json"))):
+        if overwrite:
+            for name in os.listdir(dst):
+                p = os.path.join(dst, name)
+                shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
+        elif not resume:
+            raise AlreadyExistsError(f"'{dst}' already holds converted shards; use resume=True to "
+                                     "finish it or overwrite=True to replace it")
+    start = time.monotonic()
+    job = uuid.uuid4().hex[:16]
+    job_dir = _job_dir(dst, job)
+    os.makedirs(job_dir)
+    try:
+        # The plan: the native converter with no shard selected lists SRC, writes labels.txt
+        # and names every shard (cheap: no image is read).
+        plan_dir = os.path.join(job_dir, "plan")
+        plan = json.loads(_core._convert(src, plan_dir, dict(opts, only_shards=[-1], sync=False), None))
+        shard_files = [s["file"] for split in plan["splits"].values() for s in split["shards"]]
+        os.makedirs(state_dir, exist_ok=True)
+        _copy_plan_state(plan_dir, state_dir, resume)
+        todo = [i for i, f in enumerate(shard_files) if not _shard_committed(dst, state_dir, f, index and not compression)]
+
+        def run(it):
+            from pyspark import TaskContext
+            ctx = TaskContext.get()
+            attempt = ctx.attemptNumber() if ctx else 0
+            for i in it:
+                out = os.path.join(job_dir, f"shard-{i}-attempt-{attempt}")
+                os.mkdir(out)  # fails once the driver removed the job folder
+                _core._convert(src, out, dict(opts, only_shards=[i]), None)
+                f = shard_files[i]
+                for suffix in (".idx", ""):  # the shard last: present means complete
+                    if os.path.exists(os.path.join(out, f + suffix)):
+                        os.replace(os.path.join(out, f + suffix), os.path.join(dst, f + suffix))
+                os.replace(os.path.join(out, ".recordflow-convert", f + ".json"),
+                           os.path.join(state_dir, f + ".json"))
+                yield i
+
+        if todo:
+            spark.sparkContext.parallelize(todo, len(todo)).mapPartitions(run).collect()
+        labels = os.path.join(plan_dir, "labels.txt")
+        if os.path.exists(labels):
+            os.replace(labels, os.path.join(dst, "labels.txt"))
+        summary = _merge_summary(plan, dst, state_dir, set(todo), time.monotonic() - start)
+        _write_atomic(os.path.join(dst, "summary.json"), json.dumps(summary, indent=1) + "\n")
+        _write_atomic(os.path.join(dst, "_SUCCESS"), "")
+        return summary
+    finally:
+        _remove_job(dst, job_dir)
+
+
+def _copy_plan_state(plan_dir: str, state_dir: str, resume: bool) -> None:
+    src = os.path.join(plan_dir, ".recordflow-convert", "plan.json")
+    dst = os.path.join(state_dir, "plan.json")
+    with open(src) as f:
+        new = json.load(f)
+    if os.path.exists(dst):
+        with open(dst) as f:
+            old = json.load(f)
+        if old.get("plan_hash") != new.get("plan_hash"):
+            from recordflow.errors import FailedPreconditionError
+            raise FailedPreconditionError(
+                f"cannot resume in '{os.path.dirname(state_dir)}': it was started with different input "
+                f"or options (plan {old.get('plan_hash')}, now {new.get('plan_hash')})")
+    shutil.copyfile(src, dst)
+
+
+def _shard_committed(dst: str, state_dir: str, f: str, indexed: bool) -> bool:
+    state = os.path.join(state_dir, f + ".json")
+    if not os.path.isfile(state) or not os.path.isfile(os.path.join(dst, f)):
+        return False
+    with open(state) as fh:
+        s = json.load(fh)
+    if os.path.getsize(os.path.join(dst, f)) != s.get("bytes"):
+        return False
+    return not indexed or os.path.isfile(os.path.join(dst, f + ".idx"))
+
+
+def _merge_summary(plan: dict, dst: str, state_dir: str, ran: set, seconds: float) -> dict:
+    """recordflow convert's summary.json, from the plan run and each shard's state file."""
+    summary = dict(plan)
+    summary["destination"] = dst
+    classes = plan.get("classes", [])
+    skipped = list(plan.get("skipped", []))
+    totals = dict(records=0, output_bytes=0, input_bytes=0, transcoded=0, resumed_shards=0,
+                  records_this_run=0)
+    i = 0
+    for split in summary["splits"].values():
+        split["records"] = split["bytes"] = 0
+        per_class = [0] * len(classes)
+        for shard in split["shards"]:
+            with open(os.path.join(state_dir, shard["file"] + ".json")) as fh:
+                s = json.load(fh)
+            resumed = i not in ran
+            shard.update(records=s["records"], bytes=s["bytes"], resumed=resumed)
+            split["records"] += s["records"]
+            split["bytes"] += s["bytes"]
+            for c, v in enumerate(s.get("per_class", [])[:len(per_class)]):
+                per_class[c] += v
+            totals["records"] += s["records"]
+            totals["output_bytes"] += s["bytes"]
+            totals["input_bytes"] += s.get("input_bytes", 0)
+            totals["transcoded"] += s.get("transcoded", 0)
+            totals["resumed_shards"] += resumed
+            totals["records_this_run"] += 0 if resumed else s["records"]
+            skipped.extend(s.get("skipped", []))
+            i += 1
+        if "per_class" in split:
+            split["per_class"] = {c: per_class[k] for k, c in enumerate(classes)}
+    summary.update(totals)
+    summary.update(skipped=skipped, skipped_count=len(skipped), seconds=round(seconds, 6),
+                   images_per_second=round(totals["records_this_run"] / seconds, 4) if seconds > 0 else 0)
+    return summary

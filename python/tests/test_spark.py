@@ -1,0 +1,510 @@
+"""recordflow.spark: the Spark 4 data source (read / write), its commit protocol and
+distributed conversion, checked with TensorFlow's own parsers and readers.
+
+One SparkSession (local[2,4]: two cores, up to 4 attempts per task, driver on 127.0.0.1, UI
+off) serves the whole file; a second one (local[1]) runs in a subprocess for the
+executor-count comparison of rfs.convert.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+pa = pytest.importorskip("pyarrow")
+
+import recordflow as rf  # noqa: E402
+
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import types as T  # noqa: E402
+
+import recordflow.spark as rfs  # noqa: E402
+
+SESSION_CONF = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.python.worker.reuse": "true",
+}
+
+
+def _session(master: str) -> SparkSession:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    b = SparkSession.builder.master(master).appName("recordflow-test")
+    for k, v in SESSION_CONF.items():
+        b = b.config(k, v)
+    s = b.getOrCreate()
+    s.sparkContext.setLogLevel("ERROR")
+    return s
+
+
+@pytest.fixture(scope="session")
+def spark():
+    s = _session("local[2,4]")
+    rfs.register(s)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def tf():
+    return pytest.importorskip("tensorflow")
+
+
+ALL_TYPES = T.StructType([
+    T.StructField("long", T.LongType()),
+    T.StructField("int", T.IntegerType()),
+    T.StructField("short", T.ShortType()),
+    T.StructField("byte", T.ByteType()),
+    T.StructField("bool", T.BooleanType()),
+    T.StructField("float", T.FloatType()),
+    T.StructField("double", T.DoubleType()),
+    T.StructField("binary", T.BinaryType()),
+    T.StructField("string", T.StringType()),
+    T.StructField("longs", T.ArrayType(T.LongType())),
+    T.StructField("floats", T.ArrayType(T.FloatType())),
+    T.StructField("binaries", T.ArrayType(T.BinaryType())),
+    T.StructField("strings", T.ArrayType(T.StringType())),
+])
+
+# Bytes that are not UTF-8 and would not survive a trip through strings.
+RAW = bytes(range(256))
+
+
+def _all_type_rows(n: int) -> list[tuple]:
+    rows = []
+    for i in range(n):
+        if i % 7 == 3:
+            rows.append(tuple([None] * len(ALL_TYPES.fields)))  # every feature absent
+            continue
+        rows.append((
+            (1 << 40) + i, -i, i % 100, -(i % 100), i % 2 == 0, i * 0.5, i * 0.25,
+            RAW[i % 256:] + b"\x00", f"héllo {i}",
+            list(range(i % 4)), [float(j) / 4 for j in range(i % 3)],
+            [RAW[:j] for j in range(i % 3)], [f"s{j}ü" for j in range(i % 3)],
+        ))
+    return rows
+
+
+def _records(folder: str) -> list[bytes]:
+    out = []
+    for f in sorted(glob.glob(os.path.join(folder, "part-*.tfrecord*"))):
+        if f.endswith((".idx", ".json")):
+            continue
+        out.extend(rf.RecordReader(f))
+    return out
+
+
+def _leftovers(folder: str) -> list[str]:
+    """Anything a failed or losing attempt could leave behind."""
+    bad = []
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            if "attempt" in name or name == rfs.TEMPORARY or ".tmp" in name:
+                bad.append(os.path.join(root, name))
+    return bad
+
+
+def test_every_type_through_tensorflow_parse_example(spark, tf, tmp_path):
+    rows = _all_type_rows(40)
+    df = spark.createDataFrame(rows, ALL_TYPES).repartition(2)
+    out = str(tmp_path / "out")
+    df.write.format("recordflow").mode("overwrite").save(out)
+    records = _records(out)
+    assert len(records) == len(rows)
+
+    spec = {}
+    for f in ALL_TYPES.fields:
+        leaf = f.dataType.elementType if isinstance(f.dataType, T.ArrayType) else f.dataType
+        dtype = (tf.int64 if isinstance(leaf, rfs._INT_TYPES) else
+                 tf.float32 if isinstance(leaf, rfs._FLOAT_TYPES) else tf.string)
+        spec[f.name] = tf.io.VarLenFeature(dtype)
+    parsed = tf.io.parse_example(tf.constant(records), spec)
+    dense = {k: tf.sparse.to_dense(v).numpy() if v.dtype != tf.string else
+             tf.sparse.to_dense(v, default_value=b"").numpy() for k, v in parsed.items()}
+    lengths = {k: tf.sparse.to_dense(tf.sparse.map_values(tf.ones_like, v)).numpy().sum(axis=1)
+               if v.dtype != tf.string else
+               tf.reduce_sum(tf.cast(tf.sparse.to_dense(tf.sparse.map_values(
+                   lambda x: tf.ones_like(x, tf.int64), v)), tf.int64), axis=1).numpy()
+               for k, v in parsed.items()}
+    by_long = {}
+    for r in range(len(records)):
+        key = int(dense["long"][r][0]) if lengths["long"][r] else None
+        by_long.setdefault(key, []).append(r)
+    for row in rows:
+        if row[0] is None:
+            continue
+        (r,) = by_long[row[0]]
+        for f, value in zip(ALL_TYPES.fields, row):
+            got = dense[f.name][r][: int(lengths[f.name][r])].tolist()
+            want = value if isinstance(value, list) else [value]
+            if isinstance(f.dataType, T.BooleanType):
+                want = [int(v) for v in want]
+            if isinstance(f.dataType, T.StringType) or (isinstance(f.dataType, T.ArrayType) and
+                                                       isinstance(f.dataType.elementType, T.StringType)):
+                want = [v.encode("utf-8") for v in want]
+            if isinstance(f.dataType, (T.FloatType, T.DoubleType)) or (
+                    isinstance(f.dataType, T.ArrayType) and isinstance(f.dataType.elementType, T.FloatType)):
+                np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=f.name)
+            else:
+                assert got == want, f.name
+    # A null row is a record with no features (nulls are absent features).
+    nulls = [r for r in range(len(records)) if all(lengths[k][r] == 0 for k in lengths)]
+    assert len(nulls) == sum(1 for row in rows if row[0] is None)
+
+    # And back through Spark with the sidecar's schema: exactly the rows written, except that
+    # an absent array feature reads as an empty array (VarLen semantics, documented).
+    back = spark.read.format("recordflow").load(out)
+    assert back.schema == ALL_TYPES.__class__([T.StructField(f.name, f.dataType, True) for f in ALL_TYPES.fields])
+    expect = [tuple([] if v is None and isinstance(f.dataType, T.ArrayType) else v
+                    for f, v in zip(ALL_TYPES.fields, row)) for row in rows]
+    got_rows = [tuple(r) for r in back.collect()]
+
+    def key(r):
+        return (r[0] is None, r[0] or 0)
+
+    got_rows = [tuple(bytes(v) if isinstance(v, bytearray) else
+                      [bytes(x) for x in v] if isinstance(v, list) and v and isinstance(v[0], bytearray) else v
+                      for v in r) for r in got_rows]
+    for g, w in zip(sorted(got_rows, key=key), sorted(expect, key=key)):
+        for f, gv, wv in zip(ALL_TYPES.fields, g, w):
+            if isinstance(f.dataType, T.FloatType) and wv is not None:
+                assert gv == pytest.approx(wv), f.name
+            elif isinstance(f.dataType, T.ArrayType) and isinstance(f.dataType.elementType, T.FloatType):
+                assert gv == pytest.approx(wv), f.name
+            else:
+                assert gv == wv, f.name
+
+
+SEQ_SCHEMA = T.StructType([
+    T.StructField("id", T.LongType()),
+    T.StructField("name", T.StringType()),
+    T.StructField("tokens", T.ArrayType(T.ArrayType(T.LongType()))),
+    T.StructField("frames", T.ArrayType(T.ArrayType(T.FloatType()))),
+    T.StructField("words", T.ArrayType(T.ArrayType(T.BinaryType()))),
+])
+
+
+def test_sequence_example_through_tensorflow_parse_sequence_example(spark, tf, tmp_path):
+    rows = [(i, f"n{i}", [list(range(j, j + i % 3)) for j in range(i % 4)],
+             [[float(i), float(j)] for j in range(i % 3)], [[RAW[:j]] for j in range(i % 5)])
+            for i in range(12)]
+    df = spark.createDataFrame(rows, SEQ_SCHEMA).coalesce(1)
+    out = str(tmp_path / "seq")
+    df.write.format("recordflow").option("recordType", "SequenceExample").mode("overwrite").save(out)
+    records = _records(out)
+    assert len(records) == len(rows)
+    for rec in records:
+        ctx, seq = tf.io.parse_single_sequence_example(
+            rec,
+            context_features={"id": tf.io.FixedLenFeature([], tf.int64),
+                              "name": tf.io.FixedLenFeature([], tf.string)},
+            sequence_features={"tokens": tf.io.RaggedFeature(tf.int64),
+                               "frames": tf.io.RaggedFeature(tf.float32),
+                               "words": tf.io.RaggedFeature(tf.string)})
+        row = rows[int(ctx["id"].numpy())]
+        assert ctx["name"].numpy() == row[1].encode()
+        assert seq["tokens"].to_list() == row[2]
+        assert seq["frames"].to_list() == row[3]
+        assert seq["words"].to_list() == row[4]
+    # The batch parser gives the same (tf.io.parse_sequence_example).
+    _, batch, _ = tf.io.parse_sequence_example(
+        tf.constant(records), context_features={"id": tf.io.FixedLenFeature([], tf.int64)},
+        sequence_features={"tokens": tf.io.RaggedFeature(tf.int64)})
+    assert sum(len(x) for x in batch["tokens"].to_list()) == sum(len(r[2]) for r in rows)
+    back = spark.read.format("recordflow").option("recordType", "SequenceExample").load(out)
+    assert back.schema.fieldNames() == SEQ_SCHEMA.fieldNames()
+    got = sorted((r.id, r.name, r.tokens, r.frames, [[bytes(x) for x in s] for s in r.words])
+                 for r in back.collect())
+    assert got == sorted(rows)
+
+
+def _tf_examples(tf, n):
+    out = []
+    for i in range(n):
+        feats = {
+            "id": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
+            "vec": tf.train.Feature(float_list=tf.train.FloatList(value=[i, i + 0.5])),
+            "raw": tf.train.Feature(bytes_list=tf.train.BytesList(value=[RAW[i % 200:]])),
+        }
+        out.append(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
+    return out
+
+
+@pytest.mark.parametrize("compression", ["", "GZIP"])
+def test_reads_tensorflow_written_files(spark, tf, tmp_path, compression):
+    recs = _tf_examples(tf, 50)
+    path = str(tmp_path / ("tf.tfrecord" + (".gz" if compression else "")))
+    with tf.io.TFRecordWriter(path, options=compression or None) as w:
+        for r in recs:
+            w.write(r)
+    df = spark.read.format("recordflow").load(path)  # schema inferred by sampling
+    assert df.schema == T.StructType([
+        T.StructField("id", T.LongType(), True), T.StructField("raw", T.BinaryType(), True),
+        T.StructField("vec", T.ArrayType(T.FloatType(), True), True)])
+    got = sorted((r.id, bytes(r.raw), r.vec) for r in df.collect())
+    assert got == [(i, RAW[i % 200:], [float(i), i + 0.5]) for i in range(50)]
+    raw = spark.read.format("recordflow").option("recordType", "ByteArray").load(path)
+    assert sorted(bytes(r.byteArray) for r in raw.collect()) == sorted(recs)
+
+
+def test_large_indexed_file_read_by_many_partitions(spark, tmp_path):
+    path = str(tmp_path / "big.tfrecord")
+    n = 5000
+    with rf.RecordWriter(path, index=True) as w:
+        for i in range(n):
+            w.write(rf.Example({"i": i, "b": b"x" * (i % 17)}).serialize())
+    df = (spark.read.format("recordflow").option("recordsPerPartition", "700")
+          .schema("i long, b binary").load(path))
+    assert df.rdd.getNumPartitions() == (n + 699) // 700
+    got = [r.i for r in df.collect()]
+    assert got == list(range(n))  # every record once, in file order
+    # Without an index the file is one partition.
+    os.remove(path + ".idx")
+    df = spark.read.format("recordflow").option("recordsPerPartition", "700").schema("i long").load(path)
+    assert df.rdd.getNumPartitions() == 1
+    assert df.count() == n
+
+
+def test_corruption_raise_and_skip(spark, tmp_path):
+    path = str(tmp_path / "c.tfrecord")
+    with rf.RecordWriter(path) as w:
+        for i in range(20):
+            w.write(rf.Example({"i": i}).serialize())
+    data = bytearray(open(path, "rb").read())
+    size = len(data) // 20
+    data[5 * size + 14] ^= 0xFF  # payload byte of record 5: CRC mismatch
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(Exception, match=r"c\.tfrecord"):
+        spark.read.format("recordflow").schema("i long").load(path).collect()
+    log = tmp_path / "skips"
+    log.mkdir()
+    os.environ["RECORDFLOW_SPARK_SKIP_LOG"] = str(log)
+    try:
+        rows = (spark.read.format("recordflow").schema("i long").option("on_corruption", "skip")
+                .load(path).collect())
+    finally:
+        del os.environ["RECORDFLOW_SPARK_SKIP_LOG"]
+    assert sorted(r.i for r in rows) == [i for i in range(20) if i != 5]
+    # The skip is counted (here through the test's log folder, else in the executor log).
+    reports = [json.load(open(f)) for f in glob.glob(str(log / "*.json"))]
+    if reports:  # executors inherit the driver's environment in local mode
+        assert sum(r["records"] for r in reports) == 1
+
+
+def test_gzip_write_and_read_back(spark, tf, tmp_path):
+    df = spark.createDataFrame([(i, f"v{i}") for i in range(30)], "i long, s string").repartition(2)
+    out = str(tmp_path / "gz")
+    df.write.format("recordflow").option("compression", "GZIP").mode("overwrite").save(out)
+    files = sorted(glob.glob(out + "/part-*.tfrecord.gz"))
+    assert len(files) == 2 and not glob.glob(out + "/*.idx")
+    ids = []
+    for f in files:
+        for rec in tf.data.TFRecordDataset(f, compression_type="GZIP"):
+            p = tf.io.parse_single_example(rec, {"i": tf.io.FixedLenFeature([], tf.int64)})
+            ids.append(int(p["i"]))
+    assert sorted(ids) == list(range(30))
+    back = spark.read.format("recordflow").load(out)
+    assert sorted((r.i, r.s) for r in back.collect()) == [(i, f"v{i}") for i in range(30)]
+
+
+def test_failed_first_attempts_still_write_exactly_once(spark, tmp_path):
+    df = spark.createDataFrame([(i,) for i in range(100)], "i long").repartition(3)
+    out = str(tmp_path / "retry")
+    (df.write.format("recordflow").option("_testFailFirstAttempt", "true")
+     .mode("overwrite").save(out))
+    ids = sorted(rf.Example.parse(r)["i"][0] for r in _records(out))
+    assert ids == list(range(100))
+    assert _leftovers(out) == []
+    manifest = json.load(open(os.path.join(out, "_manifest.json")))
+    assert manifest["records"] == 100 and len(manifest["shards"]) == 3
+    assert os.path.exists(os.path.join(out, "_SUCCESS"))
+    for s in manifest["shards"]:
+        assert os.path.getsize(os.path.join(out, s["file"])) == s["bytes"]
+        assert rf.count_records(os.path.join(out, s["file"])) == s["records"]
+
+
+def test_speculative_attempts_commit_exactly_once(tmp_path):
+    """Speculative execution as Spark runs it: two attempts of one partition both write their
+    whole shard; the commit coordinator lets one commit; a third copy still running after the
+    job committed finds its folder gone. (local mode never launches a speculative copy, since
+    all attempts would be on one host, so the attempts are driven here directly through the
+    writer Spark pickles to its tasks.)"""
+    out = str(tmp_path / "spec")
+    schema = T.StructType([T.StructField("i", T.LongType())])
+    writer = rfs.RecordflowDataSource({"path": out}).writer(schema, overwrite=False)
+    batch = pa.RecordBatch.from_arrays([pa.array(range(50), pa.int64())], names=["i"])
+    other = pa.RecordBatch.from_arrays([pa.array(range(50, 80), pa.int64())], names=["i"])
+    first = writer.write_attempt(iter([batch]), partition=0, attempt=0)
+    speculative = writer.write_attempt(iter([batch]), partition=0, attempt=1)
+    second_partition = writer.write_attempt(iter([other]), partition=1, attempt=0)
+    assert os.path.exists(first.temp_file) and os.path.exists(speculative.temp_file)
+    writer.commit([speculative, second_partition])  # the coordinator chose attempt 1
+    with pytest.raises(Exception):  # the late copy cannot create anything any more
+        writer.write_attempt(iter([batch]), partition=0, attempt=2)
+    ids = sorted(int(rf.Example.parse(r)["i"][0]) for r in _records(out))
+    assert ids == list(range(80))
+    assert _leftovers(out) == []
+    assert sorted(os.listdir(out)) == sorted(
+        ["_SUCCESS", "_manifest.json"] + [n for m in (speculative, second_partition)
+                                          for n in (m.final_name, m.final_name + ".idx",
+                                                    m.final_name + rfs.META_SUFFIX)])
+    # abort() of another job leaves the committed output alone and removes its own attempts.
+    job2 = rfs.RecordflowDataSource({"path": out}).writer(schema, overwrite=True)
+    m = job2.write_attempt(iter([other]), partition=0, attempt=0)
+    job2.abort([m])
+    assert sorted(int(rf.Example.parse(r)["i"][0]) for r in _records(out)) == list(range(80))
+    assert _leftovers(out) == []
+
+
+def test_failed_job_leaves_nothing(spark, tmp_path):
+    out = str(tmp_path / "abort")
+
+    def boom(i):
+        if i == 57:
+            raise ValueError("row 57")
+        return i
+
+    df = spark.createDataFrame(
+        spark.sparkContext.parallelize(range(100), 3).map(lambda i: (boom(i),)), "i long")
+    with pytest.raises(Exception, match="row 57"):
+        df.write.format("recordflow").mode("append").save(out)
+    assert not os.path.exists(out) or os.listdir(out) == []
+
+
+def test_save_modes(spark, tmp_path):
+    out = str(tmp_path / "modes")
+    a = spark.createDataFrame([(i,) for i in range(10)], "i long").coalesce(1)
+    b = spark.createDataFrame([(i,) for i in range(10, 15)], "i long").coalesce(1)
+
+    def ids():
+        return sorted(r.i for r in spark.read.format("recordflow").load(out).collect())
+
+    rfs.write(a, out)  # errorifexists on a new folder writes
+    assert ids() == list(range(10))
+    with pytest.raises(rf.AlreadyExistsError, match="modes"):
+        rfs.write(b, out)
+    # The data source's own check (saveMode option) refuses too, before any task runs.
+    with pytest.raises(Exception, match="already exists"):
+        b.write.format("recordflow").mode("append").option("saveMode", "errorifexists").save(out)
+    rfs.write(b, out, mode="ignore")
+    b.write.format("recordflow").mode("append").option("saveMode", "ignore").save(out)
+    assert ids() == list(range(10))
+    b.write.format("recordflow").mode("append").save(out)
+    assert ids() == list(range(15))
+    assert json.load(open(os.path.join(out, "_manifest.json")))["records"] == 15
+    rfs.write(b, out, mode="overwrite")
+    assert ids() == list(range(10, 15))
+    assert _leftovers(out) == []
+
+
+def test_schema_errors_name_the_column(spark, tmp_path):
+    df = spark.createDataFrame([({"a": 1},)], "m map<string,int>")
+    with pytest.raises(Exception, match="'m'"):
+        df.write.format("recordflow").mode("overwrite").save(str(tmp_path / "bad"))
+    path = str(tmp_path / "multi.tfrecord")
+    with rf.RecordWriter(path) as w:
+        w.write(rf.Example({"x": [1, 2]}).serialize())
+    with pytest.raises(Exception, match="feature 'x' has 2 values"):
+        spark.read.format("recordflow").schema("x long").load(path).collect()
+
+
+# ---- distributed conversion ----------------------------------------------------------------
+
+
+def _image_folder(root: str) -> dict:
+    """Three classes of small JPEGs; returns {relative path: bytes}."""
+    rng = np.random.default_rng(0)
+    files = {}
+    for c, count in (("cat", 7), ("dog", 5), ("eel", 4)):
+        os.makedirs(os.path.join(root, c))
+        for i in range(count):
+            img = rng.integers(0, 255, (8 + i, 10 + c.__len__(), 3), dtype=np.uint8)
+            data = rf.encode_jpeg(img)
+            p = os.path.join(root, c, f"{c}{i:02d}.jpg")
+            open(p, "wb").write(data)
+            files[f"{c}/{c}{i:02d}.jpg"] = data
+    return files
+
+
+def _digest(folder: str) -> dict:
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith((".tfrecord", ".idx", ".gz")) or name == "labels.txt":
+            out[name] = hashlib.sha256(open(os.path.join(folder, name), "rb").read()).hexdigest()
+    return out
+
+
+CONVERT_SCRIPT = textwrap.dedent("""
+    import os, sys, json
+    sys.path[:0] = {path!r}
+    from test_spark import _session
+    import recordflow.spark as rfs
+    spark = _session("local[1]")
+    rfs.convert(spark, {src!r}, {dst!r}, shards=3, val_fraction=0.25, seed=7)
+    spark.stop()
+""")
+
+
+def test_convert_matches_local_convert_and_tensorflow_reads_it(spark, tf, tmp_path):
+    src = str(tmp_path / "images")
+    files = _image_folder(src)
+    dst2 = str(tmp_path / "spark2")
+    dst1 = str(tmp_path / "spark1")
+    local = str(tmp_path / "local")
+    # local[1] in its own JVM, started first so it overlaps with the work below.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CONVERT_SCRIPT.format(path=[os.path.dirname(__file__)], src=src, dst=dst1)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        summary = rfs.convert(spark, src, dst2, shards=3, val_fraction=0.25, seed=7)
+        rf.convert(src, local, shards=3, val_fraction=0.25, seed=7)
+        assert _digest(dst2) == _digest(local)
+        n_shards = sum(len(split["shards"]) for split in summary["splits"].values())
+        assert n_shards >= 4 and len(summary["splits"]["train"]["shards"]) == 3
+        assert len(_digest(local)) == 2 * n_shards + 1  # shards, their .idx, labels.txt
+        assert summary["records"] == len(files)
+        assert not os.path.exists(os.path.join(dst2, rfs.TEMPORARY))
+        # TensorFlow reads every image once, with its label and original bytes.
+        classes = open(os.path.join(dst2, "labels.txt")).read().split()
+        assert classes == ["cat", "dog", "eel"]
+        seen = {}
+        shards = sorted(glob.glob(os.path.join(dst2, "*.tfrecord")))
+        spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+                "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+                "image/filename": tf.io.FixedLenFeature([], tf.string)}
+        for rec in tf.data.TFRecordDataset(shards):
+            p = tf.io.parse_single_example(rec, spec)
+            name = p["image/filename"].numpy().decode()
+            assert name not in seen
+            seen[name] = (int(p["image/class/label"]), p["image/encoded"].numpy())
+        assert len(seen) == len(files)
+        by_base = {os.path.basename(k): (k, v) for k, v in files.items()}
+        for name, (label, encoded) in seen.items():
+            rel, data = by_base[os.path.basename(name)]
+            assert classes[label] == rel.split("/")[0]
+            assert encoded == data
+        # Resumable: a second run with resume skips every committed shard.
+        again = rfs.convert(spark, src, dst2, shards=3, val_fraction=0.25, seed=7, resume=True)
+        assert again["resumed_shards"] == n_shards and again["records_this_run"] == 0
+        with pytest.raises(rf.AlreadyExistsError):
+            rfs.convert(spark, src, dst2, shards=3, val_fraction=0.25, seed=7)
+        out, _ = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out[-3000:]
+    assert _digest(dst1) == _digest(dst2)
