@@ -45,9 +45,7 @@ echo "clang-tidy: clean in $((SECONDS - tidy_start))s"
 echo "== clang -Wthread-safety: the lock annotations of the engine (pipeline, thread pool) =="
 # Compile-only, and only the annotated objects (RF_THREAD_SAFETY_ANALYSIS sets
 # -Werror=thread-safety on them): a few seconds with ccache.
-cmake -S . -B build/tsa -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
-      -DCMAKE_CXX_COMPILER=clang++ -DRF_THREAD_SAFETY_ANALYSIS=ON -DRF_BUILD_TESTS=OFF \
-      -DRF_BUILD_CLI=OFF >/dev/null
+cmake --preset thread-safety >/dev/null
 mapfile -t tsa_objects < <(cd build/tsa && ninja -t targets all |
   grep -oE '^CMakeFiles/[^/]+\.dir/src/recordflow/(pipeline|core/thread_pool)[^:]*\.o' | sort -u)
 [[ ${#tsa_objects[@]} -gt 0 ]] || { echo "no annotated objects found in build/tsa"; exit 1; }
