@@ -521,7 +521,11 @@ def _unavailable(kind: str, err: Exception):
 
     banner = ("\n" + "!" * 78 + f"\n!! REMOTE TEST SERVER '{kind}' CANNOT START: tests that need "
               f"it are SKIPPED\n!! {err}\n!! fix: bash scripts/setup.sh --test\n" + "!" * 78)
-    print(banner, file=sys.stderr, flush=True)
+    # Past pytest's capture, and once more in its warnings summary, so nobody misses it.
+    print(banner, file=sys.__stderr__, flush=True)
+    import warnings
+    warnings.warn(f"remote test server '{kind}' cannot start, its tests are skipped: {err}",
+                  RuntimeWarning, stacklevel=2)
     if os.environ.get("RF_REQUIRE_REMOTE_SERVERS") == "1":
         pytest.fail(f"{kind} server required (RF_REQUIRE_REMOTE_SERVERS=1): {err}")
     pytest.skip(f"LOUD SKIP: {kind} test server cannot start: {str(err).splitlines()[0]}")
@@ -613,6 +617,11 @@ def main(argv=None) -> int:
                 target = a.target
                 if target is None:
                     s3 = next((x for x in started if x.kind == "s3"), None)
+                    state = a.dir / "s3" / "server.json"
+                    if s3 is None and state.exists():  # started by an earlier `start s3`
+                        info = json.loads(state.read_text())
+                        if _alive(info["pid"]):
+                            s3 = Server("s3", info["pid"], state.parent, info["endpoint"])
                     if s3 is None:
                         s3 = start_s3(a.dir / "s3")
                         started.append(s3)

@@ -261,3 +261,17 @@ def test_cli_start_configure_stop(tmp_path, http_server):
                               capture_output=True, text=True, timeout=60)
     assert stop.returncode == 0 and f"proxy pid {pid}" in stop.stderr
     assert not servers._alive(pid)  # gone or a zombie awaiting init's reaping
+
+
+def test_shell_wrapper_exports_env_and_cleans_up(tmp_path):
+    script = Path(servers.__file__).parents[3] / "scripts" / "servers" / "with-remote-servers.sh"
+    out = subprocess.run(
+        [str(script), "bash", "-c",
+         'echo "$RF_TEST_HTTP_URL $RF_TEST_HTTP_PID $RF_TEST_HTTP_ROOT"; exit 7'],
+        capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, KINDS="http", TMPDIR=str(tmp_path), PYTHON=sys.executable))
+    assert out.returncode == 7, out.stderr  # the command's own status
+    url, pid, root = out.stdout.split()
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+    assert not servers._alive(int(pid))
+    assert not Path(root).exists() and list(tmp_path.iterdir()) == []
