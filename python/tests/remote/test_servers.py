@@ -275,3 +275,18 @@ def test_shell_wrapper_exports_env_and_cleans_up(tmp_path):
     assert url.startswith("http://127.0.0.1:") and url.endswith("/")
     assert not servers._alive(int(pid))
     assert not Path(root).exists() and list(tmp_path.iterdir()) == []
+
+
+def test_s3_conditional_put_listing_and_missing_key(s3_server):
+    path = f"/{s3_server.bucket}/infra/cond-{os.getpid()}-{time.monotonic_ns()}.bin"
+    st, _, _ = _s3(s3_server.endpoint, "PUT", path, body=b"first", headers={"If-None-Match": "*"})
+    assert st == 200
+    st, _, body = _s3(s3_server.endpoint, "PUT", path, body=b"second",
+                      headers={"If-None-Match": "*"})
+    assert st == 412 and b"PreconditionFailed" in body
+    assert _s3(s3_server.endpoint, "GET", path)[2] == b"first"
+    st, _, body = _s3(s3_server.endpoint, "GET", f"/{s3_server.bucket}",
+                      query={"list-type": "2", "prefix": path.split("/", 2)[2]})
+    assert st == 200 and path.split("/", 2)[2].encode() in body
+    st, _, body = _s3(s3_server.endpoint, "GET", f"/{s3_server.bucket}/infra/no-such-key")
+    assert st == 404 and b"NoSuchKey" in body
