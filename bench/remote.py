@@ -85,13 +85,18 @@ def _worker_read(kind: str, urls: list[str], env_endpoint: str) -> dict:
                                secret=os.environ["AWS_SECRET_ACCESS_KEY"],
                                client_kwargs={"endpoint_url": env_endpoint,
                                               "region_name": os.environ["AWS_REGION"]})
+        # The package's iterator opens local paths (io.open, os.path.getsize); route those two
+        # calls of its module to s3fs so that its own reading loop runs over the S3 objects.
+        import io as _io
+        import types
+        tfr.io = types.SimpleNamespace(open=lambda p, mode="rb": fs.open(p, mode,
+                                                                          block_size=8 << 20),
+                                       SEEK_END=_io.SEEK_END)
+        tfr.os = types.SimpleNamespace(path=types.SimpleNamespace(getsize=fs.size))
         for u in urls:
-            with fs.open(u, "rb", block_size=8 << 20) as f:
-                it = (tfr.tfrecord_iterator(f) if _accepts_file_object(tfr)
-                      else _read_tfrecord_frames(f))
-                for rec in it:
-                    records += 1
-                    nbytes += len(rec)
+            for rec in tfr.tfrecord_iterator(u):
+                records += 1
+                nbytes += len(rec)
     elif kind == "pipe":
         host = env_endpoint.rstrip("/")
         for u in urls:
@@ -113,15 +118,6 @@ def _worker_read(kind: str, urls: list[str], env_endpoint: str) -> dict:
     return {"kind": kind, "records": records, "bytes": nbytes, "wall_s": wall,
             "cpu_s": cpu_between(c0, c1), "records_per_s": records / wall,
             "mb_per_s": nbytes / wall / 1e6}
-
-
-def _accepts_file_object(tfr) -> bool:
-    import inspect
-    try:
-        src = inspect.getsource(tfr.tfrecord_iterator)
-    except (OSError, TypeError):
-        return False
-    return "io.open" not in src and "open(data_path" not in src
 
 
 def worker_main(argv) -> int:
@@ -187,6 +183,7 @@ def main() -> int:
     ap.add_argument("--latencies", type=float, nargs="+", default=[0, 20, 50],
                     help="ms added per request by the proxy")
     ap.add_argument("--peer-latency", type=float, default=20)
+    ap.add_argument("--no-train", action="store_true", help="peers only")
     ap.add_argument("--peers", nargs="*", default=["read", "tfrecord-s3fs", "pipe", "dali"],
                     help="which peers (none: skip)")
     ap.add_argument("--peers-python", type=Path, action="append",
@@ -246,7 +243,7 @@ def main() -> int:
         def server_cpu():
             return _proc_cpu(s3.pid) + _proc_cpu(proxy.pid)
 
-        for r in range(args.runs):
+        for r in range(0 if args.no_train else args.runs):
             order = configs[r % len(configs):] + configs[:r % len(configs)]
             for where, ms in order:
                 fault_proxy.control(ctl, "/reset", {})
@@ -286,7 +283,11 @@ def main() -> int:
             c0 = server_cpu()
             res = _run([py, HERE / "remote.py", "--worker", kind, "--endpoint", proxy.endpoint,
                         "--urls", *urls], env_s3, args.timeout, "REMOTE_RESULT")
-            res.update(latency_ms=args.peer_latency, server_cpu_s=server_cpu() - c0)
+            st = fault_proxy.control(ctl, "/stats")
+            res.update(latency_ms=args.peer_latency, server_cpu_s=server_cpu() - c0,
+                       requests=st["requests"], by_method=st["by_method"])
+            fault_proxy.control(ctl, "/reset", {})
+            fault_proxy.control(ctl, "/config", {"latency_ms": args.peer_latency})
             results["read"].append(res)
             if "error" in res:
                 results["errors"][kind] = res["error"]
@@ -294,7 +295,8 @@ def main() -> int:
             else:
                 print(f"read {kind}: {res['records_per_s']:.0f} records/s "
                       f"({res['mb_per_s']:.0f} MB/s), "
-                      f"{res['cpu_s'] / res['records'] * 1e3:.3f} ms CPU/record")
+                      f"{res['cpu_s'] / res['records'] * 1e3:.3f} ms CPU/record, "
+                      f"{res['requests']} requests")
         if "dali" in args.peers:
             py, why = _python_with(["nvidia.dali"], peer_pythons)
             if py is None:
@@ -307,14 +309,16 @@ def main() -> int:
                        str(args.shuffle), "--files", *urls]
                 c0 = server_cpu()
                 res = _run(cmd, env_dali, args.timeout, "SUITE_RESULT")
-                res.update(latency_ms=args.peer_latency, server_cpu_s=server_cpu() - c0)
+                st = fault_proxy.control(ctl, "/stats")
+                res.update(latency_ms=args.peer_latency, server_cpu_s=server_cpu() - c0,
+                           requests=st["requests"], by_method=st["by_method"])
                 results["dali"].append(res)
                 if "error" in res:
                     results["errors"]["dali"] = res["error"]
                     print(f"dali: ERROR {res['error']}")
                 else:
                     print(f"dali train s3 +{args.peer_latency:g} ms: "
-                          f"{res['images_per_s']:.0f} images/s")
+                          f"{res['images_per_s']:.0f} images/s, {res['requests']} requests")
     finally:
         for srv in (proxy, s3):
             if srv is not None:
@@ -361,20 +365,20 @@ def markdown(res: dict, meta: dict) -> str:
         if "error" in r:
             L.append(f"\nError ({r['where']} {r['latency_ms']}): {r['error']}")
     if res["read"] or res["dali"] or res["errors"]:
-        L += ["", "| peer (same objects, same proxy) | what | rate | CPU per item |",
-              "|---|---|---:|---:|"]
+        L += ["", "| peer (same objects, same proxy) | what | rate | CPU per item | requests |",
+              "|---|---|---:|---:|---:|"]
         for r in res["read"]:
             if "error" in r:
                 continue
             L.append(f"| {r['kind']} (+{r['latency_ms']:g} ms) | read every record once | "
                      f"{r['records_per_s']:.0f} records/s ({r['mb_per_s']:.0f} MB/s) | "
-                     f"{r['cpu_s'] / r['records'] * 1e3:.3f} ms/record |")
+                     f"{r['cpu_s'] / r['records'] * 1e3:.3f} ms/record | {r['requests']} |")
         for r in res["dali"]:
             if "error" in r:
                 continue
             L.append(f"| DALI fn.readers.tfrecord (+{r['latency_ms']:g} ms) | train pipeline | "
                      f"{r['images_per_s']:.0f} images/s | "
-                     f"{r['cpu_s'] / r['images'] * 1e3:.2f} ms/image |")
+                     f"{r['cpu_s'] / r['images'] * 1e3:.2f} ms/image | {r['requests']} |")
         for k, why in res["errors"].items():
             L.append(f"\n{k}: could not run: {why}")
     return "\n".join(L) + "\n"
