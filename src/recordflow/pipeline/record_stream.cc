@@ -11,6 +11,7 @@
 #include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_writer.h"
 #include "recordflow/io/file.h"
+#include "recordflow/io/filesystem.h"
 
 namespace recordflow::pipeline::internal {
 namespace {
@@ -1157,8 +1158,7 @@ Result<std::unique_ptr<RecordIterator>> MakeRecordIterator(const Node* node, uin
           slot = std::make_shared<CacheStore>();
           // A complete cache file from an earlier run replaces the input.
           if (!node->cache_path.empty()) {
-            std::error_code ec;
-            slot->complete = std::filesystem::exists(node->cache_path, ec);
+            slot->complete = io::StatPath(node->cache_path).ok();  // local or URL
           }
         }
         store = slot;
