@@ -40,11 +40,12 @@ class DroppingProxy {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
     socklen_t len = sizeof(a);
-    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    const bool ok = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+                    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0 &&
+                    ::listen(listen_fd_, 16) == 0;
+    EXPECT_TRUE(ok) << "proxy cannot listen on loopback";
     port_ = ntohs(a.sin_port);
-    ::listen(listen_fd_, 16);
     thread_ = std::thread([this] { Accept(); });
   }
   ~DroppingProxy() {
