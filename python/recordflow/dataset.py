@@ -310,6 +310,10 @@ def _lower(stages: tuple) -> _Plan:
     source, transformations = stages[0], stages[1:]
     split = next((i for i, s in enumerate(transformations) if not s.native), len(transformations))
     if isinstance(source, _st.Files):
+        for path in source.paths:  # s3:// from Python: botocore's credentials, if it has any
+            if path.startswith("s3://"):
+                from recordflow import _remote
+                _remote.prepare(path)
         ds = _core.PipelineDataset.from_files(list(source.paths), source.compression,
                                               source.shuffle_files, source.seed,
                                               source.on_corruption, source.verify_checksums)

@@ -16,6 +16,7 @@
 #include "common.h"
 #include "recordflow/example/schema.h"
 #include "recordflow/format/record_reader.h"
+#include "recordflow/io/filesystem.h"
 
 namespace recordflow::cli {
 namespace {
@@ -58,9 +59,8 @@ void ScanFile(const InspectOptions& options, example::SchemaInference& inference
     scan.error = reader.status();
     return;
   }
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(scan.path, ec);
-  if (!ec) scan.file_bytes = size;
+  const Result<io::FileInfo> info = io::StatPath(scan.path);  // local or URL
+  if (info.ok()) scan.file_bytes = info->size;
   if (*budget == 0) return;
   scan.read = true;
   std::span<const std::byte> record;

@@ -18,6 +18,7 @@
 #include "recordflow/format/record_writer.h"
 #include "recordflow/io/file.h"
 #include "recordflow/io/glob.h"
+#include "recordflow/io/filesystem.h"
 
 namespace recordflow::convert {
 namespace {
@@ -91,10 +92,8 @@ format::RecordReaderOptions ReaderOptions(const Input& in) {
 
 // Counts (and, uncompressed, indexes) one input, checking every CRC.
 Status CountInput(Input& in) {
-  std::error_code ec;
-  const uint64_t size = fs::file_size(in.path, ec);
-  if (ec) return ErrnoToStatus(ec.value(), "cannot read", in.path);
-  in.file_bytes = size;
+  RF_ASSIGN_OR_RETURN(const io::FileInfo info, io::StatPath(in.path));  // local or URL
+  in.file_bytes = info.size;
   if (in.compression == format::Compression::kNone) {
     RF_ASSIGN_OR_RETURN(std::vector<format::IndexEntry> entries,
                         format::BuildIndex(in.path, ReaderOptions(in)));
@@ -219,8 +218,12 @@ Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std:
   for (size_t i = 0; i < files.size(); ++i) {
     Input& in = inputs[i];
     in.path = files[i];
-    if (!fs::exists(in.path, ec)) return NotFoundError("reshard: no such input file: '" + in.path + "'");
-    if (fs::is_directory(in.path, ec)) {
+    const Result<io::FileInfo> info = io::StatPath(in.path);  // local or URL
+    if (!info.ok()) {
+      if (info.status().code() != StatusCode::kNotFound) return info.status();
+      return NotFoundError("reshard: no such input file: '" + in.path + "'");
+    }
+    if (info->is_directory) {
       return InvalidArgumentError("reshard: '" + in.path + "' is a folder, not a TFRecord file");
     }
     const fs::path dir = fs::weakly_canonical(dst, ec);

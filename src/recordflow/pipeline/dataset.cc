@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "recordflow/io/filesystem.h"
 #include "recordflow/io/glob.h"
 
 #include "executor_internal.h"
@@ -29,7 +30,7 @@ std::shared_ptr<const Node> Derive(const std::shared_ptr<const Node>& input, Nod
 Result<std::vector<std::string>> ExpandPaths(const std::vector<std::string>& patterns) {
   std::vector<std::string> out;
   for (const std::string& p : patterns) {
-    if (!io::IsGlobPattern(p)) {
+    if (!io::IsGlobPattern(p) && !io::IsRemotePath(p)) {
       std::error_code ec;
       if (!std::filesystem::exists(p, ec)) return NotFoundError("no such file: '" + p + "'");
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "recordflow/io/filesystem.h"
 #include "recordflow/format/record_writer.h"
 #include "stage.h"
 
@@ -164,10 +165,7 @@ Result<std::unique_ptr<RecordIterator>> MakeCacheStream(const Node* node, uint64
     if (!slot) {
       slot = std::make_shared<CacheStore>();
       // A complete cache file from an earlier run replaces the input.
-      if (!path.empty()) {
-        std::error_code ec;
-        slot->complete = std::filesystem::exists(path, ec);
-      }
+      if (!path.empty()) slot->complete = io::StatPath(path).ok();  // local or URL
     }
     store = slot;
   }
