@@ -16,7 +16,8 @@ with_bench=0
 
 apt_packages=(g++ make zlib1g-dev libisal-dev libcli11-dev libgtest-dev libgmock-dev
               libbenchmark-dev
-              libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev)  # image codecs (convert)
+              libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev  # image codecs (convert)
+              libcurl4-openssl-dev libssl-dev)  # remote storage: HTTP(S) and SigV4 (src/recordflow/io)
 if [[ $with_test == 1 ]]; then
   apt_packages+=(clang libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes
   apt_packages+=(clang-tidy)  # static checks (.clang-tidy; scripts/test.sh)

@@ -414,6 +414,11 @@ def _expand(paths: list[str]) -> list[str]:
     """Globs expanded (each sorted; each must match something), plain paths kept."""
     expanded = []
     for p in paths:
+        if _core.is_remote_path(p):  # object stores: listed natively (io/filesystem.h)
+            from recordflow import _remote
+            _remote.prepare(p)
+            expanded += _core.glob_paths(p) if any(ch in p for ch in "*?[") else [p]
+            continue
         if any(ch in p for ch in "*?["):
             matched = sorted(_glob.glob(p))
             if not matched:

@@ -11,36 +11,41 @@
 
 namespace recordflow::io {
 
-// A read-only local file read with pread(2), so one object serves many threads.
+// A read-only file: a local file read with pread(2), or a remote object (s3://, gs://,
+// http(s)://) read with ranged GETs (filesystem.h). One object serves many threads.
 //
 // Thread safety: thread-safe (ReadAt has no shared cursor).
-// Lifetime: owns the file descriptor; closes it on destruction.
+// Lifetime: owns the descriptor or connection state; releases it on destruction.
 class RandomAccessFile {
  public:
-  // Opens `path` for reading; never blocks (a FIFO is refused, not waited on). Errors:
-  // kNotFound, kPermissionDenied, kInvalidArgument (a directory, FIFO, device, socket, or a
-  // /proc-style file that reports size 0 but holds data), kIOError.
+  // Opens `path` (a local path or a URL, see FileSystemForPath) for reading; never blocks on
+  // a FIFO (refused, not waited on). Errors: kNotFound, kPermissionDenied, kInvalidArgument (a
+  // directory, FIFO, device, socket, a /proc-style file that reports size 0 but holds data,
+  // or an unsupported URL scheme), kIOError (for URLs: after the retry budget is spent).
   static Result<std::unique_ptr<RandomAccessFile>> Open(const std::string& path);
-  ~RandomAccessFile();
+  virtual ~RandomAccessFile() = default;
   RandomAccessFile(const RandomAccessFile&) = delete;
   RandomAccessFile& operator=(const RandomAccessFile&) = delete;
 
   // Reads up to dst.size() bytes at `offset`; returns the number read, which is less than
-  // dst.size() only at end of file. Retries short reads and EINTR. An offset past the
-  // end (even past what off_t holds) reads 0 bytes. Errors: kIOError.
-  Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> dst) const;
+  // dst.size() only at end of file. Retries short reads and EINTR (remote: transient
+  // failures, resuming at the byte where a dropped transfer stopped). An offset past the
+  // end (even past what off_t holds) reads 0 bytes. Errors: kIOError, kPermissionDenied.
+  virtual Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> dst) const = 0;
 
   // Size at open time.
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
-  // Tells the kernel the file will be read front to back (bigger readahead).
-  void AdviseSequential() const;
+  // Tells the implementation the file will be read front to back: bigger kernel readahead
+  // locally; concurrent ranged GETs of large parts ahead of the reader for remote objects.
+  virtual void AdviseSequential() const {}
+
+ protected:
+  RandomAccessFile(std::string path, uint64_t size) : path_(std::move(path)), size_(size) {}
 
  private:
-  RandomAccessFile(std::string path, int fd, uint64_t size);
   std::string path_;
-  int fd_;
   uint64_t size_;
 };
 
@@ -53,38 +58,44 @@ struct AtomicFileOptions {
 // Writes a file under a temporary name in the destination folder and renames it to its final
 // name in Commit(). An object destroyed (or Abort()ed) before a successful Commit() removes the
 // temporary file, so an interrupted writer never leaves a partial file that looks complete.
+// For object stores (s3://, gs://) the same contract holds through a multipart upload that is
+// completed only in Commit() and aborted otherwise: no object ever appears half-written.
 //
 // Thread safety: thread-compatible (one writer thread at a time).
-// Lifetime: owns the descriptor and the temporary file until Commit() or destruction.
+// Lifetime: owns the descriptor and the temporary file (or upload) until Commit() or
+// destruction.
 class AtomicFileWriter {
  public:
-  // Creates the temporary file next to `path`. Errors: kNotFound (missing folder),
-  // kInvalidArgument (`path` exists and is not a regular file: a directory, FIFO, device or
-  // socket is never replaced), kPermissionDenied, kIOError.
+  // Creates the temporary file next to `path` (or prepares an upload to the URL `path`).
+  // Errors: kNotFound (missing folder), kInvalidArgument (`path` exists and is not a regular
+  // file: a directory, FIFO, device or socket is never replaced; or an unsupported URL),
+  // kPermissionDenied, kIOError.
   static Result<std::unique_ptr<AtomicFileWriter>> Create(const std::string& path,
                                                           AtomicFileOptions options = {});
-  ~AtomicFileWriter();
+  virtual ~AtomicFileWriter() = default;
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
-  // Writes all of `data` (unbuffered: callers buffer). Errors: kResourceExhausted (disk
-  // full, file size limit), kIOError, kFailedPrecondition after Commit/Abort.
-  Status Append(std::span<const std::byte> data);
-  // Optionally syncs, closes, and renames to the final name. Errors as Append.
-  Status Commit();
-  // Removes the temporary file. Idempotent.
-  void Abort();
+  // Writes all of `data` (local: unbuffered, callers buffer). Errors: kResourceExhausted
+  // (disk full, file size limit), kIOError, kPermissionDenied, kFailedPrecondition after
+  // Commit/Abort.
+  virtual Status Append(std::span<const std::byte> data) = 0;
+  // Optionally syncs, closes, and renames to the final name (remote: completes the upload).
+  // Errors as Append.
+  virtual Status Commit() = 0;
+  // Removes the temporary file (remote: aborts the upload). Idempotent.
+  virtual void Abort() = 0;
 
   const std::string& path() const { return path_; }
+  // The local temporary file; empty for remote objects.
   const std::string& temp_path() const { return temp_path_; }
   uint64_t bytes_written() const { return bytes_written_; }
 
- private:
-  AtomicFileWriter(std::string path, std::string temp_path, int fd, AtomicFileOptions options);
+ protected:
+  AtomicFileWriter(std::string path, std::string temp_path)
+      : path_(std::move(path)), temp_path_(std::move(temp_path)) {}
   std::string path_;
   std::string temp_path_;
-  int fd_;
-  AtomicFileOptions options_;
   uint64_t bytes_written_ = 0;
 };
 

@@ -1,4 +1,6 @@
 #include "recordflow/io/file.h"
+#include "recordflow/io/local_file_internal.h"
+#include "recordflow/io/filesystem.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -42,12 +44,49 @@ const char* FileKind(mode_t mode) {
 
 }  // namespace
 
-RandomAccessFile::RandomAccessFile(std::string path, int fd, uint64_t size)
-    : path_(std::move(path)), fd_(fd), size_(size) {}
+// A local file read with pread(2).
+class LocalRandomAccessFile final : public RandomAccessFile {
+ public:
+  LocalRandomAccessFile(std::string path, int fd, uint64_t size)
+      : RandomAccessFile(std::move(path), size), fd_(fd) {}
+  ~LocalRandomAccessFile() override { ::close(fd_); }
+  Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> dst) const override;
+  void AdviseSequential() const override { ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL); }
 
-RandomAccessFile::~RandomAccessFile() { ::close(fd_); }
+ private:
+  int fd_;
+};
+
+// A local file written under a temporary name and renamed on Commit().
+class LocalAtomicFileWriter final : public AtomicFileWriter {
+ public:
+  LocalAtomicFileWriter(std::string path, std::string temp_path, int fd, AtomicFileOptions options)
+      : AtomicFileWriter(std::move(path), std::move(temp_path)), fd_(fd), options_(options) {}
+  ~LocalAtomicFileWriter() override { LocalAtomicFileWriter::Abort(); }
+  Status Append(std::span<const std::byte> data) override;
+  Status Commit() override;
+  void Abort() override;
+
+ private:
+  int fd_;
+  AtomicFileOptions options_;
+};
 
 Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(const std::string& path) {
+  if (!IsRemotePath(path)) return OpenLocalRandomAccessFile(path);
+  RF_ASSIGN_OR_RETURN(FileSystem * fs, FileSystemForPath(path));
+  return fs->OpenRandomAccess(path);
+}
+
+Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::string& path,
+                                                                   AtomicFileOptions options) {
+  if (!IsRemotePath(path)) return CreateLocalAtomicFileWriter(path, options);
+  RF_ASSIGN_OR_RETURN(FileSystem * fs, FileSystemForPath(path));
+  return fs->OpenWritable(path, options);
+}
+
+Result<std::unique_ptr<RandomAccessFile>> OpenLocalRandomAccessFile(std::string path) {
+  if (path.starts_with("file://")) path = path.substr(7);
   // O_NONBLOCK: opening a FIFO for reading blocks until a writer appears; with it the open
   // returns at once and fstat below refuses the FIFO. It has no effect on regular files.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -87,10 +126,10 @@ Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(const std::stri
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   return std::unique_ptr<RandomAccessFile>(
-      new RandomAccessFile(path, fd, static_cast<uint64_t>(st.st_size)));
+      std::make_unique<LocalRandomAccessFile>(path, fd, static_cast<uint64_t>(st.st_size)));
 }
 
-Result<size_t> RandomAccessFile::ReadAt(uint64_t offset, std::span<std::byte> dst) const {
+Result<size_t> LocalRandomAccessFile::ReadAt(uint64_t offset, std::span<std::byte> dst) const {
   // An offset off_t cannot hold (a damaged checkpoint or index) is past the end of any file:
   // report end of file, not pread's EINVAL as an I/O error.
   constexpr uint64_t kMaxOffset = static_cast<uint64_t>(INT64_MAX);
@@ -103,7 +142,7 @@ Result<size_t> RandomAccessFile::ReadAt(uint64_t offset, std::span<std::byte> ds
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoToStatus(errno, "read failed at offset " + std::to_string(offset + done) + " of",
-                           path_);
+                           path());
     }
     if (n == 0) break;
     done += static_cast<size_t>(n);
@@ -111,18 +150,9 @@ Result<size_t> RandomAccessFile::ReadAt(uint64_t offset, std::span<std::byte> ds
   return done;
 }
 
-void RandomAccessFile::AdviseSequential() const {
-  ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
-}
-
-AtomicFileWriter::AtomicFileWriter(std::string path, std::string temp_path, int fd,
-                                   AtomicFileOptions options)
-    : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd), options_(options) {}
-
-AtomicFileWriter::~AtomicFileWriter() { Abort(); }
-
-Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::string& path,
-                                                                   AtomicFileOptions options) {
+Result<std::unique_ptr<AtomicFileWriter>> CreateLocalAtomicFileWriter(std::string path,
+                                                                      AtomicFileOptions options) {
+  if (path.starts_with("file://")) path = path.substr(7);
   if (path.empty() || path.back() == '/') {
     return InvalidArgumentError("not a file path: '" + path + "'");
   }
@@ -139,10 +169,11 @@ Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::st
   std::string temp = TempNameFor(path);
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoToStatus(errno, "cannot create", path);
-  return std::unique_ptr<AtomicFileWriter>(new AtomicFileWriter(path, temp, fd, options));
+  return std::unique_ptr<AtomicFileWriter>(
+      std::make_unique<LocalAtomicFileWriter>(path, temp, fd, options));
 }
 
-Status AtomicFileWriter::Append(std::span<const std::byte> data) {
+Status LocalAtomicFileWriter::Append(std::span<const std::byte> data) {
   if (fd_ < 0) return FailedPreconditionError("write to closed file '" + path_ + "'");
   size_t done = 0;
   while (done < data.size()) {
@@ -157,7 +188,7 @@ Status AtomicFileWriter::Append(std::span<const std::byte> data) {
   return Status::OK();
 }
 
-Status AtomicFileWriter::Commit() {
+Status LocalAtomicFileWriter::Commit() {
   if (fd_ < 0) return FailedPreconditionError("commit of closed file '" + path_ + "'");
   if (options_.sync && ::fsync(fd_) != 0) {
     Status s = ErrnoToStatus(errno, "fsync failed for", path_);
@@ -187,7 +218,7 @@ Status AtomicFileWriter::Commit() {
   return Status::OK();
 }
 
-void AtomicFileWriter::Abort() {
+void LocalAtomicFileWriter::Abort() {
   if (fd_ >= 0) {
     ::close(fd_);
     fd_ = -1;

@@ -8,6 +8,7 @@
 #include <glob.h>
 
 #include "executor_internal.h"
+#include "recordflow/io/filesystem.h"
 #include "pipeline_internal.h"
 
 namespace recordflow::pipeline {
@@ -29,6 +30,11 @@ bool HasGlob(const std::string& s) { return s.find_first_of("*?[") != std::strin
 Result<std::vector<std::string>> ExpandPaths(const std::vector<std::string>& patterns) {
   std::vector<std::string> out;
   for (const std::string& p : patterns) {
+    if (io::IsRemotePath(p)) {  // object stores expand globs by listing (io/filesystem.h)
+      RF_ASSIGN_OR_RETURN(std::vector<std::string> matched, io::GlobPaths(p));
+      out.insert(out.end(), matched.begin(), matched.end());
+      continue;
+    }
     if (!HasGlob(p)) {
       std::error_code ec;
       if (!std::filesystem::exists(p, ec)) return NotFoundError("no such file: '" + p + "'");

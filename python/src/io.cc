@@ -1,0 +1,36 @@
+// Remote storage hooks for Python: glob over object stores, and credentials from botocore.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "errors.h"
+#include "recordflow/io/filesystem.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace recordflow::python {
+
+void RegisterIo(nb::module_& m) {
+  m.def(
+      "glob_paths",
+      [](const std::string& pattern) {
+        Result<std::vector<std::string>> r = InternalError("unset");
+        {
+          nb::gil_scoped_release release;
+          r = io::GlobPaths(pattern);
+        }
+        return ValueOrThrow(std::move(r));
+      },
+      "pattern"_a, "Paths matching a glob (local, or s3:// by listing), sorted.");
+  m.def("is_remote_path", [](const std::string& p) { return io::IsRemotePath(p); }, "path"_a);
+  m.def(
+      "set_s3_credentials",
+      [](std::string access_key, std::string secret_key, std::string token) {
+        io::SetS3Credentials(std::move(access_key), std::move(secret_key), std::move(token));
+      },
+      "access_key"_a, "secret_key"_a, "session_token"_a = "",
+      "Credentials for s3:// (over the environment and ~/.aws); an empty key clears them.");
+}
+
+}  // namespace recordflow::python

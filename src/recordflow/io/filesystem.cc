@@ -1,0 +1,158 @@
+#include "recordflow/io/filesystem.h"
+
+#include <fnmatch.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <dirent.h>
+#include <mutex>
+
+#include "filesystem_internal.h"
+#include "local_file_internal.h"
+
+namespace recordflow::io {
+namespace {
+
+std::mutex options_mu;
+RemoteOptions& Options() {
+  static RemoteOptions* o = new RemoteOptions();
+  return *o;
+}
+
+bool HasWildcard(std::string_view s) { return s.find_first_of("*?[") != std::string_view::npos; }
+
+class LocalFileSystem final : public FileSystem {
+ public:
+  Result<std::unique_ptr<RandomAccessFile>> OpenRandomAccess(const std::string& path) override {
+    return OpenLocalRandomAccessFile(path);
+  }
+  Result<std::unique_ptr<AtomicFileWriter>> OpenWritable(const std::string& path,
+                                                         AtomicFileOptions options) override {
+    return CreateLocalAtomicFileWriter(path, options);
+  }
+  Result<FileInfo> Stat(const std::string& path) override {
+    const std::string p = ParseUrl(path).key;
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0) return ErrnoToStatus(errno, "cannot stat", path);
+    FileInfo info;
+    info.size = static_cast<uint64_t>(st.st_size);
+    info.is_directory = S_ISDIR(st.st_mode);
+    return info;
+  }
+  Result<std::vector<std::string>> ListPrefix(const std::string& prefix) override {
+    return GlobPaths(prefix + "*");
+  }
+  Status Delete(const std::string& path) override {
+    if (::unlink(ParseUrl(path).key.c_str()) != 0 && errno != ENOENT) {
+      return ErrnoToStatus(errno, "cannot delete", path);
+    }
+    return Status::OK();
+  }
+};
+
+}  // namespace
+
+std::chrono::milliseconds BackoffDelay(const RetryOptions& options, int attempt, double u) {
+  double d = static_cast<double>(options.initial_backoff.count()) *
+             std::pow(2.0, std::min(attempt, 30));
+  d = std::min(d, static_cast<double>(options.max_backoff.count()));
+  u = std::clamp(u, 0.0, 1.0);
+  return std::chrono::milliseconds(static_cast<int64_t>(d * (0.5 + 0.5 * u)));
+}
+
+void SetRemoteOptions(const RemoteOptions& options) {
+  std::lock_guard lock(options_mu);
+  Options() = options;
+}
+
+RemoteOptions GetRemoteOptions() {
+  std::lock_guard lock(options_mu);
+  return Options();
+}
+
+void SetS3Credentials(std::string access_key, std::string secret_key, std::string session_token) {
+  internal::SetExplicitS3Credentials(
+      {std::move(access_key), std::move(secret_key), std::move(session_token)});
+}
+
+Url ParseUrl(std::string_view path) {
+  Url u;
+  const size_t sep = path.find("://");
+  if (sep == std::string_view::npos || sep == 0 ||
+      path.substr(0, sep).find_first_of("/.") != std::string_view::npos) {
+    u.key = std::string(path);
+    return u;
+  }
+  u.scheme = std::string(path.substr(0, sep));
+  for (char& c : u.scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string_view rest = path.substr(sep + 3);
+  if (u.scheme == "file") {
+    u.key = std::string(rest);
+    return u;
+  }
+  const size_t slash = rest.find('/');
+  u.authority = std::string(rest.substr(0, slash));
+  u.key = slash == std::string_view::npos ? "" : std::string(rest.substr(slash + 1));
+  return u;
+}
+
+bool IsRemotePath(std::string_view path) {
+  const Url u = ParseUrl(path);
+  return !u.scheme.empty() && u.scheme != "file";
+}
+
+Result<FileSystem*> FileSystemForPath(std::string_view path) {
+  const Url u = ParseUrl(path);
+  if (u.scheme.empty() || u.scheme == "file") return internal::LocalFileSystemInstance();
+  if (u.scheme == "s3") return internal::S3FileSystemInstance();
+  if (u.scheme == "http" || u.scheme == "https") return internal::HttpFileSystemInstance();
+  return InvalidArgumentError("unsupported URL scheme '" + u.scheme + "://' in '" +
+                              std::string(path) + "' (supported: s3://, http://, https://, and "
+                              "local paths)");
+}
+
+Result<FileInfo> StatPath(const std::string& path) {
+  RF_ASSIGN_OR_RETURN(FileSystem * fs, FileSystemForPath(path));
+  return fs->Stat(path);
+}
+
+Result<std::vector<std::string>> GlobPaths(const std::string& pattern) {
+  if (!HasWildcard(pattern)) {
+    RF_ASSIGN_OR_RETURN(FileInfo info, StatPath(pattern));
+    (void)info;
+    return std::vector<std::string>{pattern};
+  }
+  std::vector<std::string> matched;
+  if (!IsRemotePath(pattern)) {
+    glob_t g{};
+    const int rc = ::glob(ParseUrl(pattern).key.c_str(), 0, nullptr, &g);
+    if (rc == 0) matched.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+    globfree(&g);
+    if (rc != 0 && rc != GLOB_NOMATCH) return IOError("cannot expand '" + pattern + "'");
+  } else {
+    RF_ASSIGN_OR_RETURN(FileSystem * fs, FileSystemForPath(pattern));
+    const size_t wild = pattern.find_first_of("*?[");
+    RF_ASSIGN_OR_RETURN(std::vector<std::string> listed, fs->ListPrefix(pattern.substr(0, wild)));
+    for (std::string& url : listed) {
+      // FNM_PATHNAME: a wildcard never matches '/', as in a local glob.
+      if (::fnmatch(pattern.c_str(), url.c_str(), FNM_PATHNAME) == 0) {
+        matched.push_back(std::move(url));
+      }
+    }
+  }
+  if (matched.empty()) return NotFoundError("no files match '" + pattern + "'");
+  std::sort(matched.begin(), matched.end());
+  return matched;
+}
+
+namespace internal {
+FileSystem* LocalFileSystemInstance() {
+  static FileSystem* fs = new LocalFileSystem();
+  return fs;
+}
+}  // namespace internal
+
+}  // namespace recordflow::io
