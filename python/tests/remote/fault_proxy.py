@@ -316,13 +316,26 @@ class FaultProxy:
                         resp += f"Retry-After: {retry_after}\r\n"
                     client.sendall(resp.encode() + b"\r\n" + (b"" if method == "HEAD" else xml))
                     continue
-                if upstream is None:
-                    upstream = socket.create_connection(self.target, timeout=60)
-                    upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    with self._lock:
-                        self._conns.add(upstream)
-                upstream.sendall(head + body)
-                rhead = _read_head(upstream, ubuf)
+                for attempt in (0, 1):
+                    reused = upstream is not None
+                    if upstream is None:
+                        upstream = socket.create_connection(self.target, timeout=60)
+                        upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        with self._lock:
+                            self._conns.add(upstream)
+                    try:
+                        upstream.sendall(head + body)
+                        rhead = _read_head(upstream, ubuf)
+                        break
+                    except (_Closed, OSError):
+                        # An idle keep-alive connection the upstream closed meanwhile is not a
+                        # fault anyone asked for: reconnect once and resend.
+                        if not reused or attempt == 1 or ubuf:
+                            raise
+                        with self._lock:
+                            self._conns.discard(upstream)
+                        upstream.close()
+                        upstream = None
                 status = int(rhead.split(b" ", 2)[1])
                 rh = _headers(rhead)
                 client.sendall(rhead)

@@ -290,3 +290,39 @@ def test_s3_conditional_put_listing_and_missing_key(s3_server):
     assert st == 200 and path.split("/", 2)[2].encode() in body
     st, _, body = _s3(s3_server.endpoint, "GET", f"/{s3_server.bucket}/infra/no-such-key")
     assert st == 404 and b"NoSuchKey" in body
+
+
+def test_proxy_reconnects_when_upstream_closed_an_idle_connection():
+    # An upstream that closes every connection after one response, without saying so (as an
+    # idle keep-alive timeout does): the proxy must not turn that into a dropped response.
+    import socket
+    import threading
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += c.recv(4096)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            c.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    p = fp.FaultProxy(f"127.0.0.1:{srv.getsockname()[1]}").start()
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", p.port, timeout=10)
+        for _ in range(3):
+            c.request("GET", "/x")
+            r = c.getresponse()
+            assert (r.status, r.read()) == (200, b"ok")
+        c.close()
+        assert p.stats()["connections"] == 1 and p.stats()["dropped"] == 0
+    finally:
+        p.stop()
+        srv.close()
