@@ -159,6 +159,21 @@ run count good.tfrecord good.tfrecord.gz good.tfrecord.zz empty.tfrecord
 expect_rc 0
 expect_out "$(printf '5 good.tfrecord\n5 good.tfrecord.gz\n5 good.tfrecord.zz\n0 empty.tfrecord\n15 total')"
 
+name="count, verify, index, inspect, extract: a quoted glob is expanded and sorted; matching nothing is NotFound"
+run count 'good.tfrecord*'
+expect_rc 0
+expect_out "$(printf '5 good.tfrecord\n5 good.tfrecord.gz\n5 good.tfrecord.zz\n15 total')"
+run verify '[g]ood.tfrecord.?z'
+expect_rc 0; expect_out_has "good.tfrecord.gz"; expect_out_has "good.tfrecord.zz"
+run inspect 'go?d.tfrecord'
+expect_rc 0
+run extract 'nothing-*.tfrecord' "$T/extract-none"
+expect_rc 1; expect_err_has "recordflow: NotFound: no files match 'nothing-*.tfrecord'"
+for command in count verify index inspect; do
+  run "$command" 'nothing-*.tfrecord'
+  expect_rc 1; expect_err_has "recordflow: NotFound: no files match 'nothing-*.tfrecord'"
+done
+
 name="count --compression overrides the extension"
 run count --compression GZIP gzip_no_extension.bin
 expect_rc 0; expect_out "5 gzip_no_extension.bin"

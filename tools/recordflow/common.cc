@@ -7,6 +7,9 @@
 #include <cstring>
 #include <iostream>
 #include <new>
+#include <utility>
+
+#include "recordflow/io/glob.h"
 
 namespace recordflow::cli {
 namespace {
@@ -112,6 +115,16 @@ int ExitForParseError(const CLI::App& app, const CLI::ParseError& error) {
   // CLI11 uses its own exit codes (106 for a bad value, ...); the documented contract is 2.
   const int cli11_code = app.exit(error);
   return cli11_code == 0 ? kExitOk : kExitUsage;
+}
+
+int ExpandFileArguments(std::vector<std::string>* files) {
+  Result<std::vector<std::string>> expanded = io::ExpandGlobs(*files);
+  if (!expanded.ok()) {
+    PrintError(expanded.status());
+    return ExitCodeFor(expanded.status());
+  }
+  *files = std::move(*expanded);
+  return kExitOk;
 }
 
 int RunCommand(const Command& command) {

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "recordflow/core/status.h"
 #include "recordflow/format/compression.h"
@@ -71,6 +72,11 @@ void ConfigureApp(CLI::App& app);
 // Turns a CLI11 parse failure (or --help) into output and an exit code: 0 for --help, and
 // kExitUsage for every real parse error, whatever code CLI11 would have used.
 int ExitForParseError(const CLI::App& app, const CLI::ParseError& error);
+
+// Replaces each glob pattern among a command's FILE arguments by its matches (io::ExpandGlobs:
+// sorted; a quoted pattern reaches the command unexpanded by the shell). Returns kExitOk, or
+// prints the error (a pattern matching nothing: NotFound naming it) and returns its exit code.
+int ExpandFileArguments(std::vector<std::string>* files);
 
 // Runs `command`, then flushes stdout, so that a failed final write still fails the command.
 int RunCommand(const Command& command);

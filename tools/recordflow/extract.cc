@@ -18,6 +18,7 @@ struct ExtractCliOptions {
 int RunExtract(ExtractCliOptions& cli) {
   if (cli.args.size() < 2) return UsageError("extract needs FILES... and OUT_DIR");
   std::vector<std::string> files(cli.args.begin(), cli.args.end() - 1);
+  if (int rc = ExpandFileArguments(&files); rc != kExitOk) return rc;
   const std::string out_dir = cli.args.back();
   Result<convert::ExtractSummary> summary = convert::Extract(files, out_dir, cli.options);
   if (!summary.ok()) {

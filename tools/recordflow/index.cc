@@ -190,7 +190,10 @@ Command AddIndexCommand(CLI::App& app) {
                     "on any mismatch)");
   command->add_flag("--json", options->json, "Print one JSON document instead of text");
   AddCompressionOption(*command, &options->compression);
-  return {command, [options] { return RunIndex(*options); }};
+  return {command, [options] {
+            if (int rc = ExpandFileArguments(&options->files); rc != kExitOk) return rc;
+            return RunIndex(*options);
+          }};
 }
 
 }  // namespace recordflow::cli

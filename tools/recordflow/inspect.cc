@@ -394,7 +394,10 @@ Command AddInspectCommand(CLI::App& app) {
       ->check(UnsignedIn(0));
   command->add_flag("--json", options->json, "Print one JSON document instead of text");
   AddCompressionOption(*command, &options->compression);
-  return {command, [options] { return RunInspect(*options); }};
+  return {command, [options] {
+            if (int rc = ExpandFileArguments(&options->files); rc != kExitOk) return rc;
+            return RunInspect(*options);
+          }};
 }
 
 }  // namespace recordflow::cli

@@ -182,7 +182,10 @@ Command AddVerifyCommand(CLI::App& app) {
   command->add_option("files", options->files, "TFRecord files")->required()->type_name("FILE");
   command->add_flag("--json", options->json, "Print one JSON document instead of text");
   AddCompressionOption(*command, &options->compression);
-  return {command, [options] { return RunVerify(*options); }};
+  return {command, [options] {
+            if (int rc = ExpandFileArguments(&options->files); rc != kExitOk) return rc;
+            return RunVerify(*options);
+          }};
 }
 
 }  // namespace recordflow::cli
