@@ -55,6 +55,7 @@ fi
 # scikit-image and scikit-learn.
 pip_packages+=("pillow" "scikit-image" "scikit-learn")
 [[ $with_bench == 1 ]] && pip_packages+=("matplotlib")  # bench/suite.py's chart
+[[ $with_bench == 1 ]] && pip_packages+=("ray[data]")  # bench/spark_bench.py: Ray Data peer
 need_pip=0
 for spec in "${pip_packages[@]}"; do
   name=${spec%%[<>=]*}

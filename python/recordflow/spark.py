@@ -166,7 +166,8 @@ def infer_schema(files: Sequence[str], record_type: str, compression: str | None
         with open(meta) as f:
             m = json.load(f)
         if m.get("recordType") == record_type and "schema" in m:
-            return T.StructType.fromJson(m["schema"])
+            # A record can always lack a feature, whatever the writer's DataFrame promised.
+            return _nullable(T.StructType.fromJson(m["schema"]))
     kinds: dict[str, str] = {}
     single: dict[str, bool] = {}
     seq_kinds: dict[str, str] = {}
@@ -305,13 +306,23 @@ def _arrow_type(dt: T.DataType):
         if isinstance(dt, cls):
             return at
     if isinstance(dt, T.ArrayType):
-        return pa.list_(pa.field("element", _arrow_type(dt.elementType), True))
+        return pa.list_(pa.field("element", _arrow_type(dt.elementType), dt.containsNull))
     raise SchemaError(f"unsupported Spark type {dt.simpleString()}")
 
 
 def _arrow_schema(schema: T.StructType):
+    """Spark checks the batches' Arrow schema against the read schema, nullability included."""
     import pyarrow as pa
-    return pa.schema([pa.field(f.name, _arrow_type(f.dataType), True) for f in schema.fields])
+    return pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in schema.fields])
+
+
+def _nullable(dt):
+    if isinstance(dt, T.StructType):
+        return T.StructType([T.StructField(f.name, _nullable(f.dataType), True, f.metadata)
+                             for f in dt.fields])
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(_nullable(dt.elementType), True)
+    return dt
 
 
 def _leaf(dt: T.DataType) -> T.DataType:
@@ -400,6 +411,10 @@ class _BatchConverter:
         present = lengths == 1
         if present.all():
             return leaf
+        if not f.nullable:
+            r = int(np.argmin(present))
+            raise SchemaError(f"'{path}': feature '{f.name}' is missing in record {first + r}, and "
+                              f"column '{f.name}' is not nullable")
         # Absent -> null: place the present values at their rows.
         pos = np.cumsum(present) - 1
         pos[~present] = 0
