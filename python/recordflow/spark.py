@@ -22,7 +22,7 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -601,9 +601,8 @@ class _BatchEncoder:
 
 
 def _offsets(arr) -> np.ndarray:
-    import pyarrow as pa
-    o = arr.offsets  # honours the array's slice offset
-    return np.asarray(o.to_numpy(zero_copy_only=False), dtype=np.int64) if not isinstance(o, np.ndarray) else o.astype(np.int64)
+    # .offsets honours the array's slice offset (.values does not: offsets index into it).
+    return np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _leaf_buffers(key: str, kind: str, arr):
@@ -722,11 +721,6 @@ def write(df, path: str, mode: str = "errorifexists", **options: Any) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Distributed conversion
-
-
-def _convert_options(**kw: Any) -> dict:
-    opts = {k: v for k, v in kw.items() if v is not None}
-    return opts
 
 
 def convert(spark, src: str, dst: str, *, shards: int, val_fraction: float = 0.0, seed: int = 0,
