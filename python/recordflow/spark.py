@@ -22,7 +22,7 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -166,7 +166,8 @@ def infer_schema(files: Sequence[str], record_type: str, compression: str | None
         with open(meta) as f:
             m = json.load(f)
         if m.get("recordType") == record_type and "schema" in m:
-            return T.StructType.fromJson(m["schema"])
+            # A record can always lack a feature, whatever the writer's DataFrame promised.
+            return _nullable(T.StructType.fromJson(m["schema"]))
     kinds: dict[str, str] = {}
     single: dict[str, bool] = {}
     seq_kinds: dict[str, str] = {}
@@ -305,13 +306,23 @@ def _arrow_type(dt: T.DataType):
         if isinstance(dt, cls):
             return at
     if isinstance(dt, T.ArrayType):
-        return pa.list_(pa.field("element", _arrow_type(dt.elementType), True))
+        return pa.list_(pa.field("element", _arrow_type(dt.elementType), dt.containsNull))
     raise SchemaError(f"unsupported Spark type {dt.simpleString()}")
 
 
 def _arrow_schema(schema: T.StructType):
+    """Spark checks the batches' Arrow schema against the read schema, nullability included."""
     import pyarrow as pa
-    return pa.schema([pa.field(f.name, _arrow_type(f.dataType), True) for f in schema.fields])
+    return pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in schema.fields])
+
+
+def _nullable(dt):
+    if isinstance(dt, T.StructType):
+        return T.StructType([T.StructField(f.name, _nullable(f.dataType), True, f.metadata)
+                             for f in dt.fields])
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(_nullable(dt.elementType), True)
+    return dt
 
 
 def _leaf(dt: T.DataType) -> T.DataType:
@@ -400,6 +411,10 @@ class _BatchConverter:
         present = lengths == 1
         if present.all():
             return leaf
+        if not f.nullable:
+            r = int(np.argmin(present))
+            raise SchemaError(f"'{path}': feature '{f.name}' is missing in record {first + r}, and "
+                              f"column '{f.name}' is not nullable")
         # Absent -> null: place the present values at their rows.
         pos = np.cumsum(present) - 1
         pos[~present] = 0
@@ -586,9 +601,8 @@ class _BatchEncoder:
 
 
 def _offsets(arr) -> np.ndarray:
-    import pyarrow as pa
-    o = arr.offsets  # honours the array's slice offset
-    return np.asarray(o.to_numpy(zero_copy_only=False), dtype=np.int64) if not isinstance(o, np.ndarray) else o.astype(np.int64)
+    # .offsets honours the array's slice offset (.values does not: offsets index into it).
+    return np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _leaf_buffers(key: str, kind: str, arr):
@@ -707,11 +721,6 @@ def write(df, path: str, mode: str = "errorifexists", **options: Any) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Distributed conversion
-
-
-def _convert_options(**kw: Any) -> dict:
-    opts = {k: v for k, v in kw.items() if v is not None}
-    return opts
 
 
 def convert(spark, src: str, dst: str, *, shards: int, val_fraction: float = 0.0, seed: int = 0,

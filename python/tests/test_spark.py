@@ -51,7 +51,15 @@ def _session(master: str) -> SparkSession:
 
 
 @pytest.fixture(scope="session")
-def spark():
+def skip_log(tmp_path_factory):
+    # Python workers inherit the environment the JVM started with: set before the session.
+    d = tmp_path_factory.mktemp("skips")
+    os.environ["RECORDFLOW_SPARK_SKIP_LOG"] = str(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def spark(skip_log):
     s = _session("local[2,4]")
     rfs.register(s)
     yield s
@@ -278,7 +286,7 @@ def test_large_indexed_file_read_by_many_partitions(spark, tmp_path):
     assert df.count() == n
 
 
-def test_corruption_raise_and_skip(spark, tmp_path):
+def test_corruption_raise_and_skip(spark, tmp_path, skip_log):
     path = str(tmp_path / "c.tfrecord")
     with rf.RecordWriter(path) as w:
         for i in range(20):
@@ -289,19 +297,13 @@ def test_corruption_raise_and_skip(spark, tmp_path):
     open(path, "wb").write(bytes(data))
     with pytest.raises(Exception, match=r"c\.tfrecord"):
         spark.read.format("recordflow").schema("i long").load(path).collect()
-    log = tmp_path / "skips"
-    log.mkdir()
-    os.environ["RECORDFLOW_SPARK_SKIP_LOG"] = str(log)
-    try:
-        rows = (spark.read.format("recordflow").schema("i long").option("on_corruption", "skip")
-                .load(path).collect())
-    finally:
-        del os.environ["RECORDFLOW_SPARK_SKIP_LOG"]
+    rows = (spark.read.format("recordflow").schema("i long").option("on_corruption", "skip")
+            .load(path).collect())
     assert sorted(r.i for r in rows) == [i for i in range(20) if i != 5]
-    # The skip is counted (here through the test's log folder, else in the executor log).
-    reports = [json.load(open(f)) for f in glob.glob(str(log / "*.json"))]
-    if reports:  # executors inherit the driver's environment in local mode
-        assert sum(r["records"] for r in reports) == 1
+    # The skip is counted: one report per file read, in the executor log and in the folder
+    # RECORDFLOW_SPARK_SKIP_LOG names.
+    reports = [json.load(open(f)) for f in glob.glob(str(skip_log / "*.json"))]
+    assert [(r["path"], r["records"]) for r in reports if r["path"] == path] == [(path, 1)]
 
 
 def test_gzip_write_and_read_back(spark, tf, tmp_path):
@@ -408,6 +410,27 @@ def test_save_modes(spark, tmp_path):
     rfs.write(b, out, mode="overwrite")
     assert ids() == list(range(10, 15))
     assert _leftovers(out) == []
+
+
+def test_non_nullable_columns_round_trip(spark, tmp_path):
+    """Columns Spark knows are never null (spark.range, array literals) write and read back
+    through the sidecar schema; a required column over records missing the feature fails
+    naming the key instead of giving nulls."""
+    out = str(tmp_path / "nn")
+    df = spark.range(20, numPartitions=2).selectExpr(
+        "id", "array(cast(id as float), 1.5f) as v", "cast(cast(id as string) as binary) as b")
+    assert not df.schema["id"].nullable
+    df.write.format("recordflow").mode("overwrite").save(out)
+    back = spark.read.format("recordflow").load(out)
+    got = sorted((r.id, r.v, bytes(r.b)) for r in back.collect())
+    assert got == [(i, [float(i), 1.5], str(i).encode()) for i in range(20)]
+    path = str(tmp_path / "gap.tfrecord")
+    with rf.RecordWriter(path) as w:
+        w.write(rf.Example({"x": 1}).serialize())
+        w.write(rf.Example({"y": 2}).serialize())
+    required = T.StructType([T.StructField("x", T.LongType(), False)])
+    with pytest.raises(Exception, match="feature 'x' is missing in record 1"):
+        spark.read.format("recordflow").schema(required).load(path).collect()
 
 
 def test_schema_errors_name_the_column(spark, tmp_path):
