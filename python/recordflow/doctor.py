@@ -27,7 +27,6 @@ docs/doctor.md explains the rules and how to read the report. Example::
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import os
 import re
@@ -39,26 +38,19 @@ from typing import Any
 
 import numpy as np
 
+from recordflow import _core
 from recordflow import dataset as _dataset
 from recordflow.dataset import AUTOTUNE, Dataset
 
 __all__ = ["diagnose", "Report", "main"]
 
-# A step that waits for data at least this fraction of its time is input-bound: below it, a
-# faster pipeline would change the step rate by less than the noise of a training job.
-INPUT_BOUND_WAIT_FRACTION = 0.10
-# A measured variant "helps" when it is at least this much faster: smaller differences are
-# within run-to-run noise on a loaded machine.
-HELPS_GAIN = 1.10
-# The pipeline keeps up on average when its ceiling is at least this multiple of the rate the
-# step consumes batches at; if the step still waits, the buffer cannot absorb the step's bursts.
-KEEPS_UP_MARGIN = 1.25
-# The record stream is not the limit when, timed alone, it gives this multiple of the records
-# the whole pipeline delivers.
-READ_HEADROOM = 1.5
+# The rules' thresholds are the engine's (pipeline::kInputBoundWaitFraction, ...; docs/doctor.md).
+_THRESHOLDS = _core.DOCTOR_THRESHOLDS
+INPUT_BOUND_WAIT_FRACTION = _THRESHOLDS["input_bound_wait_fraction"]
+HELPS_GAIN = _THRESHOLDS["helps_gain"]
+KEEPS_UP_MARGIN = _THRESHOLDS["keeps_up_margin"]
+READ_HEADROOM = _THRESHOLDS["read_headroom"]
 _MAX_PREFETCH_BYTES = 1 << 30
-_HTML_MAX_STEPS = 5000
-_GAIN_CAP = 10.0  # estimated upper bounds beyond this say nothing more useful
 
 
 def _cores() -> int:
@@ -286,16 +278,6 @@ def _stages(run: dict) -> list[dict]:
     return out
 
 
-def _in_series_cost(stages: list[dict], elements: int) -> list[tuple[dict, float]]:
-    """Python-side stages with their cost per delivered element on the consuming thread
-    (a parallel map's time divided by its threads), costliest first."""
-    out = []
-    for st in stages:
-        if st["kind"].startswith("python_") and st["busy_seconds"] is not None:
-            out.append((st, st["busy_seconds"] / max(st["parallelism"], 1) / max(elements, 1)))
-    return sorted(out, key=lambda x: -x[1])
-
-
 def _read_alone_rate(ds: Dataset, seconds: float) -> float | None:
     """Records/s of ``ds``'s record stream alone (its transformations before the first parse,
     map, filter or batch), batched natively so the consumer is not the limit."""
@@ -312,25 +294,10 @@ def _read_alone_rate(ds: Dataset, seconds: float) -> float | None:
         return None
 
 
-def _slowest(stages: list[dict]) -> dict:
-    ranked = [s for s in stages if s["utilization"] is not None]
-    return max(ranked, key=lambda s: s["utilization"])
-
-
 def _free_gain(stages: list[dict], stage_id: str, records_per_s: float | None = None) -> float:
-    """Estimated speed-up if stage ``stage_id`` cost nothing: the next limit then sets the pace.
-    For a stage timed alone (the record stream) that limit is its measured rate; for the others
-    1 / utilization (utilizations scale with the rate). An upper bound, capped at 10x."""
-    bounds = []
-    for s in stages:
-        if s["id"] == stage_id or s["utilization"] is None:
-            continue
-        alone = s.get("alone_records_per_s")
-        if alone and records_per_s:
-            bounds.append(alone / records_per_s)
-        elif s["utilization"] > 0.1:
-            bounds.append(1.0 / s["utilization"])
-    return max(1.0, min(bounds + [_GAIN_CAP]))
+    """Estimated speed-up if stage ``stage_id`` cost nothing (pipeline::FreeGain): an upper
+    bound, capped at 10x."""
+    return _core.doctor_free_gain(stages, stage_id, records_per_s)
 
 
 # ------------------------------------------------------------------------ variants
@@ -423,38 +390,14 @@ def _sample_pipeline(ds: Dataset, paths: list[str], compression: str | None) -> 
 
 # Shards of about this size: large enough that opening a file and restarting its read-ahead
 # are a small share of reading it, small enough to spread over readers and hosts.
-RESHARD_TARGET_BYTES = 128 << 20
-
-
-def _files_argument(paths: list[str]) -> str:
-    """The files for a shell command: one glob when a ``dir/*suffix`` matches exactly them,
-    else each path, quoted."""
-    import glob as _glob
-    import shlex
-    dirs = {os.path.dirname(p) for p in paths}
-    suffixes = {os.path.basename(p)[os.path.basename(p).find("."):] if "." in os.path.basename(p)
-                else "" for p in paths}
-    if len(dirs) == 1 and len(suffixes) == 1 and len(paths) > 1:
-        (d,), (suffix,) = dirs, suffixes
-        pattern = os.path.join(d, "*" + suffix)
-        if sorted(_glob.glob(pattern)) == sorted(paths):
-            return shlex.quote(d + os.sep) + "*" + shlex.quote(suffix) if d else "*" + shlex.quote(suffix)
-    return " ".join(shlex.quote(p) for p in paths)
+RESHARD_TARGET_BYTES = _core.DOCTOR_RESHARD_TARGET_BYTES
 
 
 def reshard_command(paths: list[str], total_bytes: float, compression: str | None = None) -> tuple[str, int]:
     """The `recordflow reshard` command that rewrites ``paths`` (``total_bytes`` of output) into
-    shards of about RESHARD_TARGET_BYTES, and the shard count N it computed."""
-    import math
-    import shlex
-    n = max(1, math.ceil(total_bytes / RESHARD_TARGET_BYTES))
-    dirs = {os.path.dirname(os.path.abspath(p)) for p in paths}
-    base = dirs.pop() if len(dirs) == 1 else os.getcwd()
-    dst = os.path.join(base, "resharded")
-    cmd = f"recordflow reshard {_files_argument(paths)} {shlex.quote(dst)} --shards {n}"
-    if compression:
-        cmd += f" --compression {compression}"
-    return cmd, n
+    shards of about RESHARD_TARGET_BYTES, and the shard count N it computed
+    (pipeline::ReshardCommand)."""
+    return _core.doctor_reshard_command(list(paths), float(total_bytes), compression or "")
 
 
 def _file_layout_variants(ds: Dataset, paths: list[str], compressed: bool, seconds: float,
@@ -959,215 +902,16 @@ class Report:
             f.write(_render_html(self._data, self._timeline))
 
 
-def _fmt_rate(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
-
-
 def _render_text(d: dict) -> str:
-    lines = []
-    add = lines.append
-    add("recordflow doctor")
-    add(f"  pipeline: {d['pipeline']}")
-    c = d["ceiling"]
-    rate = f"{_fmt_rate(c['elements_per_s'])} elements/s"
-    if c["batches_per_s"] is not None:
-        rate += f" ({_fmt_rate(c['batches_per_s'])} batches/s of {c['batch_size']})"
-    add(f"  input ceiling: {rate}, measured alone for {c['seconds']:.1f} s"
-        + ("  (dataset ended early)" if c["exhausted"] else ""))
-    add(f"  time to first element: {1e3 * d['time_to_first_element_s']:.0f} ms")
-    s = d["step"]
-    if s is not None:
-        add(f"  with the step ({s['mode']}): {s['steps']} steps, {s['steps_per_s']:.1f} steps/s, "
-            f"wait {s['mean_wait_ms']:.1f} ms + compute {s['mean_compute_ms']:.1f} ms per step")
-        add(f"  time waiting for data: {100 * s['wait_fraction']:.1f}% of step time")
-    add("")
-    add(f"VERDICT: {d['verdict'].upper()}" + (f" - {d['verdict_detail']}" if d["verdict_detail"] else ""))
-    add(f"CAUSE: {d['cause']['explanation']}")
-    add("")
-    add("stages (utilization = busy share of the stage's capacity; the highest sets the ceiling):")
-    add(f"  {'util':>6} {'elements':>9} {'busy s':>8} {'threads':>7} {'buffer':>9}  stage")
-    for st in d["stages"]:
-        util = "-" if st["utilization"] is None else f"{100 * st['utilization']:.0f}%"
-        busy = "-" if st["busy_seconds"] is None else f"{st['busy_seconds']:.2f}"
-        buf = "-"
-        if st["buffer_size"]:
-            fill = st["buffer_fill"]
-            buf = f"{st['buffer_size']}" + ("" if fill is None else f" {100 * fill:.0f}%")
-        mark = "  <- slowest" if st["id"] == d["slowest_stage"] else ""
-        per = ""
-        if st["seconds_per_element"] is not None and st["kind"].startswith("python_m"):
-            per = f" [{1e3 * st['seconds_per_element']:.2f} ms/element]"
-        threads = st["parallelism"] or "-"
-        add(f"  {util:>6} {st['elements']:>9} {busy:>8} {threads:>7} {buf:>9}  "
-            f"[{st['id']}] {st['name']}{per}{mark}")
-        if st.get("utilization_note"):
-            add(f"  {'':>6} {'':>9} {'':>8} {'':>7} {'':>9}  ({st['utilization_note']})")
-    add("")
-    if d["recommendations"]:
-        add("what would help (gain: measured by running the variant, or estimated):")
-        for i, r in enumerate(d["recommendations"], 1):
-            if r["error"]:
-                g = f"could not be tried ({r['error']})"
-            elif r["gain"] is None:
-                g = "gain not estimated"
-            elif r["measured"]:
-                g = f"measured {r['gain']:.2f}x"
-                if r["metric"] == "steps_per_s":
-                    g += (f" steps/s, waiting {100 * r['wait_fraction_before']:.0f}% -> "
-                          f"{100 * r['wait_fraction_after']:.0f}%")
-                if r["helps"] is False:
-                    g += " (no real gain here)"
-            elif r["gain"] >= _GAIN_CAP:
-                g = f"estimated up to {_GAIN_CAP:.0f}x or more (capped)"
-            else:
-                g = f"estimated up to {r['gain']:.2f}x"
-            add(f"  {i}. {r['title']}")
-            add(f"     {g}. {r['detail']}")
-    else:
-        add("what would help: " + (d["verdict_detail"] or "nothing found"))
-    return "\n".join(lines) + "\n"
-
-
-def _ticks(top: float, count: int = 5) -> list[float]:
-    """Round tick values from 0 to at least ``top`` (1, 2 or 5 times a power of ten apart)."""
-    import math
-    if top <= 0:
-        return [0.0]
-    raw = top / count
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    return [i * step for i in range(int(math.ceil(top / step - 1e-9)) + 1)]
-
-
-def _fmt_tick(v: float) -> str:
-    return f"{v:g}"
-
-
-def _timeline_svg(timeline: list[tuple[float, float]]) -> str:
-    """Steps as stacked bars (wait on compute) against time: x in seconds since the first
-    step, y in milliseconds per step, with ticks and axis titles."""
-    left, right, top, bottom = 64, 16, 12, 44
-    plot_w, plot_h = 880, 220
-    width, height = left + plot_w + right, top + plot_h + bottom
-    total = sum(w + c for w, c in timeline)
-    tallest_ms = 1e3 * max(w + c for w, c in timeline)
-    x_ticks = _ticks(total)
-    y_ticks = _ticks(tallest_ms, 4)
-    x_max, y_max = x_ticks[-1] or 1e-9, y_ticks[-1] or 1e-9
-    sx, sy = plot_w / x_max, plot_h / y_max
-    base = top + plot_h
-    parts = []
-    t = 0.0
-    for i, (w, c) in enumerate(timeline):
-        x = left + t * sx
-        bw = max((w + c) * sx, 0.5)
-        h_c, h_w = 1e3 * c * sy, 1e3 * w * sy
-        parts.append(f'<rect x="{x:.2f}" y="{base - h_c:.2f}" width="{bw:.2f}" height="{h_c:.2f}" '
-                     f'fill="#4c78a8"><title>step {i}: compute {1e3 * c:.1f} ms</title></rect>')
-        parts.append(f'<rect x="{x:.2f}" y="{base - h_c - h_w:.2f}" width="{bw:.2f}" '
-                     f'height="{h_w:.2f}" fill="#e45756"><title>step {i}: wait {1e3 * w:.1f} ms'
-                     f'</title></rect>')
-        t += w + c
-    axes = [f'<line x1="{left}" y1="{base}" x2="{left + plot_w}" y2="{base}" stroke="#333"/>',
-            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="#333"/>']
-    for v in x_ticks:
-        x = left + v * sx
-        axes.append(f'<line x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 5}" stroke="#333"/>')
-        axes.append(f'<text x="{x:.1f}" y="{base + 18}" text-anchor="middle" font-size="12">'
-                    f'{_fmt_tick(v)}</text>')
-    for v in y_ticks:
-        y = base - v * sy
-        axes.append(f'<line x1="{left - 5}" y1="{y:.1f}" x2="{left}" y2="{y:.1f}" stroke="#333"/>')
-        axes.append(f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end" font-size="12">'
-                    f'{_fmt_tick(v)}</text>')
-    axes.append(f'<text class="axis-title" x="{left + plot_w / 2:.0f}" y="{height - 6}" '
-                f'text-anchor="middle" font-size="13">time since the first step (s)</text>')
-    axes.append(f'<text class="axis-title" x="14" y="{top + plot_h / 2:.0f}" text-anchor="middle" '
-                f'font-size="13" transform="rotate(-90 14 {top + plot_h / 2:.0f})">'
-                f'step time (ms)</text>')
-    return (f'<svg role="img" aria-label="per-step wait and compute timeline" width="{width}" '
-            f'height="{height}" viewBox="0 0 {width} {height}" style="max-width:100%;height:auto">'
-            + "".join(parts) + "".join(axes) + "</svg>")
-
-
-def _gain_text(r: dict) -> str:
-    if r["error"]:
-        return f"could not be tried ({r['error']})"
-    if r["gain"] is None:
-        return "gain not estimated"
-    if r["measured"]:
-        g = f"measured {r['gain']:.2f}x"
-        if r["metric"] == "steps_per_s":
-            g += (f" steps/s, waiting {100 * r['wait_fraction_before']:.0f}% -> "
-                  f"{100 * r['wait_fraction_after']:.0f}%")
-        return g + (" (no real gain here)" if r["helps"] is False else "")
-    if r["gain"] >= _GAIN_CAP:
-        return f"estimated up to {_GAIN_CAP:.0f}x or more (capped)"
-    return f"estimated up to {r['gain']:.2f}x"
+    """The terminal report (pipeline::RenderText, the one `recordflow doctor` prints)."""
+    return _core.doctor_render_text(d)
 
 
 def _render_html(d: dict, timeline: list[tuple[float, float]]) -> str:
-    """The report as a page: the verdict first, then what would help, the timeline (axes with
-    units), the stages, and the full text and JSON; long text wraps."""
-    esc = html.escape
-    shown = len(timeline)
-    timeline = timeline[:_HTML_MAX_STEPS]  # a page of 2 rects per step must stay viewable
-    verdict = (f'<p class="verdict"><strong>Verdict: {esc(d["verdict"].upper())}</strong>'
-               + (f" &mdash; {esc(d['verdict_detail'])}" if d["verdict_detail"] else "") + "</p>"
-               f'<p class="cause"><strong>Cause:</strong> {esc(d["cause"]["explanation"])}</p>')
-    if d["recommendations"]:
-        items = []
-        for r in d["recommendations"]:
-            cmd = (f'<br><code class="command">{esc(r["command"])}</code>'
-                   if r.get("command") else "")
-            items.append(f"<li><strong>{esc(r['title'])}</strong>{cmd}<br>"
-                         f"<em>{esc(_gain_text(r))}.</em> {esc(r['detail'])}</li>")
-        helps = "<h2>What would help</h2><ol>" + "".join(items) + "</ol>"
-    else:
-        helps = f"<h2>What would help</h2><p>{esc(d['verdict_detail'] or 'nothing found')}</p>"
-    if timeline:
-        timeline_html = (
-            "<h2>Per-step timeline</h2><p>Each bar is one training step: its width the step's "
-            "wall time (x: seconds since the first step), its height the step's time in "
-            'milliseconds (y), split into <span style="color:#e45756">&#9632; waiting for '
-            'data</span> and <span style="color:#4c78a8">&#9632; compute</span>.'
-            + (f" The first {len(timeline)} of {shown} steps." if shown > len(timeline) else "")
-            + "</p>" + _timeline_svg(timeline))
-    else:
-        timeline_html = ("<h2>Per-step timeline</h2><p>No step was given: no timeline (pass "
-                         "step_fn, step_seconds or --step-ms).</p>")
-    rows = []
-    for st in d["stages"]:
-        util = "-" if st["utilization"] is None else f"{100 * st['utilization']:.0f}%"
-        mark = " (slowest)" if st["id"] == d["slowest_stage"] else ""
-        rows.append(f"<tr><td>{esc(st['id'])}{mark}</td><td>{util}</td><td>{st['elements']}</td>"
-                    f"<td>{esc(st['name'])}</td></tr>")
-    stages = ("<h2>Stages</h2><table><tr><th>stage</th><th>utilization</th><th>elements</th>"
-              "<th>what it runs</th></tr>" + "".join(rows) + "</table>")
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>recordflow doctor</title>
-<style>
-body{{font-family:sans-serif;margin:2em;max-width:72em;line-height:1.4}}
-pre{{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}}
-code{{white-space:pre-wrap;overflow-wrap:anywhere;background:#f0f0f0;padding:0 .2em}}
-.verdict{{font-size:1.3em}} td,th{{text-align:left;padding:.2em .6em;vertical-align:top;
-overflow-wrap:anywhere}} li{{margin-bottom:.6em}}
-</style>
-</head><body>
-<h1>recordflow doctor</h1>
-{verdict}
-{helps}
-{timeline_html}
-{stages}
-<h2>Report</h2>
-<pre>{esc(_render_text(d))}</pre>
-<details><summary>JSON</summary>
-<pre>{esc(json.dumps(d, indent=2))}</pre>
-</details>
-</body></html>
-"""
+    """The HTML page (pipeline::RenderHtml): verdict, what would help, the per-step timeline,
+    the stages, the text and this report's JSON."""
+    return _core.doctor_render_html(d, [w for w, _ in timeline], [c for _, c in timeline],
+                                    json.dumps(d, indent=2))
 
 
 # ------------------------------------------------------------------------ the entry point
@@ -1215,7 +959,6 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
     log(f"running the pipeline alone for {seconds:g} s ...")
     alone = _run_alone(dataset, seconds)
     stages = _stages(alone)
-    slowest = _slowest(stages)
     batch_size = _batch_size(dataset)
     rate = alone["elements_per_s"]
     # The stream's busy time includes waiting for interleave reads queued on the thread
@@ -1226,13 +969,6 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
     read_alone = _read_alone_rate(dataset, min(variant_seconds, seconds, 1.0))
     read = next(s for s in stages if s["id"] == "read")
     read["alone_records_per_s"] = read_alone
-    if (slowest["id"] == "read" and read_alone is not None
-            and read_alone >= READ_HEADROOM * rate * (batch_size or 1)):
-        read["utilization_note"] = (f"alone the stream gives {read_alone:,.0f} records/s, "
-                                    f"{read_alone / (rate * (batch_size or 1)):.1f}x what the "
-                                    "pipeline delivers: not the limit")
-        others = [s for s in stages if s["id"] != "read"]
-        slowest = _slowest(others)
     ceiling = {"elements_per_s": rate * (batch_size or 1),
                "batches_per_s": rate if batch_size else None, "batch_size": batch_size,
                "iterator_elements_per_s": rate, "seconds": alone["seconds"],
@@ -1243,71 +979,26 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
         log(f"running the pipeline with the step for {seconds:g} s ...")
         step_run = _run_with_step(dataset, step, seconds)
 
-    slowest_text = (f"the slowest stage, [{slowest['id']}] {slowest['name']} "
-                    f"({100 * slowest['utilization']:.0f}% busy)")
-    cause = {"id": slowest["kind"] if slowest["kind"] != "native" else slowest["id"],
-             "stage": slowest["id"], "explanation": ""}
-    verdict_detail = ""
-    if step_run is None:
-        verdict = "no step given"
-        verdict_detail = "pass a step (step_fn / step_seconds / --step-ms) to know whether training waits"
-        input_bound = None
-        cause["explanation"] = f"the ceiling is set by {slowest_text}"
-    else:
-        input_bound = step_run["wait_fraction"] >= INPUT_BOUND_WAIT_FRACTION
-        demand = 1.0 / max(step_run["mean_compute_ms"] / 1e3, 1e-9)  # elements/s the step takes
-        over = rate / demand
-        if not input_bound:
-            verdict = "not input-bound"
-            verdict_detail = (f"the step waits for data {100 * step_run['wait_fraction']:.1f}% of the "
-                              f"time; the pipeline's ceiling is {over:.1f}x what the step consumes: "
-                              "speed up the step, not the input")
-            cause = {"id": "step", "stage": None, "ceiling_over_demand": over,
-                     "explanation": ("the training step sets the pace; the pipeline has headroom "
-                                     f"({slowest_text})")}
-            if over < KEEPS_UP_MARGIN:
-                # Waiting little now, but with no margin: a faster step would wait.
-                cause["borderline"] = True
-                cause["explanation"] = (f"the training step sets the pace, but only just: the "
-                                        f"pipeline's ceiling alone is {over:.2f}x the step's rate, "
-                                        f"limited by {slowest_text}")
-                verdict_detail = (f"the step waits for data {100 * step_run['wait_fraction']:.1f}% of "
-                                  f"the time, but the pipeline has no margin ({over:.2f}x the step's "
-                                  "rate): a faster step would wait")
-        else:
-            verdict = "input-bound"
-            verdict_detail = (f"the step waits for data {100 * step_run['wait_fraction']:.1f}% of the time")
-            # Python stages run on the consuming thread, in series with the step: their time
-            # per element is waited for at every step, and no buffer can hide it.
-            in_series = _in_series_cost(stages, alone["elements"])
-            mean_wait = step_run["mean_wait_ms"] / 1e3
-            if in_series and in_series[0][1] >= 0.5 * mean_wait:
-                st, cost = in_series[0]
-                cause = {"id": st["kind"], "stage": st["id"], "ceiling_over_demand": over,
-                         "explanation": (f"[{st['id']}] {st['name']} runs on the consuming thread, "
-                                         f"in series with the step: {1e3 * cost:.2f} ms of the "
-                                         f"{1e3 * mean_wait:.2f} ms each step waits")}
-            elif over >= KEEPS_UP_MARGIN:
-                cause = {"id": "prefetch", "stage": "prefetch", "ceiling_over_demand": over,
-                         "explanation": (f"the pipeline is fast enough on average ({over:.1f}x the "
-                                         "step's rate) but the prefetch buffer is too small to absorb "
-                                         "the step's bursts: the step waits after every burst of short steps")}
-            else:
-                cause["ceiling_over_demand"] = over
-                cause["explanation"] = (f"the pipeline cannot keep up ({over:.2f}x the step's rate); "
-                                        f"it is limited by {slowest_text}")
+    # The rules are the engine's (pipeline::JudgeMeasurements), shared with `recordflow doctor`.
+    judged = _core.doctor_judge({
+        "stages": stages, "batch_size": batch_size, "elements_per_s": rate,
+        "elements": alone["elements"], "read_alone_records_per_s": read_alone,
+        "step": None if step_run is None else {
+            k: step_run[k] for k in ("steps", "steps_per_s", "wait_fraction", "mean_wait_ms",
+                                     "mean_compute_ms", "max_compute_ms", "wait_s", "compute_s")}})
+    if judged["read_note"]:
+        read["utilization_note"] = judged["read_note"]
+    slowest = next(s for s in stages if s["id"] == judged["slowest_stage"])
+    verdict, verdict_detail = judged["verdict"], judged["verdict_detail"]
+    input_bound, cause = judged["input_bound"], judged["cause"]
 
     recs: list[dict] = []
-    if verdict != "not input-bound" or cause.get("borderline"):
-        # A borderline step gets the advice for the stage that would limit a faster step.
-        rule_cause = cause if not cause.get("borderline") else {
-            "id": slowest["kind"] if slowest["kind"] != "native" else slowest["id"],
-            "stage": slowest["id"]}
+    if judged["rule_cause"] is not None:
         # try_variants=False: the same rules with variant_seconds 0, which run nothing.
-        recs = _recommend(dataset, rule_cause, stages, alone, step, step_run,
+        recs = _recommend(dataset, judged["rule_cause"], stages, alone, step, step_run,
                           variant_seconds if try_variants else 0.0, log)
     # Measured gains that help first, then estimates, then what was measured not to help.
-    recs.sort(key=lambda r: (0 if r["helps"] else 2 if r["measured"] else 1, -(r["gain"] or 0)))
+    recs = [recs[i] for i in _core.doctor_order(recs)]
 
     data = {
         "pipeline": dataset.describe(),

@@ -31,5 +31,6 @@ void RegisterPipeline(nanobind::module_& m);
 void RegisterConvert(nanobind::module_& m);
 void RegisterVision(nanobind::module_& m);
 void RegisterReshard(nanobind::module_& m);
+void RegisterDiagnose(nanobind::module_& m);
 
 }  // namespace recordflow::python

@@ -14,4 +14,5 @@ NB_MODULE(_core, m) {
   recordflow::python::RegisterConvert(m);
   recordflow::python::RegisterVision(m);
   recordflow::python::RegisterReshard(m);
+  recordflow::python::RegisterDiagnose(m);
 }

@@ -164,6 +164,7 @@ struct Recommendation {
   std::optional<std::string> command;
   std::optional<double> wait_fraction_before;
   std::optional<double> wait_fraction_after;
+  std::optional<std::string> native_op;  // python_map_native: the op that replaces the map
 };
 
 // The stage utilizations of an alone run: `read` is busy / wall (one producer thread),
@@ -173,6 +174,12 @@ std::vector<StageMeasurement> StagesFromStats(const PipelineStats& stats);
 // The rules: verdict, cause and slowest stage from measurements. Pure (no clock, no I/O).
 // `m.stages` must hold at least one stage with a utilization.
 Verdict JudgeMeasurements(const Measurements& m);
+
+// Estimated speed-up if stage `stage_id` cost nothing: the next limit then sets the pace (a
+// stage timed alone: its rate over `records_per_s`; the others: 1 / utilization, counted when
+// above 10%). An upper bound in [1, kGainCap].
+double FreeGain(const std::vector<StageMeasurement>& stages, const std::string& stage_id,
+                std::optional<double> records_per_s);
 
 // Measured gains that help first, then estimates, then what was measured not to help; each
 // group by decreasing gain.
@@ -230,6 +237,7 @@ std::string RenderText(const DiagnoseReport& report);
 std::string RenderJson(const DiagnoseReport& report,
                        const std::vector<std::pair<std::string, std::string>>& extra = {});
 // One self-contained page: verdict, what would help, the per-step timeline, stages, text, JSON.
-std::string RenderHtml(const DiagnoseReport& report);
+// `json`: the JSON section's text; empty: RenderJson(report).
+std::string RenderHtml(const DiagnoseReport& report, const std::string& json = {});
 
 }  // namespace recordflow::pipeline

@@ -24,11 +24,6 @@ std::string FormatRate(double value);
 
 namespace recordflow::pipeline::internal {
 
-// Estimated speed-up if stage `stage_id` cost nothing: the next limit then sets the pace (a
-// stage timed alone: its measured rate; the others: 1 / utilization). An upper bound in
-// [1, kGainCap].
-double FreeGain(const std::vector<StageMeasurement>& stages, const std::string& stage_id,
-                std::optional<double> records_per_s);
 
 }  // namespace recordflow::pipeline::internal
 

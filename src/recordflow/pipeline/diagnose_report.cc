@@ -166,6 +166,7 @@ Json RecommendationJson(const Recommendation& r) {
                     {"command", Json::Opt(r.command)}};
   if (r.wait_fraction_before) o.emplace_back("wait_fraction_before", *r.wait_fraction_before);
   if (r.wait_fraction_after) o.emplace_back("wait_fraction_after", *r.wait_fraction_after);
+  if (r.native_op) o.emplace_back("native_op", *r.native_op);
   return o;
 }
 
@@ -395,7 +396,7 @@ std::string RenderText(const DiagnoseReport& report) {
   return out;
 }
 
-std::string RenderHtml(const DiagnoseReport& report) {
+std::string RenderHtml(const DiagnoseReport& report, const std::string& json) {
   const Verdict& v = report.verdict;
   const Measurements& m = report.measurements;
   std::string page;
@@ -452,7 +453,7 @@ std::string RenderHtml(const DiagnoseReport& report) {
           "</style>\n</head><body>\n<h1>recordflow doctor</h1>\n";
   page += verdict + "\n" + helps + "\n" + timeline + "\n" + stages + "\n";
   page += "<h2>Report</h2>\n<pre>" + HtmlEscape(RenderText(report)) + "</pre>\n";
-  page += "<details><summary>JSON</summary>\n<pre>" + HtmlEscape(RenderJson(report)) +
+  page += "<details><summary>JSON</summary>\n<pre>" + HtmlEscape(json.empty() ? RenderJson(report) : json) +
           "</pre>\n</details>\n</body></html>\n";
   return page;
 }

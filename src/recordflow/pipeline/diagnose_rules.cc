@@ -215,8 +215,6 @@ void SortRecommendations(std::vector<Recommendation>& recs) {
   });
 }
 
-namespace internal {
-
 double FreeGain(const std::vector<StageMeasurement>& stages, const std::string& stage_id,
                 std::optional<double> records_per_s) {
   double bound = kGainCap;
@@ -231,5 +229,4 @@ double FreeGain(const std::vector<StageMeasurement>& stages, const std::string& 
   return std::max(1.0, bound);
 }
 
-}  // namespace internal
 }  // namespace recordflow::pipeline

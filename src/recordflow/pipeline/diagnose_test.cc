@@ -167,12 +167,12 @@ TEST(DiagnoseRulesTest, RecommendationsHelpingFirstThenEstimatesThenNoGain) {
 
 TEST(DiagnoseRulesTest, FreeGainIsTheNextLimitCapped) {
   std::vector<StageMeasurement> stages = {Stage("read", 0.25), Stage("process", 0.9)};
-  EXPECT_NEAR(internal::FreeGain(stages, "process", 100.0), 4.0, 1e-9);
+  EXPECT_NEAR(FreeGain(stages, "process", 100.0), 4.0, 1e-9);
   stages[0].alone_records_per_s = 250;
-  EXPECT_NEAR(internal::FreeGain(stages, "process", 100.0), 2.5, 1e-9);
+  EXPECT_NEAR(FreeGain(stages, "process", 100.0), 2.5, 1e-9);
   stages[0].alone_records_per_s.reset();
   stages[0].utilization = 0.01;  // below 10%: says nothing
-  EXPECT_NEAR(internal::FreeGain(stages, "process", 100.0), kGainCap, 1e-9);
+  EXPECT_NEAR(FreeGain(stages, "process", 100.0), kGainCap, 1e-9);
 }
 
 TEST(DiagnoseRulesTest, StagesFromStatsUtilizations) {

@@ -453,7 +453,7 @@ void Variants::Process() {
     if ((target = VisionTarget(c_.plan.steps[i].map_name))) break;
   }
   if (target) {
-    const double upper = internal::FreeGain(m_.stages, sid_, records_rate_);
+    const double upper = FreeGain(m_.stages, sid_, records_rate_);
     recs_.push_back(Make("decode_on_gpu", "decode JPEGs on the GPU (nvJPEG, e.g. DALI's mixed decoder)",
                          "Decode + crop + resize is the pipeline's work; on a GPU it leaves the CPU. "
                          "Estimated gain: the pipeline if this stage cost nothing (upper bound).",
