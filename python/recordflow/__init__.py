@@ -33,7 +33,7 @@ from recordflow.example import (
     parse_sequence_example,
 )
 from recordflow.converter import convert, encode_jpeg, extract, probe_image
-from recordflow import vision
+from recordflow import stages, vision
 from recordflow.doctor import diagnose
 from recordflow.reshard import reshard
 from recordflow.errors import (
@@ -59,6 +59,7 @@ __all__ = [
     "UNKNOWN",
     "Dataset",
     "vision",
+    "stages",
     "diagnose",
     "Iterator",
     "Example",

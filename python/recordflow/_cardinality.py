@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import os
 
+from recordflow import stages as st
+
 INFINITE = -1
 UNKNOWN = -2
 
-# Stages of the record stream (before parse/map/batch) that keep every record.
-_KEEPS = ("interleave", "global_shuffle", "shuffle", "cache", "prefetch", "parse", "map")
+# Stages that keep every element (one out per one in).
+_KEEPS = (st.Interleave, st.GlobalShuffle, st.Shuffle, st.Cache, st.Prefetch, st.Parse, st.Map)
 
 _cache: dict[tuple, int] = {}
 
@@ -97,35 +99,37 @@ def file_records(path: str, compression: str | None = None, scan: bool = False,
     return n
 
 
-def source_records(source: tuple, files: list[str] | None = None, scan: bool = False,
+def source_records(source, files: list[str] | None = None, scan: bool = False,
                    counts: dict | None = None) -> int:
-    """Records of a Dataset source (``files`` overrides the source's list)."""
-    if source[0] != "files":
-        return len(source[1])
+    """Records of a source stage (rf.stages.Files / Records); ``files``: the Files' paths
+    (expanded, maybe a file shard of them)."""
+    if isinstance(source, st.Records):
+        return len(source.records)
     total = 0
     for p in files:
         n = counts.get(p) if counts else None
         if n is None:
             # A corrupt record skipped under on_corruption="skip" is not in the pass: only a
             # scan under the same policy counts it right.
-            n = file_records(p, source[2], scan, source[5])
+            n = file_records(p, source.compression, scan, source.on_corruption)
         if n is None:
             return UNKNOWN
         total += n
     return total
 
 
-def cardinality(source: tuple, ops: tuple, scan: bool = False, counts: dict | None = None) -> int:
-    """Elements of one pass of Dataset(source, ops): a count, INFINITE or UNKNOWN."""
+def cardinality(stages: tuple, scan: bool = False, counts: dict | None = None) -> int:
+    """Elements of one pass of a Dataset of ``stages`` (Dataset.stages): a count, INFINITE
+    or UNKNOWN."""
+    source, ops = stages[0], tuple(stages[1:])
     files = None
-    if source[0] == "files":
-        from recordflow.dataset import _expand
+    if isinstance(source, st.Files):
         try:
-            files = _expand(source[1])
+            files = source.expanded_paths()
         except Exception:  # a pattern matching nothing: iterating reports it
             return UNKNOWN
-        if ops and ops[0][0] == "shard":  # directly on the files: a file shard
-            files = files[ops[0][2]::ops[0][1]]
+        if ops and isinstance(ops[0], st.Shard):  # directly on the files: a file shard
+            files = files[ops[0].index::ops[0].num_shards]
             ops = ops[1:]
     n = source_records(source, files, scan, counts)
     for op in ops:
@@ -133,41 +137,37 @@ def cardinality(source: tuple, ops: tuple, scan: bool = False, counts: dict | No
     return n
 
 
-def _after(op: tuple, n: int) -> int:
-    name = op[0]
-    if name in _KEEPS:
+def _after(op, n: int) -> int:
+    if isinstance(op, _KEEPS):
         return n
-    if name == "native_map":
-        return UNKNOWN if n >= 0 and op[1]._drops_records() else n
-    if name == "filter":
+    if isinstance(op, st.NativeMap):
+        return UNKNOWN if n >= 0 and op.op.drops_records else n
+    if isinstance(op, st.Filter):
         return UNKNOWN
-    if name == "repeat":
-        count = op[1]
+    if isinstance(op, st.Repeat):
         if n == 0:
             return 0
-        if count < 0:
+        if op.count < 0:
             return INFINITE if n != UNKNOWN else UNKNOWN
-        return n * count if n >= 0 else n
-    if name == "take":
-        count = op[1]
-        if count < 0:
+        return n * op.count if n >= 0 else n
+    if isinstance(op, st.Take):
+        if op.count < 0:
             return n
         if n == INFINITE:
-            return count
-        return min(n, count) if n >= 0 else (0 if count == 0 else UNKNOWN)
-    if name == "skip":
-        count = op[1]
+            return op.count
+        return min(n, op.count) if n >= 0 else (0 if op.count == 0 else UNKNOWN)
+    if isinstance(op, st.Skip):
         if n < 0:
             return n
-        return 0 if count < 0 else max(0, n - count)
-    if name == "shard":
-        num, index = op[1], op[2]
+        return max(0, n - op.count)
+    if isinstance(op, st.Shard):
         if n < 0:
             return n
-        return max(0, (n - index + num - 1) // num)
-    if name == "batch":
-        size, drop = op[1], op[2]
+        return max(0, (n - op.index + op.num_shards - 1) // op.num_shards)
+    if isinstance(op, st.Batch):
         if n < 0:
             return n
-        return n // size if drop else (n + size - 1) // size
+        return n // op.batch_size if op.drop_remainder else (n + op.batch_size - 1) // op.batch_size
     return UNKNOWN
+
+

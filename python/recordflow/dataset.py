@@ -23,9 +23,8 @@ Example::
 
 from __future__ import annotations
 
-import glob as _glob
-import numbers as _numbers
-import os as _os
+import collections as _collections
+import itertools as _itertools
 import weakref as _weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -33,24 +32,26 @@ from typing import Any
 import numpy as np
 
 from recordflow import _core
+from recordflow import stages as _st
 from recordflow.errors import InvalidArgumentError, UnimplementedError
 from recordflow.example import FixedLen, Parser, Ragged, VarLen, _specs
+from recordflow.stages import _int_arg
 
 AUTOTUNE = _core.AUTOTUNE
 INFINITE = -1  # cardinality of an endless pipeline (tf.data.INFINITE_CARDINALITY)
 UNKNOWN = -2   # cardinality not known without running it (tf.data.UNKNOWN_CARDINALITY)
 
-_NATIVE = {"shard", "interleave", "shuffle", "global_shuffle", "repeat", "take", "skip", "cache",
-           "parse", "batch", "prefetch", "native_map"}
-
 
 class Dataset:
     """An immutable pipeline description (its stages; only the iteration counter advances, on
-    each ``iter()``). Methods return new Datasets; iterate to run it."""
+    each ``iter()``). Methods return new Datasets; iterate to run it.
 
-    def __init__(self, _source: tuple, _ops: tuple = ()):
-        self._source = _source
-        self._ops = _ops
+    ``stages`` is the description itself: a source stage (rf.stages.Files or Records), then
+    one rf.stages dataclass per transformation. ``with_stages`` builds a Dataset from stages,
+    so a pipeline can be inspected and rewritten (rf.sharding, rf.diagnose do)."""
+
+    def __init__(self, stages: Iterable[_st.Stage]):
+        self._stages = _check_stages(stages)
         # The most recent iterator, for stats(): weak, so dropping an iterator stops its
         # threads and frees its buffers at once. Its last stats are kept in _stats_box when it
         # is closed or dropped.
@@ -59,6 +60,17 @@ class Dataset:
         # Iterations started so far: iteration k reseeds every seeded stage with (seed, k), as
         # tf.data's reshuffle_each_iteration does (see iterator()).
         self._iterations = 0
+
+    # ---------------------------------------------------------------- stages
+    @property
+    def stages(self) -> tuple:
+        """The pipeline: its source stage, then its transformations in order (rf.stages)."""
+        return self._stages
+
+    def with_stages(self, stages: Iterable[_st.Stage]) -> "Dataset":
+        """A new Dataset of ``stages`` (e.g. this one's, changed): a source stage first, then
+        transformations. Its iteration counter starts at 0, as any new Dataset's."""
+        return Dataset(stages)
 
     # ---------------------------------------------------------------- sources
     @staticmethod
@@ -69,109 +81,83 @@ class Dataset:
         expanded and sorted). ``compression``: None (from each file name), "", "GZIP", "ZLIB".
         ``shuffle_files``: a new file order every epoch (seeded). ``on_corruption``: "raise"
         or "skip" (counted and reported by the reader)."""
-        paths = _paths_arg(pattern_or_paths)
-        if compression is not None and not isinstance(compression, str):
-            raise TypeError(f"from_files: compression must be None or a str, not {compression!r}")
-        shuffle_files = _bool_arg("shuffle_files", shuffle_files)
-        seed = _seed_arg("seed", seed)
-        if on_corruption not in ("raise", "skip"):
-            raise InvalidArgumentError(
-                f"from_files: on_corruption must be 'raise' or 'skip', not {on_corruption!r}")
-        verify_checksums = _bool_arg("verify_checksums", verify_checksums)
-        return Dataset(("files", paths, compression, shuffle_files, seed, on_corruption, verify_checksums))
+        return Dataset([_st.Files(pattern_or_paths, compression, shuffle_files, seed,
+                                  on_corruption, verify_checksums)])
 
     @staticmethod
     def from_records(records: Iterable[bytes]) -> "Dataset":
         """Serialized records held in memory (tests, small data)."""
-        return Dataset(("records", [bytes(r) for r in records]))
+        return Dataset([_st.Records([bytes(r) for r in records])])
 
     # ---------------------------------------------------------------- transformations
-    def _with(self, *op) -> "Dataset":
-        return Dataset(self._source, self._ops + (op,))
+    def _with(self, stage: _st.Stage) -> "Dataset":
+        return Dataset(self._stages + (stage,))
 
     def shard(self, num_shards: int, index: int) -> "Dataset":
         """Every num_shards-th file (right after from_files) or record (elsewhere), from
         ``index``: the shards of N workers are disjoint and together complete."""
-        num_shards = _int_arg("num_shards", num_shards, minimum=1)
-        index = _int_arg("index", index, minimum=0)
-        if index >= num_shards:
-            raise InvalidArgumentError(f"shard: index ({index}) must be < num_shards ({num_shards})")
-        return self._with("shard", num_shards, index)
+        return self._with(_st.Shard(num_shards, index))
 
     def interleave(self, cycle_length: int = AUTOTUNE, block_length: int = 1,
                    num_parallel: int = AUTOTUNE, deterministic: bool = True) -> "Dataset":
         """Reads ``cycle_length`` files at once, ``block_length`` records from each in turn;
         ``num_parallel`` files are read ahead on the thread pool."""
-        return self._with("interleave", _int_arg("cycle_length", cycle_length, 1, autotune=True),
-                          _int_arg("block_length", block_length, 1),
-                          _int_arg("num_parallel", num_parallel, 1, autotune=True),
-                          _bool_arg("deterministic", deterministic))
+        return self._with(_st.Interleave(cycle_length, block_length, num_parallel, deterministic))
 
     def shuffle(self, buffer_size: int, seed: int | None = None,
                 reshuffle_each_iteration: bool = True) -> "Dataset":
         """Outputs a uniformly random record of a ``buffer_size`` buffer (tf.data's shuffle)."""
-        return self._with("shuffle", _int_arg("buffer_size", buffer_size, 1), _seed_arg("seed", seed),
-                          _bool_arg("reshuffle_each_iteration", reshuffle_each_iteration))
+        return self._with(_st.Shuffle(buffer_size, seed, reshuffle_each_iteration))
 
     def global_shuffle(self, seed: int | None = None, reshuffle_each_iteration: bool = True) -> "Dataset":
         """An exact permutation of all records of all files per epoch, read by random access
         through the .idx index files (built in memory when missing). Right after from_files
         (or a file shard); uncompressed files only."""
-        return self._with("global_shuffle", _seed_arg("seed", seed),
-                          _bool_arg("reshuffle_each_iteration", reshuffle_each_iteration))
+        return self._with(_st.GlobalShuffle(seed, reshuffle_each_iteration))
 
     def repeat(self, count: int | None = None) -> "Dataset":
         """Repeats the records ``count`` times (None: forever); each epoch reshuffles."""
-        return self._with("repeat", -1 if count is None else _int_arg("count", count, -1))
+        return self._with(_st.Repeat(-1 if count is None else count))
 
     def take(self, count: int) -> "Dataset":
         """The first ``count`` records (after ``batch``: batches); -1: all of them."""
-        return self._with("take", _int_arg("count", count, -1))
+        return self._with(_st.Take(count))
 
     def skip(self, count: int) -> "Dataset":
         """Drops the first ``count`` records (after ``batch``: batches)."""
-        return self._with("skip", _int_arg("count", count, 0))
+        return self._with(_st.Skip(count))
 
     def cache(self, path: str | None = None) -> "Dataset":
         """Keeps the records of the first epoch in memory (or in the TFRecord file ``path``,
         which later runs read instead of the input once it is complete)."""
-        if path is not None and not isinstance(path, (str, _os.PathLike)):
-            raise TypeError(f"cache: path must be None, a str or a path, not {path!r}")
-        return self._with("cache", "" if path is None else _os.fspath(path))
+        return self._with(_st.Cache(path))
 
     def parse(self, spec: Mapping[str, FixedLen | VarLen]) -> "Dataset":
         """Parses tf.train.Example records with ``spec`` (see rf.parse_example). Before or after
         batch: a whole batch is parsed at once either way."""
-        _specs(spec, "spec")  # a bad spec fails here, naming the key
-        return self._with("parse", dict(spec))
+        return self._with(_st.Parse(spec))
 
     def map(self, fn: Callable[[Any], Any], num_parallel: int = AUTOTUNE) -> "Dataset":
         """Applies ``fn`` to every element. A native op (rf.vision.imagenet_train(...), ...) runs
         in C++ on the pipeline's threads. A Python callable runs in Python, on the consuming
         thread (num_parallel > 1: on a thread pool, in order)."""
-        from recordflow.vision import NativeOp
-        if isinstance(fn, NativeOp):
-            return self._with("native_map", fn, _int_arg("num_parallel", num_parallel, 1, autotune=True))
-        if not callable(fn):
-            raise TypeError("map takes a callable")
-        return self._with("map", fn, _int_arg("num_parallel", num_parallel, 1, autotune=True))
+        if isinstance(fn, _st.NativeOp):
+            return self._with(_st.NativeMap(fn, num_parallel))
+        return self._with(_st.Map(fn, num_parallel))
 
     def filter(self, predicate: Callable[[Any], bool]) -> "Dataset":
         """Keeps elements for which ``predicate`` is true (Python, on the consuming thread)."""
-        if not callable(predicate):
-            raise TypeError("filter takes a callable")
-        return self._with("filter", predicate)
+        return self._with(_st.Filter(predicate))
 
     def batch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
         """Groups ``batch_size`` records (dense columns stack, VarLen stays ragged);
         ``drop_remainder`` drops a last, smaller batch."""
-        return self._with("batch", _int_arg("batch_size", batch_size, 1),
-                          _bool_arg("drop_remainder", drop_remainder))
+        return self._with(_st.Batch(batch_size, drop_remainder))
 
     def prefetch(self, n: int = AUTOTUNE) -> "Dataset":
         """Keeps up to ``n`` ready elements ahead of the consumer (AUTOTUNE: grown while the
         consumer waits, within the memory budget)."""
-        return self._with("prefetch", _int_arg("prefetch: n", n, 0, autotune=True))
+        return self._with(_st.Prefetch(n))
 
     # ---------------------------------------------------------------- length and pickling
     def cardinality(self) -> int:
@@ -179,7 +165,7 @@ class Dataset:
         ``rf.UNKNOWN`` (as tf.data). Files count through their ``.idx`` index or the
         ``summary.json`` of ``recordflow convert``; see docs/pipeline.md for each stage."""
         from recordflow._cardinality import cardinality
-        return cardinality(self._source, self._ops)
+        return cardinality(self._stages)
 
     def __len__(self) -> int:
         n = self.cardinality()
@@ -197,75 +183,15 @@ class Dataset:
         # The description only (native ops pickle as their constructor's arguments); an
         # unpickled Dataset builds its engine objects when iterated.
         # The iteration counter goes along: a copy runs the same next epoch as the original.
-        return {"_source": self._source, "_ops": self._ops, "_iterations": self.epoch}
+        return {"stages": self._stages, "iterations": self.epoch}
 
     def __setstate__(self, state: dict) -> None:
-        self._source = state["_source"]
-        self._ops = state["_ops"]
-        self._iterations = int(state.get("_iterations", 0))
+        self._stages = _check_stages(state["stages"])
+        self._iterations = int(state.get("iterations", 0))
         self._last_iterator = None
         self._stats_box = {}
 
-    # ---------------------------------------------------------------- rewriting (rf.doctor)
-    # rf.diagnose tries variants of a user's pipeline (an interleave added, a map made parallel,
-    # a bigger prefetch) by rebuilding it with one stage changed. Stages are the tuples that the
-    # transformations above append: (name, *args), e.g. ("map", fn, num_parallel).
-    def _stage_ops(self) -> tuple:
-        """The transformations of this Dataset, in order, as (name, *args) tuples."""
-        return self._ops
-
-    def _with_ops(self, ops: Sequence[tuple]) -> "Dataset":
-        """The same source with the transformations ``ops`` (from _stage_ops, changed)."""
-        return Dataset(self._source, tuple(ops))
-
-    def _source_paths(self) -> list[str] | None:
-        """The files this Dataset reads (globs expanded), or None for in-memory records."""
-        if self._source[0] != "files":
-            return None
-        return _expand(self._source[1])
-
-    def _with_source_files(self, paths: Sequence[str], compression: str | None) -> "Dataset":
-        """The same transformations over other files (the other from_files options kept)."""
-        if self._source[0] != "files":
-            raise ValueError("not a Dataset of files")
-        _, _, _, shuffle_files, seed, on_corruption, verify = self._source
-        return Dataset(("files", [str(p) for p in paths], compression, shuffle_files, seed,
-                        on_corruption, verify), self._ops)
-
-    def _source_compression(self) -> str | None:
-        """The compression given to from_files (None: from each file name)."""
-        return self._source[2] if self._source[0] == "files" else None
-
     # ---------------------------------------------------------------- running
-    def _split(self) -> tuple[list, list]:
-        native, python = [], []
-        for op in self._ops:
-            if python or op[0] not in _NATIVE:
-                python.append(op)
-            else:
-                native.append(op)
-        return native, python
-
-    def _native(self, native_ops: list):
-        src = self._source
-        if src[0] == "files":
-            _, paths, compression, shuffle_files, seed, on_corruption, verify = src
-            ds = _core.PipelineDataset.from_files(_expand(paths), compression, shuffle_files, seed,
-                                                  on_corruption, verify)
-        else:
-            ds = _core.PipelineDataset.from_records(src[1])
-        keys = None
-        for op in native_ops:
-            name, args = op[0], op[1:]
-            if name == "parse":
-                keys = list(args[0])
-                ds = ds.parse(_specs(args[0], "spec"))
-            elif name == "native_map":
-                ds = ds.map_native(args[0]._core, args[1])
-            else:
-                ds = getattr(ds, name)(*args)
-        return ds, keys
-
     def iterator(self, memory_budget: int = 1 << 30, epoch: int | None = None) -> "Iterator":
         """Starts the pipeline. ``memory_budget``: bytes the engine's buffers may hold (shuffle
         buffers, memory caches, interleave read-ahead, batches in flight, open files' record
@@ -280,9 +206,8 @@ class Dataset:
         Passing ``epoch`` also makes the next iteration ``epoch + 1`` (resuming at an epoch)."""
         memory_budget = _int_arg("memory_budget", memory_budget, 1)
         epoch = self._next_epoch(epoch)
-        native, python = self._split()
-        ds, keys = self._native(native)
-        it = Iterator(ds.make_iterator(memory_budget, epoch), keys, python)
+        plan = _lower(self._stages)
+        it = Iterator(plan.native.make_iterator(memory_budget, epoch), plan.keys, plan.tail)
         it.epoch = epoch
         self._last_iterator = _weakref.ref(it)
         it._stats_sink = self._stats_box
@@ -316,9 +241,8 @@ class Dataset:
         iterator of an equal Dataset) was taken, in the same iteration (epoch) as the saved
         one; the next ``iterator()`` runs the iteration after it."""
         memory_budget = _int_arg("memory_budget", memory_budget, 1)
-        native, python = self._split()
-        ds, keys = self._native(native)
-        it = Iterator(ds.restore(bytes(state), memory_budget), keys, python)
+        plan = _lower(self._stages)
+        it = Iterator(plan.native.restore(bytes(state), memory_budget), plan.keys, plan.tail)
         # The checkpoint carries its iteration: the one after it comes next.
         it.epoch = it._it.iteration
         self._iterations = it.epoch + 1
@@ -338,91 +262,89 @@ class Dataset:
 
     def describe(self) -> str:
         """The native part of the pipeline, stage by stage."""
-        native, python = self._split()
-        ds, _ = self._native(native)
-        s = ds.debug_string()
-        for op in python:
-            s += f" -> python {op[0]}"
+        plan = _lower(self._stages)
+        s = plan.native.debug_string()
+        for stage in plan.tail:
+            s += f" -> python {stage.name}"
         return s
 
     def __repr__(self) -> str:
         try:
             return f"rf.Dataset({self.describe()})"
         except Exception as e:  # repr never raises: show the stages and why they cannot run
-            stages = " -> ".join([self._source[0]] + [op[0] for op in self._ops])
+            stages = " -> ".join(stage.name for stage in self._stages)
             return f"rf.Dataset({stages}; cannot run: {type(e).__name__}: {e})"
 
 
-# ---------------------------------------------------------------- argument checks
-# Checked here, before nanobind (whose TypeError for a negative size names no argument).
-def _int_arg(name: str, value: Any, minimum: int, autotune: bool = False) -> int:
-    """``value`` as an int >= minimum (or AUTOTUNE when allowed); bool and float refused."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _numbers.Integral):
-        raise TypeError(f"{name} must be an int, not {value!r}")
-    value = int(value)
-    if autotune and value == AUTOTUNE:
-        return value
-    if value < minimum:
-        also = " or rf.AUTOTUNE" if autotune else ""
-        raise InvalidArgumentError(f"{name} must be >= {minimum}{also}, not {value}")
-    if value >= 1 << 63:
-        raise InvalidArgumentError(f"{name} must be < 2**63, not {value}")
-    return value
+def _check_stages(stages: Iterable[_st.Stage]) -> tuple:
+    """``stages`` as a tuple, checked: rf.stages objects, a source first and only there."""
+    if isinstance(stages, _st.Stage):
+        raise TypeError("with_stages takes a sequence of stages (a source first), not one stage")
+    stages = tuple(stages)
+    for i, stage in enumerate(stages):
+        if not isinstance(stage, _st.Stage):
+            raise TypeError(f"stage {i} is not an rf.stages stage: {stage!r}")
+    if not stages or not stages[0].source:
+        raise InvalidArgumentError("a Dataset's stages start with a source stage "
+                                   "(rf.stages.Files or rf.stages.Records)")
+    for i, stage in enumerate(stages[1:], 1):
+        if stage.source:
+            raise InvalidArgumentError(f"stage {i} ({type(stage).__name__}) is a source: only "
+                                       "the first stage can be one")
+    return stages
 
 
-def _bool_arg(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, not {value!r}")
-    return bool(value)
+# ---------------------------------------------------------------- lowering
+class _Plan:
+    """A Dataset's stages lowered: the native pipeline (every stage up to the first Python
+    callable), the keys of its parsed columns, and the stages after it (run in Python)."""
+
+    __slots__ = ("native", "keys", "tail")
+
+    def __init__(self, native, keys: list | None, tail: tuple):
+        self.native, self.keys, self.tail = native, keys, tail
 
 
-def _seed_arg(name: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _numbers.Integral):
-        raise TypeError(f"{name} must be None or an int, not {value!r}")
-    if not 0 <= int(value) < 1 << 64:
-        raise InvalidArgumentError(f"{name} must be None or in [0, 2**64), not {value}")
-    return int(value)
-
-
-def _paths_arg(pattern_or_paths: Any) -> list[str]:
-    """from_files' paths as a non-empty list of non-empty str."""
-    if isinstance(pattern_or_paths, (str, bytes, _os.PathLike)):
-        items = [pattern_or_paths]
+def _lower(stages: tuple) -> _Plan:
+    """The one place stages become the engine's pipeline (_core.PipelineDataset)."""
+    source, transformations = stages[0], stages[1:]
+    split = next((i for i, s in enumerate(transformations) if not s.native), len(transformations))
+    if isinstance(source, _st.Files):
+        ds = _core.PipelineDataset.from_files(list(source.paths), source.compression,
+                                              source.shuffle_files, source.seed,
+                                              source.on_corruption, source.verify_checksums)
     else:
-        try:
-            items = list(pattern_or_paths)
-        except TypeError:
-            raise TypeError("from_files takes a path, a glob pattern or a list of them, not "
-                            f"{type(pattern_or_paths).__name__}") from None
-    if not items:
-        raise InvalidArgumentError("from_files: the list of paths is empty")
-    paths = []
-    for p in items:
-        if not isinstance(p, (str, bytes, _os.PathLike)):
-            raise TypeError(f"from_files: a path must be a str, bytes or os.PathLike, not "
-                            f"{type(p).__name__} ({p!r})")
-        p = _os.fsdecode(_os.fspath(p))
-        if not p:
-            raise InvalidArgumentError("from_files: a path is the empty string")
-        paths.append(p)
-    return paths
-
-
-def _expand(paths: list[str]) -> list[str]:
-    """Globs expanded (each sorted; each must match something), plain paths kept."""
-    expanded = []
-    for p in paths:
-        if any(ch in p for ch in "*?["):
-            matched = sorted(_glob.glob(p))
-            if not matched:
-                from recordflow.errors import NotFoundError
-                raise NotFoundError(f"no files match '{p}'")
-            expanded += matched
-        else:
-            expanded.append(p)
-    return expanded
+        ds = _core.PipelineDataset.from_records(list(source.records))
+    keys = None
+    for s in transformations[:split]:
+        if isinstance(s, _st.Shard):
+            ds = ds.shard(s.num_shards, s.index)
+        elif isinstance(s, _st.Interleave):
+            ds = ds.interleave(s.cycle_length, s.block_length, s.num_parallel, s.deterministic)
+        elif isinstance(s, _st.Shuffle):
+            ds = ds.shuffle(s.buffer_size, s.seed, s.reshuffle_each_iteration)
+        elif isinstance(s, _st.GlobalShuffle):
+            ds = ds.global_shuffle(s.seed, s.reshuffle_each_iteration)
+        elif isinstance(s, _st.Repeat):
+            ds = ds.repeat(s.count)
+        elif isinstance(s, _st.Take):
+            ds = ds.take(s.count)
+        elif isinstance(s, _st.Skip):
+            ds = ds.skip(s.count)
+        elif isinstance(s, _st.Cache):
+            ds = ds.cache(s.path)
+        elif isinstance(s, _st.Parse):
+            keys = list(s.spec)
+            ds = ds.parse(_specs(s.spec, "spec"))
+        elif isinstance(s, _st.NativeMap):
+            ds = ds.map_native(s.op._core, s.num_parallel)
+        elif isinstance(s, _st.Batch):
+            ds = ds.batch(s.batch_size, s.drop_remainder)
+        elif isinstance(s, _st.Prefetch):
+            ds = ds.prefetch(s.n)
+        else:  # a Stage subclass the engine does not know
+            raise UnimplementedError(f"no native lowering for {type(s).__name__}")
+    return _Plan(ds, keys, tuple(transformations[split:]))
 
 
 def _to_python(element: tuple, keys: list | None):
@@ -457,19 +379,15 @@ class Iterator:
     its buffers at once. Ctrl-C interrupts a waiting ``next()`` within ~0.1 s; see
     docs/pipeline.md for what the iterator does afterwards and after ``fork()``."""
 
-    def __init__(self, native, keys, python_ops):
+    def __init__(self, native, keys, python_stages: tuple = ()):
         self._it = native
         self._keys = keys
-        self._python_ops = python_ops
+        self._python_stages = python_stages
         self._stats_sink: dict | None = None  # set by Dataset: gets the final stats
-        self._checkpointable = all(op[0] == "filter" or (op[0] == "map" and op[2] in (1, AUTOTUNE))
-                                   for op in python_ops)
+        self._checkpointable = all(_checkpointable(s) for s in python_stages)
         # The generators reference the native iterator, never self: no reference cycle, so
         # dropping the last reference to an Iterator stops its threads at once (no cyclic GC).
-        stream = _NativeElements(native, keys)
-        for op in python_ops:
-            stream = _apply(op, stream)
-        self._gen = stream
+        self._gen = _run_python_stages(python_stages, _NativeElements(native, keys))
 
     def __iter__(self) -> "Iterator":
         return self
@@ -480,7 +398,7 @@ class Iterator:
         except KeyboardInterrupt:
             # Without Python stages the element being fetched is kept for the next call.
             # Python stages are generators, which the interrupt has ended: stop the engine too.
-            if self._python_ops:
+            if self._python_stages:
                 self._it.close()
             raise
 
@@ -542,55 +460,83 @@ class _NativeElements:
         return _to_python(e, self._keys)
 
 
-def _apply(op: tuple, stream):
-    name = op[0]
-    if name == "map":
-        fn, parallel = op[1], op[2]
-        if parallel <= 1:
-            return (fn(x) for x in stream)
-        return _parallel_map(fn, parallel, stream)
-    if name == "filter":
-        pred = op[1]
-        return (x for x in stream if pred(x))
-    if name == "batch":
-        size, drop = op[1], op[2]
+# ---------------------------------------------------------------- the Python tail
+# The stages from the first Python callable on run here, on the consuming thread, each a
+# generator over the one before it: Map, Filter, and the stages that may follow them (Batch,
+# Parse, Take, Skip, Prefetch). The engine's record-stream stages (shuffle, repeat, ...) have no
+# Python version: after a callable they are refused, naming the fix.
+def _run_python_stages(stages: tuple, stream):
+    for stage in stages:
+        run = _PYTHON_RUNNERS.get(type(stage))
+        if run is None:
+            raise UnimplementedError(f"{stage.name} after a Python callable is not supported: "
+                                     "put it before the map/filter")
+        stream = run(stage, stream)
+    return stream
 
-        def batches():
+
+def _checkpointable(stage: _st.Stage) -> bool:
+    """Whether an iterator with ``stage`` in its Python tail can checkpoint: a Filter or a
+    sequential Map holds no element between two next() calls, so the engine's position is the
+    iterator's; a parallel map's window, a Python batch, take or skip have state of their own
+    that a checkpoint does not carry."""
+    if isinstance(stage, _st.Filter):
+        return True
+    return isinstance(stage, _st.Map) and stage.num_parallel in (1, AUTOTUNE)
+
+
+def _python_map(stage: _st.Map, stream):
+    if stage.num_parallel <= 1:
+        return (stage.fn(x) for x in stream)
+    return _parallel_map(stage.fn, stage.num_parallel, stream)
+
+
+def _python_filter(stage: _st.Filter, stream):
+    return (x for x in stream if stage.predicate(x))
+
+
+def _python_batch(stage: _st.Batch, stream):
+    buf = []
+    for x in stream:
+        buf.append(x)
+        if len(buf) == stage.batch_size:
+            yield _stack(buf)
             buf = []
-            for x in stream:
-                buf.append(x)
-                if len(buf) == size:
-                    yield _stack(buf)
-                    buf = []
-            if buf and not drop:
-                yield _stack(buf)
-        return batches()
-    if name == "parse":
-        parser = Parser(op[1])
-        return (parser(x) if isinstance(x, list) else
-                {k: (v.values if isinstance(v, Ragged) else v[0]) for k, v in parser([x]).items()}
-                for x in stream)
-    if name == "take":
-        import itertools
-        return itertools.islice(stream, op[1])
-    if name == "skip":
-        import itertools
-        return itertools.islice(stream, op[1], None)
-    if name == "prefetch":
-        return stream
-    raise UnimplementedError(f"{name} after a Python callable is not supported: put it before the map/filter")
+    if buf and not stage.drop_remainder:
+        yield _stack(buf)
+
+
+def _python_parse(stage: _st.Parse, stream):
+    parser = Parser(stage.spec)
+    return (parser(x) if isinstance(x, list) else
+            {k: (v.values if isinstance(v, Ragged) else v[0]) for k, v in parser([x]).items()}
+            for x in stream)
+
+
+def _take_count(stage: _st.Take) -> int | None:
+    return None if stage.count < 0 else stage.count  # -1: every element
 
 
 def _parallel_map(fn, parallel: int, stream):
     """fn over stream on `parallel` threads, results in order, at most 2 * parallel ahead."""
-    import collections
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="rf-map") as pool:
-        window = collections.deque()
+        window = _collections.deque()
         for x in stream:
             window.append(pool.submit(fn, x))
             if len(window) >= 2 * parallel:
                 yield window.popleft().result()
         while window:
             yield window.popleft().result()
+
+
+_PYTHON_RUNNERS: dict = {
+    _st.Map: _python_map,
+    _st.Filter: _python_filter,
+    _st.Batch: _python_batch,
+    _st.Parse: _python_parse,
+    _st.Take: lambda stage, stream: _itertools.islice(stream, _take_count(stage)),
+    _st.Skip: lambda stage, stream: _itertools.islice(stream, stage.count, None),
+    _st.Prefetch: lambda stage, stream: stream,  # the consuming thread runs the tail: no buffer
+}

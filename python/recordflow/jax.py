@@ -102,9 +102,8 @@ def loader(dataset: Dataset, sharding: Any = None, epoch: int | None = None, see
     if ragged not in ("dense", "keep"):
         raise ValueError(f'ragged must be "dense" or "keep", not {ragged!r}')
     if epoch is None:
-        epoch = dataset._next_epoch(None)
-    else:
-        dataset.set_epoch(int(epoch) + 1)
+        epoch = dataset.epoch
+    dataset.set_epoch(int(epoch) + 1)
     return Loader(dataset, sharding, int(epoch), seed, keys, ragged, ragged_pad, mode,
                   process_index, process_count)
 

@@ -22,7 +22,6 @@ Works with every Keras 3 backend (TensorFlow, JAX, PyTorch): batches are NumPy a
 from __future__ import annotations
 
 import bisect
-import glob as _glob
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -34,6 +33,7 @@ import numpy as np
 from recordflow import _core
 from recordflow.errors import InvalidArgumentError, NotFoundError
 from recordflow.example import FixedLen, Parser, Ragged, VarLen
+from recordflow.stages import expand_globs
 
 __all__ = ["PyDataset", "DataCheckpoint"]
 
@@ -337,7 +337,7 @@ def _expand(files: str | Sequence[str]) -> list[str]:
     for p in map(str, paths):
         if any(ch in p for ch in "*?["):
             # A pattern like "shards/train-*" also matches the .idx index files beside them.
-            matched = sorted(m for m in _glob.glob(p) if not m.endswith(".idx"))
+            matched = [m for m in expand_globs(p) if not m.endswith(".idx")]
             if not matched:
                 raise NotFoundError(f"no files match '{p}'")
             out += matched

@@ -15,18 +15,16 @@ def reshard(files: str | os.PathLike | Sequence[str | os.PathLike], dst: str | o
             shards: int, shuffle: bool = False, seed: int = 0, compression: str | None = None,
             input_compression: str | None = None, prefix: str = "shard", index: bool = True,
             resume: bool = False, sync: bool = True) -> dict:
-    """Writes the records of ``files`` (paths, in order; a str may be a glob), unchanged and
+    """Writes the records of ``files`` (paths and glob patterns, in order), unchanged and
     CRC-checked, into ``dst/<prefix>-00000-of-0000N.tfrecord`` (``.gz``/``.zz`` with
     ``compression``) with ``.idx`` files (uncompressed shards). ``shuffle`` puts them in a
     ``seed``-ed random order across the shards (else input order); ``resume`` keeps the whole
     shards of an interrupted run and writes the rest, giving the bytes of an uninterrupted run.
     Returns the summary (records, bytes, per-shard records and bytes). Same as
     ``recordflow reshard`` (docs/cli.md)."""
-    if isinstance(files, (str, os.PathLike)):
-        from recordflow.dataset import _expand
-        paths = _expand([os.fspath(files)])
-    else:
-        paths = [os.fspath(f) for f in files]
+    # Glob patterns are expanded by the engine (sorted matches, NotFound naming a pattern that
+    # matches nothing), as from_files' are.
+    paths = [os.fspath(files)] if isinstance(files, (str, os.PathLike)) else [os.fspath(f) for f in files]
     if isinstance(shards, bool) or not isinstance(shards, int):
         raise TypeError("shards must be an int")
     text = _core.reshard(paths, os.fspath(dst), shards, bool(shuffle), int(seed),

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import glob as _glob
 import heapq
 import os
 from collections.abc import Mapping
@@ -43,17 +42,15 @@ from typing import Literal
 
 from recordflow._cardinality import INFINITE, cardinality, file_records
 from recordflow.dataset import Dataset
-from recordflow.errors import InvalidArgumentError, NotFoundError
+from recordflow.errors import InvalidArgumentError
+from recordflow.stages import (RECORD_STAGES, Files, GlobalShuffle, Interleave, Repeat, Shard,
+                               Shuffle, Take)
 
 Mode = Literal["auto", "files", "records"]
 Even = Literal["drop", "pad", None]
 
-# Stages of the record stream: an even cut goes after them (before parse/map/batch/filter).
-_RECORD_STAGES = ("shard", "interleave", "shuffle", "global_shuffle", "repeat", "take", "skip",
-                  "cache")
-
 # Stages that must sit directly on the file source (optionally after a file shard).
-_FILE_STAGES = ("interleave", "global_shuffle")
+_FILE_STAGES = (Interleave, GlobalShuffle)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +98,7 @@ class ShardingPlan:
 
     def split_by(self, dataset: Dataset) -> str:
         """"files" or "records": how :meth:`apply` splits ``dataset``."""
-        if dataset._source[0] != "files":
+        if not isinstance(dataset.stages[0], Files):
             if self.mode == "files":
                 raise InvalidArgumentError('mode="files" needs a Dataset.from_files source')
             return "records"
@@ -136,13 +133,13 @@ class ShardingPlan:
         counts = consumer_records if consumer_records is not None else self.consumer_records(dataset)
         if counts is None:
             return mine
-        at = _record_stages_end(mine._ops)
-        ops = list(mine._ops)
+        source, ops = mine.stages[0], list(mine.stages[1:])
+        at = _record_stages_end(ops)
         own = counts[self.consumer]
         if self.even == "drop":
             target = min(counts)
             if own > target:
-                ops.insert(at, ("take", target))
+                ops.insert(at, Take(target))
         else:
             target = max(counts)
             if own < target:
@@ -150,8 +147,8 @@ class ShardingPlan:
                     raise InvalidArgumentError(
                         f"consumer {self.consumer} of {self.num_consumers} has no records to pad "
                         f"with (others have up to {target}): use fewer consumers or even=\"drop\"")
-                ops[at:at] = [("repeat", -(-target // own)), ("take", target)]
-        return Dataset(mine._source, tuple(ops))
+                ops[at:at] = [Repeat(-(-target // own)), Take(target)]
+        return mine.with_stages([source] + ops)
 
     def consumer_records(self, dataset: Dataset) -> list[int] | None:
         """Records each consumer reads per epoch before ``even`` applies (its record stages:
@@ -162,8 +159,8 @@ class ShardingPlan:
             plan = dataclasses.replace(self, rank=c // self.num_workers,
                                        worker_id=c % self.num_workers)
             part = plan._split(dataset, plan.even is not None)
-            stages = part._ops[:_record_stages_end(part._ops)]
-            n = cardinality(part._source, stages, scan=True, counts=self.counts)
+            ops = part.stages[1:]
+            n = cardinality(part.stages[:1 + _record_stages_end(ops)], scan=True, counts=self.counts)
             if n == INFINITE:
                 return None
             if n < 0:
@@ -208,32 +205,31 @@ class ShardingPlan:
             if any(w is None for w in weights):
                 weights = None
         mine = assign_files(files, self.num_consumers, weights)[self.consumer]
-        source = ("files", mine) + tuple(dataset._source[2:])
-        return Dataset(source, ops)
+        return dataset.with_stages((dataset.stages[0].replace(paths=tuple(mine)),) + ops)
 
     # ---------------------------------------------------------------- by record
     def _by_record(self, dataset: Dataset) -> Dataset:
-        ops = list(dataset._ops)
-        shard = ("shard", self.num_consumers, self.consumer)
-        if dataset._source[0] != "files":
-            return Dataset(dataset._source, tuple([shard] + ops))
+        source, ops = dataset.stages[0], list(dataset.stages[1:])
+        shard = Shard(self.num_consumers, self.consumer)
+        if not isinstance(source, Files):
+            return dataset.with_stages([source, shard] + ops)
         # After the stages that read files (a user's file shard, interleave, global_shuffle):
         # everything before the record shard must give every consumer the same stream.
         at = 0
-        if at < len(ops) and ops[at][0] == "shard":
+        if at < len(ops) and isinstance(ops[at], Shard):
             at += 1
-        if at < len(ops) and ops[at][0] in _FILE_STAGES:
-            if ops[at][0] == "interleave" and not ops[at][4]:
+        if at < len(ops) and isinstance(ops[at], _FILE_STAGES):
+            if isinstance(ops[at], Interleave) and not ops[at].deterministic:
                 raise InvalidArgumentError(
                     "interleave(deterministic=False) gives each consumer a different order, so a "
                     'record shard of it is not a partition: use deterministic=True or mode="files"')
             at += 1
         if at == 0:
             # shard(1, 0) is a file shard that keeps every file; the shard after it is by record.
-            ops[0:0] = [("shard", 1, 0), shard]
+            ops[0:0] = [Shard(1, 0), shard]
         else:
             ops.insert(at, shard)
-        return Dataset(dataset._source, tuple(ops))
+        return dataset.with_stages([source] + ops)
 
 
 def assign_files(files: list[str], num_consumers: int,
@@ -267,10 +263,11 @@ def _deal(sizes: tuple, num_consumers: int) -> tuple:
     return tuple(tuple(sorted(p)) for p in picked)
 
 
-def _record_stages_end(ops: tuple) -> int:
-    """Index of the first stage that is not a record stage (parse, map, batch, filter, ...)."""
+def _record_stages_end(ops) -> int:
+    """Index in ``ops`` (transformations) of the first stage that is not a record stage
+    (parse, map, batch, filter, ...)."""
     for i, op in enumerate(ops):
-        if op[0] not in _RECORD_STAGES:
+        if not isinstance(op, RECORD_STAGES):
             return i
     return len(ops)
 
@@ -278,15 +275,15 @@ def _record_stages_end(ops: tuple) -> int:
 def _records_of(path: str, dataset: Dataset, counts: Mapping[str, int] | None) -> int | None:
     if counts and path in counts:
         return counts[path]
-    src = dataset._source
-    return file_records(path, src[2], scan=True, on_corruption=src[5])
+    src = dataset.stages[0]
+    return file_records(path, src.compression, scan=True, on_corruption=src.on_corruption)
 
 
 def file_counts(dataset: Dataset) -> dict[str, int]:
     """Records per file of a from_files Dataset (.idx, convert's summary.json, else a native
     scan of each file); {} for other sources. Pass to ShardingPlan(counts=...) so that DataLoader
     workers do not count again."""
-    if dataset._source[0] != "files":
+    if not isinstance(dataset.stages[0], Files):
         return {}
     out = {}
     for f in _files_of(dataset):
@@ -298,24 +295,15 @@ def file_counts(dataset: Dataset) -> dict[str, int]:
 
 def _files_of(dataset: Dataset) -> list[str]:
     """The source's files with globs expanded and sorted, as Dataset does."""
-    out = []
-    for p in dataset._source[1]:
-        if any(ch in p for ch in "*?["):
-            matched = sorted(_glob.glob(p))
-            if not matched:
-                raise NotFoundError(f"no files match '{p}'")
-            out += matched
-        else:
-            out.append(p)
-    return out
+    return dataset.stages[0].expanded_paths()
 
 
 def _own_files(dataset: Dataset) -> tuple[list[str], tuple]:
     """The files the dataset reads after the user's own file shard (if any), and the stages
     after that shard."""
-    files, ops = _files_of(dataset), dataset._ops
-    if ops and ops[0][0] == "shard":
-        files, ops = files[ops[0][2]::ops[0][1]], ops[1:]
+    files, ops = _files_of(dataset), dataset.stages[1:]
+    if ops and isinstance(ops[0], Shard):
+        files, ops = files[ops[0].index::ops[0].num_shards], ops[1:]
     return files, ops
 
 
@@ -324,18 +312,12 @@ def _seeded(dataset: Dataset, seed: int, epoch: int) -> Dataset:
     def s(value):
         return ((seed if value is None else int(value)) + epoch) % (1 << 64)
 
-    source = dataset._source
-    if source[0] == "files":
-        kind, paths, compression, shuffle_files, file_seed = source[:5]
-        source = (kind, paths, compression, shuffle_files, s(file_seed)) + tuple(source[5:])
-    ops = []
-    for op in dataset._ops:
-        if op[0] == "shuffle":
-            op = (op[0], op[1], s(op[2])) + tuple(op[3:])
-        elif op[0] == "global_shuffle":
-            op = (op[0], s(op[1])) + tuple(op[2:])
-        ops.append(op)
-    return Dataset(source, tuple(ops))
+    stages = []
+    for stage in dataset.stages:
+        if isinstance(stage, (Files, Shuffle, GlobalShuffle)):
+            stage = stage.replace(seed=s(stage.seed))
+        stages.append(stage)
+    return dataset.with_stages(stages)
 
 
 __all__ = ["ShardingPlan", "assign_files", "file_counts"]

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from recordflow import stages as st
 from recordflow.dataset import INFINITE, Dataset
 from recordflow.errors import UnimplementedError
 from recordflow.example import FixedLen, Ragged, VarLen
@@ -47,25 +48,23 @@ def output_signature(dataset: Dataset) -> Any:
     Python callables or an op without declared outputs make it unknowable without running the
     pipeline."""
     spec = None
-    mapped = None  # outputs of the last native map
+    mapped = None  # the op of the last native map
     batch_dim: Any = "none"  # no batch stage: one record per element
-    for op in dataset._ops:
-        name = op[0]
-        if name in ("map", "filter"):
+    for stage in dataset.stages[1:]:
+        if isinstance(stage, (st.Map, st.Filter)):
             return None
-        if name == "parse":
+        if isinstance(stage, st.Parse):
             if mapped is not None:
                 return None
-            spec = op[1]
-        elif name == "native_map":
-            outputs = getattr(op[1], "outputs", None)
-            if outputs is None or spec is not None:
+            spec = stage.spec
+        elif isinstance(stage, st.NativeMap):
+            if stage.op.outputs is None or spec is not None:
                 return None  # undeclared, or a map over parsed columns: peek instead
-            mapped = op[1]
-        elif name == "batch":
+            mapped = stage.op
+        elif isinstance(stage, st.Batch):
             if mapped is not None and batch_dim == "none":
                 return None  # a map on single records batched later: peek
-            batch_dim = op[1] if op[2] else None
+            batch_dim = stage.batch_size if stage.drop_remainder else None
     batched = batch_dim != "none"
     lead = [batch_dim] if batched else []
     if mapped is not None:
@@ -131,7 +130,7 @@ class _Source:
     def __init__(self, dataset: Dataset, checkpoint_every: int):
         if checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be >= 0, not {checkpoint_every}")
-        self.dataset = Dataset(dataset._source, dataset._ops)
+        self.dataset = dataset.with_stages(dataset.stages)
         self.dataset.set_epoch(dataset.epoch)
         self.every = int(checkpoint_every)
         self._lock = threading.Lock()
@@ -249,7 +248,7 @@ def to_tf_dataset(dataset: Dataset, output_signature: Any = None, *,
     sig = output_signature if output_signature is not None else globals()["output_signature"](dataset)
     if sig is None:
         # A short-lived iterator of a copy: the user's Dataset keeps its iteration count.
-        peek = Dataset(dataset._source, dataset._ops).iterator()
+        peek = dataset.with_stages(dataset.stages).iterator()
         try:
             first = next(peek, None)
         finally:

@@ -149,7 +149,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             raise TypeError(f"IterableDataset takes an rf.Dataset, not {type(dataset).__name__}")
         if ragged not in _RAGGED:
             raise ValueError(f"ragged must be one of {_RAGGED}, not {ragged!r}")
-        self.dataset = Dataset(dataset._source, dataset._ops)  # a description only
+        self.dataset = dataset.with_stages(dataset.stages)  # a description only
         self.rank, self.world_size = distributed_rank(rank, world_size)
         self.seed = int(seed)
         self.mode = mode
@@ -302,7 +302,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["dataset"] = Dataset(self.dataset._source, self.dataset._ops)
+        state["dataset"] = self.dataset.with_stages(self.dataset.stages)
         state["_it"] = None
         return state
 

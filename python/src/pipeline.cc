@@ -18,6 +18,7 @@
 #include "columns.h"
 #include "errors.h"
 #include "native_op.h"
+#include "recordflow/io/glob.h"
 #include "recordflow/pipeline/dataset.h"
 
 namespace nb = nanobind;
@@ -261,6 +262,18 @@ std::optional<format::Compression> CompressionArg(const std::optional<std::strin
 }  // namespace
 
 void RegisterPipeline(nb::module_& m) {
+  m.def(
+      "expand_globs",
+      [](const std::vector<std::string>& paths) {
+        Result<std::vector<std::string>> files = NotFoundError("not run");
+        {
+          nb::gil_scoped_release release;  // listing a large or remote folder takes a while
+          files = io::ExpandGlobs(paths);
+        }
+        return ValueOrThrow(std::move(files));
+      },
+      "paths"_a,
+      "Each path with every glob pattern replaced by its matches (sorted); plain paths kept.");
   m.attr("AUTOTUNE") = pipeline::kAutotune;
   nb::class_<PyIterator>(m, "PipelineIterator")
       .def("next", &PyIterator::Next)

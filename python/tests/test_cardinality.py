@@ -131,6 +131,6 @@ def test_dataset_with_preset_pickles_as_its_description(tmp_path):
     assert [b["id"].tolist() for b in again] == [b["id"].tolist() for b in src]
     preset = rf.vision.imagenet_train(16, seed=None, scale=(0.5, 1.0))
     ds = rf.Dataset.from_records([]).batch(2).map(preset)
-    op = pickle.loads(pickle.dumps(ds))._ops[-1][1]
+    op = pickle.loads(pickle.dumps(ds)).stages[-1].op
     assert op._params == preset._params and op._params["seed"] is not None
     assert repr(op) == repr(preset)

@@ -89,7 +89,7 @@ def test_plan_modes_and_epoch_seeds(tmp_path):
     e1 = ids(ShardingPlan(epoch=1).apply(ds))
     assert e1 != e0 and sorted(e1) == sorted(e0) == all_ids(COUNTS)
     # The description is rewritten, not the user's dataset.
-    assert ds._source[4] is None
+    assert ds.stages[0].seed is None
 
 
 def test_assign_files_balances_bytes(tmp_path):

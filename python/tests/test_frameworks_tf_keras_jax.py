@@ -122,7 +122,7 @@ def test_jax_process_shards_and_global_arrays(tmp_path):
     assert sorted(int(i) for b in batches for i in np.asarray(b["id"])) == all_ids(COUNTS)
     first = next(rfj.loader(ds, keys=["id", "name"]))
     assert first["name"].dtype == object  # kept when asked for
-    assert rfj.process_shard(ds)._ops == rf.sharding.ShardingPlan().apply(ds)._ops
+    assert rfj.process_shard(ds).stages == rf.sharding.ShardingPlan().apply(ds).stages
 
 
 def test_jax_dlpack_shares_memory_where_jax_allows(tmp_path):

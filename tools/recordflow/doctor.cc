@@ -4,8 +4,6 @@
 // pipeline::Diagnose (include/recordflow/pipeline/diagnose.h), the engine rf.diagnose's rules
 // and report also come from. This file maps flags to the plan and options and prints the
 // report; no Python is involved.
-#include <glob.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +18,7 @@
 #include "common.h"
 #include "recordflow/example/example.h"
 #include "recordflow/format/record_reader.h"
+#include "recordflow/io/glob.h"
 #include "recordflow/pipeline/diagnose.h"
 #include "recordflow/vision/vision.h"
 
@@ -42,28 +41,6 @@ struct DoctorCliOptions {
   std::string html;
   bool quiet = false;
 };
-
-bool HasGlob(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
-
-Result<std::vector<std::string>> ExpandFiles(const std::vector<std::string>& patterns) {
-  std::vector<std::string> out;
-  for (const std::string& p : patterns) {
-    if (!HasGlob(p)) {
-      out.push_back(p);
-      continue;
-    }
-    glob_t g{};
-    const int rc = ::glob(p.c_str(), 0, nullptr, &g);
-    std::vector<std::string> matched;
-    if (rc == 0) matched.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
-    globfree(&g);
-    if (rc == GLOB_NOMATCH) return NotFoundError("no files match '" + p + "'");
-    if (rc != 0) return IOError("cannot expand '" + p + "'");
-    std::sort(matched.begin(), matched.end());
-    out.insert(out.end(), matched.begin(), matched.end());
-  }
-  return out;
-}
 
 // A VarLen spec of every feature of the file's first record (dtype from its values).
 Result<std::vector<example::FeatureSpec>> InferSpec(const std::string& path,
@@ -110,7 +87,7 @@ PlanStep MapStep(vision::VisionOp op) {
 // batched, then an autotuned prefetch (docs/doctor.md).
 Result<pipeline::PipelinePlan> BuildPreset(const DoctorCliOptions& cli) {
   pipeline::PipelinePlan plan;
-  RF_ASSIGN_OR_RETURN(plan.files, ExpandFiles(cli.files));
+  RF_ASSIGN_OR_RETURN(plan.files, io::ExpandGlobs(cli.files));
   plan.files_options.compression = cli.compression;
   plan.files_options.shuffle_files = cli.preset == "imagenet_train";
   plan.files_options.seed = 0;
@@ -169,7 +146,7 @@ int RunDoctor(const DoctorCliOptions& cli) {
   // A path that is not there is a mistake on the command line: said here, naming it, before
   // anything is read. (Patterns that match nothing are exit 1, as for the other commands.)
   for (const std::string& path : cli.files) {
-    if (HasGlob(path)) continue;
+    if (io::IsGlobPattern(path)) continue;
     std::error_code error;
     if (!std::filesystem::exists(path, error)) return UsageError("no such file: '" + path + "'");
     if (std::filesystem::is_directory(path, error)) {

@@ -53,7 +53,7 @@ int RunReshard(const ReshardCliOptions& cli) {
              "\n";
     }
     out += "resharded " + CountOf(summary->records, "record") + " from " +
-           CountOf(files.size(), "file") + " into " + CountOf(summary->shards.size(), "shard") +
+           CountOf(summary->inputs.size(), "file") + " into " + CountOf(summary->shards.size(), "shard") +
            " in " + dst;
     if (summary->resumed_shards > 0) {
       out += " (" + CountOf(summary->resumed_shards, "shard") + " kept, " +
@@ -81,7 +81,7 @@ Command AddReshardCommand(CLI::App& app) {
       "reshard",
       "Write the records of FILES (unchanged, CRC-checked) into N shards in DST: "
       "DST/<prefix>-00000-of-0000N.tfrecord with .idx; --resume finishes a killed run");
-  command->add_option("paths", cli->paths, "Input TFRecord files, then the destination folder")
+  command->add_option("paths", cli->paths, "Input TFRecord files or glob patterns (quoted: expanded and sorted by recordflow), then the destination folder")
       ->required()
       ->expected(2, -1)
       ->type_name("FILES... DST");

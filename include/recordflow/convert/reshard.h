@@ -77,13 +77,15 @@ struct ReshardSummary {
 std::string ReshardFileName(const std::string& prefix, int index, int count,
                             format::Compression compression);
 
-// Reshards `files` into `dst` (created if missing). Returns what was written.
+// Reshards the records of `paths` into `dst` (created if missing). Returns what was written.
+// `paths`: files and glob patterns, expanded by io::ExpandGlobs (each pattern's matches
+// sorted); the summary's inputs are the expanded files.
 // Errors: kInvalidArgument (no inputs, num_shards < 1, an empty prefix, an input that is also
-// an output); kNotFound (an input missing); kAlreadyExists (DST already holds shards of this
+// an output); kNotFound (an input missing, a pattern matching nothing); kAlreadyExists (DST already holds shards of this
 // prefix and `resume` is not set); kFailedPrecondition (resume with other inputs or options
 // than the interrupted run); kDataLoss (corrupt input, naming file, offset and record);
 // I/O errors naming the path.
-Result<ReshardSummary> Reshard(const std::vector<std::string>& files, const std::string& dst,
+Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std::string& dst,
                                const ReshardOptions& options);
 
 }  // namespace recordflow::convert

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from recordflow.dataset import Dataset
-from recordflow.doctor.measure import _cores
+from recordflow.doctor.measure import _cores, _source_paths
 from recordflow.doctor.rules import error_name
 from recordflow.doctor.run import diagnose
 
@@ -45,7 +45,7 @@ def build_preset(paths: list[str], preset: str, batch: int, interleave: int | No
     from recordflow import vision
     ds = Dataset.from_files(paths, compression=compression, shuffle_files=preset == "imagenet_train",
                             seed=0)
-    files = ds._source_paths()
+    files = _source_paths(ds)
     cycle = min(len(files), _cores()) if interleave is None else interleave
     if cycle > 1:
         ds = ds.interleave(cycle_length=cycle)
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None, prog: str = "recordflow doctor") -> int:
         if args.json:
             out = report.to_dict()
             out["preset"] = args.preset
-            out["files"] = len(ds._source_paths() or [])
+            out["files"] = len(_source_paths(ds) or [])
             sys.stdout.write(json.dumps(out, indent=2) + "\n")
         else:
             sys.stdout.write(str(report))

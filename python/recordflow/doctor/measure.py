@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from recordflow import dataset as _dataset
+from recordflow import stages as _st
 from recordflow.dataset import Dataset
 from recordflow.doctor.rules import _Rec, error_name
 
@@ -53,36 +53,60 @@ def _callable_name(fn: Any) -> str:
 def _python_start(ops: tuple) -> int:
     """Index of the first transformation that runs in Python (len(ops) when none does)."""
     for i, op in enumerate(ops):
-        if op[0] not in _dataset._NATIVE:
+        if not op.native:
             return i
     return len(ops)
+
+
+# The doctor rewrites a pipeline's transformations (ds.stages[1:]) and keeps its source.
+def _ops(ds: Dataset) -> tuple:
+    """The transformations of ``ds`` (rf.stages), in order: its stages after the source."""
+    return ds.stages[1:]
+
+
+def _with_ops(ds: Dataset, ops) -> Dataset:
+    """``ds``'s source with the transformations ``ops``."""
+    return ds.with_stages(ds.stages[:1] + tuple(ops))
+
+
+def _source_paths(ds: Dataset) -> list[str] | None:
+    """The files ``ds`` reads (globs expanded), or None for in-memory records."""
+    source = ds.stages[0]
+    return source.expanded_paths() if isinstance(source, _st.Files) else None
+
+
+def _source_compression(ds: Dataset) -> str | None:
+    """The compression given to from_files (None: from each file name)."""
+    source = ds.stages[0]
+    return source.compression if isinstance(source, _st.Files) else None
 
 
 def _instrument(ds: Dataset) -> tuple[Dataset, list[dict]]:
     """The dataset with each Python map/filter callable wrapped in a _Timed, and a description
     of each Python-side stage (id, kind, name, parallelism, timer)."""
-    ops = list(ds._stage_ops())
+    ops = list(_ops(ds))
     start = _python_start(tuple(ops))
     python_stages = []
     counts: dict[str, int] = {}
     for i in range(start, len(ops)):
         op = ops[i]
-        kind = op[0]
+        kind = op.name
         k = counts.get(kind, 0)
         counts[kind] = k + 1
         stage = {"id": f"python_{kind}_{k}", "kind": f"python_{kind}", "op_index": i,
                  "timer": None, "parallelism": 1}
-        if kind in ("map", "filter"):
-            timer = _Timed(op[1])
-            ops[i] = (kind, timer) + tuple(op[2:])
+        if isinstance(op, (_st.Map, _st.Filter)):
+            fn = op.fn if isinstance(op, _st.Map) else op.predicate
+            timer = _Timed(fn)
+            ops[i] = op.replace(fn=timer) if isinstance(op, _st.Map) else op.replace(predicate=timer)
             stage["timer"] = timer
-            stage["name"] = f"python {kind}({_callable_name(op[1])})"
-            if kind == "map" and op[2] > 1:
-                stage["parallelism"] = op[2]
+            stage["name"] = f"python {kind}({_callable_name(fn)})"
+            if isinstance(op, _st.Map) and op.num_parallel > 1:
+                stage["parallelism"] = op.num_parallel
         else:
             stage["name"] = f"python {kind}"
         python_stages.append(stage)
-    return ds._with_ops(ops), python_stages
+    return _with_ops(ds, ops), python_stages
 
 
 def _element_bytes(element: Any) -> int:
@@ -101,7 +125,7 @@ def _element_bytes(element: Any) -> int:
 
 
 def _batch_size(ds: Dataset) -> int | None:
-    sizes = [op[1] for op in ds._stage_ops() if op[0] == "batch"]
+    sizes = [op.batch_size for op in _ops(ds) if isinstance(op, _st.Batch)]
     return sizes[-1] if sizes else None
 
 
@@ -149,7 +173,7 @@ def _run_alone(ds: Dataset, seconds: float) -> dict:
 def _run_with_step(ds: Dataset, step: Callable[[Any], Any], seconds: float) -> dict:
     """Iterates ``ds`` and calls ``step`` on each element for ``seconds``; times each step's
     wait for its element and its compute. The first element (start-up) is left out."""
-    it = ds._with_ops(ds._stage_ops()).iterator()  # a copy: the user's ds.stats() stays theirs
+    it = ds.with_stages(ds.stages).iterator()  # a copy: the user's ds.stats() stays theirs
     waits: list[float] = []
     computes: list[float] = []
     try:
@@ -243,15 +267,14 @@ def _stages(run: dict) -> list[dict]:
 def _read_alone_rate(ds: Dataset, seconds: float) -> float | None:
     """Records/s of ``ds``'s record stream alone (its transformations before the first parse,
     map, filter or batch), batched natively so the consumer is not the limit."""
-    ops = list(ds._stage_ops())
     stream = []
-    for op in ops:
-        if op[0] in ("parse", "native_map", "map", "filter", "batch", "prefetch"):
+    for op in _ops(ds):
+        if isinstance(op, (_st.Parse, _st.NativeMap, _st.Map, _st.Filter, _st.Batch, _st.Prefetch)):
             break
         stream.append(op)
-    stream.append(("batch", 256, False))
+    stream.append(_st.Batch(256, False))
     try:
-        return _run_alone(ds._with_ops(stream), seconds)["elements_per_s"] * 256
+        return _run_alone(_with_ops(ds, stream), seconds)["elements_per_s"] * 256
     except Exception:  # the check is advisory; the utilizations still stand
         return None
 

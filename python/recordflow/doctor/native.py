@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from recordflow.dataset import Dataset
+from recordflow.doctor.measure import _ops, _with_ops
 
 
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
@@ -53,10 +54,10 @@ def _native_replacement(ds: Dataset, op_index: int) -> dict | None:
     rf.vision preset (train when two calls on the same element differ: random crops, eval
     otherwise); a function from serialized Examples to some of their features becomes .parse.
     None when the map is neither (the doctor then does not offer a native op)."""
-    ops = ds._stage_ops()
-    fn = ops[op_index][1]
+    ops = _ops(ds)
+    fn = ops[op_index].fn
     try:
-        it = iter(ds._with_ops(ops[:op_index]))
+        it = iter(_with_ops(ds, ops[:op_index]))
         try:
             x = next(it)
         finally:

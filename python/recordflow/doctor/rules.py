@@ -73,6 +73,7 @@ def error_name(e: BaseException) -> str:
     return "Internal"
 
 
+
 def judge(measurements: dict) -> dict:
     """Verdict, cause and slowest stage (pipeline::JudgeMeasurements) from ``measurements``:
     ``stages``, ``batch_size``, ``elements_per_s`` (iterator elements), ``elements``,

@@ -8,14 +8,16 @@ import re
 
 import numpy as np
 
+from recordflow import stages as _st
 from recordflow.dataset import Dataset
-from recordflow.doctor.measure import _measure_alone, _run_alone
+from recordflow.doctor.measure import (_measure_alone, _ops, _run_alone, _source_compression,
+                                       _source_paths, _with_ops)
 from recordflow.doctor.rules import _Rec, error_name, reshard_command
 
 
-def _vision_target(op: tuple) -> int | None:
+def _vision_target(op: _st.NativeMap) -> int | None:
     """The shorter side a pre-resize at conversion should keep for a vision preset map."""
-    desc = repr(op[1])
+    desc = repr(op.op)
     m = re.search(r"imagenet_eval\((\d+), (\d+)\)", desc)
     if m:
         return int(m.group(2))
@@ -28,12 +30,12 @@ def _vision_target(op: tuple) -> int | None:
 def _image_sizes(ds: Dataset, key: str = "image/encoded", samples: int = 16) -> list | None:
     """(width, height) of the first images of the first file (headers only)."""
     from recordflow import Example, RecordReader, probe_image
-    paths = ds._source_paths()
+    paths = _source_paths(ds)
     if not paths:
         return None
     pixels = []
     try:
-        for record in RecordReader(paths[0], ds._source_compression()):
+        for record in RecordReader(paths[0], _source_compression(ds)):
             image = Example.parse(record).get(key)
             if isinstance(image, list):
                 image = image[0] if image else None
@@ -53,12 +55,15 @@ def _sample_pipeline(ds: Dataset, paths: list[str], compression: str | None) -> 
     """``ds``'s transformations over the sample files ``paths``: a file-level shard is dropped
     (it would empty a one-file sample) and a repeat added when there is none, so that the
     sample runs as long as the timing needs."""
-    ops = list(ds._stage_ops())
-    while ops and ops[0][0] == "shard":
+    ops = list(_ops(ds))
+    while ops and isinstance(ops[0], _st.Shard):
         ops.pop(0)
-    if not any(op[0] == "repeat" for op in ops):
-        ops.insert(0, ("repeat", -1))
-    return ds._with_ops(ops)._with_source_files(paths, compression)
+    if not any(isinstance(op, _st.Repeat) for op in ops):
+        ops.insert(0, _st.Repeat(-1))
+    if not isinstance(ds.stages[0], _st.Files):
+        raise ValueError("not a Dataset of files")
+    files = ds.stages[0].replace(paths=tuple(str(p) for p in paths), compression=compression)
+    return ds.with_stages((files,) + tuple(ops))
 
 
 def _file_layout_variants(ds: Dataset, paths: list[str], compressed: bool, seconds: float,
@@ -95,7 +100,7 @@ def _file_layout_variants(ds: Dataset, paths: list[str], compressed: bool, secon
                                   "Each file costs an open and a read-ahead restart.",
                                   command=cmd))
         return recs
-    compression = ds._source_compression()
+    compression = _source_compression(ds)
     out_compression = "GZIP" if compressed else ""
     sample, records, total, sample_file_bytes = [], [], 0, 0
     try:
@@ -171,17 +176,17 @@ def _cache_variant(ds: Dataset, paths: list[str], stages: list[dict], seconds: f
         size += os.path.getsize(p) if os.path.exists(p) else 0
         if size > 16 << 20:
             break
-    compression = ds._source_compression()
+    compression = _source_compression(ds)
     base_ds = _sample_pipeline(ds, sample, compression)
-    ops = list(base_ds._stage_ops())
-    first_repeat = next(i for i, op in enumerate(ops) if op[0] == "repeat")
-    ops.insert(first_repeat, ("cache", ""))
+    ops = list(_ops(base_ds))
+    first_repeat = next(i for i, op in enumerate(ops) if isinstance(op, _st.Repeat))
+    ops.insert(first_repeat, _st.Cache(""))
     log(f"trying: .cache() on a sample of {len(sample)} file(s) ...")
     try:
         base = _run_alone(base_ds, seconds)["elements_per_s"]
     except Exception as e:
         return _Rec.make("cache", sid, title, detail, error=f"{error_name(e)}: {e}")
-    rec = _measure_alone("cache", base_ds._with_ops(ops), base, seconds, "cache", sid, title,
+    rec = _measure_alone("cache", _with_ops(base_ds, ops), base, seconds, "cache", sid, title,
                          detail + f" Measured on a sample of {len(sample)} file(s) against the "
                          "same sample uncached.", lambda m: None)
     return rec
@@ -194,13 +199,13 @@ def _pre_resize_variant(ds: Dataset, target: int, seconds: float, sid: str, titl
     records as they are, both uncompressed in one file. None when it cannot be tried."""
     import tempfile
     from recordflow import Example, RecordReader, RecordWriter, encode_jpeg, vision
-    paths = ds._source_paths()
+    paths = _source_paths(ds)
     if not paths or seconds <= 0:
         return None
     original, resized = [], []
     try:
         for path in paths:
-            for record in RecordReader(path, ds._source_compression()):
+            for record in RecordReader(path, _source_compression(ds)):
                 features = Example.parse(record)
                 image = features.get(key)
                 if not isinstance(image, list) or not image:

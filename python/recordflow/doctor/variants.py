@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from recordflow import stages as _st
 from recordflow.dataset import AUTOTUNE, Dataset
-from recordflow.doctor.measure import (_batch_size, _cores, _instrument, _measure_alone,
-                                       _python_start, _run_with_step)
+from recordflow.doctor.measure import (_batch_size, _cores, _instrument, _measure_alone, _ops,
+                                       _python_start, _run_with_step, _source_compression,
+                                       _source_paths, _with_ops)
 from recordflow.doctor.native import _native_replacement
 from recordflow.doctor.rules import _free_gain, _Rec, error_name
 from recordflow.doctor.samples import (_cache_variant, _file_layout_variants, _image_sizes,
@@ -19,47 +21,47 @@ _MAX_PREFETCH_BYTES = 1 << 30
 
 
 def _insert_interleave(ds: Dataset, cycle: int) -> Dataset:
-    ops = list(ds._stage_ops())
+    ops = list(_ops(ds))
     i = 0
-    while i < len(ops) and ops[i][0] == "shard":  # a file-level shard stays first
+    while i < len(ops) and isinstance(ops[i], _st.Shard):  # a file-level shard stays first
         i += 1
-    ops.insert(i, ("interleave", cycle, 1, AUTOTUNE, True))
-    return ds._with_ops(ops)
+    ops.insert(i, _st.Interleave(cycle, 1, AUTOTUNE, True))
+    return _with_ops(ds, ops)
 
 
-def _replace_op(ds: Dataset, index: int, op: tuple | None) -> Dataset:
-    ops = list(ds._stage_ops())
+def _replace_op(ds: Dataset, index: int, op: _st.Stage | None) -> Dataset:
+    ops = list(_ops(ds))
     if op is None:
         del ops[index]
     else:
         ops[index] = op
-    return ds._with_ops(ops)
+    return _with_ops(ds, ops)
 
 
 def _with_prefetch(ds: Dataset, n: int) -> Dataset:
     """``ds`` with its engine-side prefetch set to ``n`` (added when it has none). A prefetch
     after a Python callable does nothing (Python stages run on the consuming thread), so the
     one that counts is the last native one."""
-    ops = list(ds._stage_ops())
+    ops = list(_ops(ds))
     start = _python_start(tuple(ops))
-    native_prefetch = [i for i in range(start) if ops[i][0] == "prefetch"]
+    native_prefetch = [i for i in range(start) if isinstance(ops[i], _st.Prefetch)]
     if native_prefetch:
-        ops[native_prefetch[-1]] = ("prefetch", n)
+        ops[native_prefetch[-1]] = _st.Prefetch(n)
     else:
-        ops.insert(start, ("prefetch", n))
-    return ds._with_ops(ops)
+        ops.insert(start, _st.Prefetch(n))
+    return _with_ops(ds, ops)
 
 
 def _prefetch_setting(ds: Dataset) -> int | None:
-    ops = ds._stage_ops()
+    ops = _ops(ds)
     start = _python_start(ops)
-    found = [op[1] for op in ops[:start] if op[0] == "prefetch"]
+    found = [op.n for op in ops[:start] if isinstance(op, _st.Prefetch)]
     return found[-1] if found else None
 
 
 def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
                step_run: dict | None, variant_seconds: float, log) -> list[dict]:
-    ops = ds._stage_ops()
+    ops = _ops(ds)
     start = _python_start(ops)
     cores = _cores()
     base = alone["elements_per_s"]
@@ -71,11 +73,11 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
     if kind == "python_map":
         op_index = next(s for s in _instrument(ds)[1] if s["id"] == sid)["op_index"]
         op = ops[op_index]
-        later_callables = any(o[0] in ("map", "filter") for o in ops[op_index + 1:])
-        if op[2] <= 1 or op[2] == AUTOTUNE:
+        later_callables = any(isinstance(o, (_st.Map, _st.Filter)) for o in ops[op_index + 1:])
+        if op.num_parallel <= 1 or op.num_parallel == AUTOTUNE:
             n = max(4, cores)
             recs.append(_measure_alone(
-                "parallel", _replace_op(ds, op_index, ("map", op[1], n)), base, variant_seconds,
+                "parallel", _replace_op(ds, op_index, op.replace(num_parallel=n)), base, variant_seconds,
                 "python_map_parallel", sid, f"run the Python map on threads: .map(fn, num_parallel={n})",
                 "A Python map runs on the consuming thread; with num_parallel it runs on a thread "
                 "pool. Helps when fn sleeps, does I/O or calls code that releases the GIL "
@@ -107,7 +109,8 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
                                      **rec_args)
             rec["native_op"] = native["op"]
             recs.append(rec)
-        if any(o[0] == "batch" for o in ops[op_index + 1:]) and not any(o[0] == "batch" for o in ops[:op_index]):
+        if (any(isinstance(o, _st.Batch) for o in ops[op_index + 1:])
+                and not any(isinstance(o, _st.Batch) for o in ops[:op_index])):
             recs.append(_Rec.make(
                 "python_map_after_batch", sid, "batch before the Python map and vectorize it",
                 "A batch after a Python callable is built in Python, one element at a time; a "
@@ -130,9 +133,9 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
                 "The consuming thread's per-element work (conversion to NumPy, the loop) sets the pace.",
                 gain=None, measured=False))
     elif kind == "read":
-        paths = ds._source_paths() or []
-        interleaves = [i for i in range(start) if ops[i][0] == "interleave"]
-        compressed = ds._source_compression() not in (None, "") or any(
+        paths = _source_paths(ds) or []
+        interleaves = [i for i in range(start) if isinstance(ops[i], _st.Interleave)]
+        compressed = _source_compression(ds) not in (None, "") or any(
             p.endswith((".gz", ".gzip", ".zz", ".zlib")) for p in paths)
         if len(paths) > 1 and not interleaves:
             cycle = min(len(paths), max(cores, 4))
@@ -145,26 +148,27 @@ def _recommend(ds: Dataset, cause: dict, stages: list[dict], alone: dict, step,
         elif interleaves:
             i = interleaves[-1]
             op = ops[i]
-            cycle = min(max(len(paths), 1), max(2 * op[1] if op[1] > 0 else cores, cores))
-            if op[1] != AUTOTUNE and (op[1] < cycle or (op[3] != AUTOTUNE and op[3] < cores)):
+            cycle = min(max(len(paths), 1), max(2 * op.cycle_length if op.cycle_length > 0 else cores, cores))
+            if op.cycle_length != AUTOTUNE and (op.cycle_length < cycle
+                                                or (op.num_parallel != AUTOTUNE and op.num_parallel < cores)):
                 recs.append(_measure_alone(
-                    "interleave", _replace_op(ds, i, ("interleave", cycle, op[2], AUTOTUNE, op[4])),
+                    "interleave", _replace_op(ds, i, op.replace(cycle_length=cycle, num_parallel=AUTOTUNE)),
                     base, variant_seconds, "parallel_reads", sid,
                     f"more parallel reads: .interleave(cycle_length={cycle}, num_parallel=rf.AUTOTUNE)",
                     "The interleave reads fewer files at once than the machine can inflate/read.", log))
         recs += _file_layout_variants(ds, paths, compressed, variant_seconds, sid, log)
-        if any(o[0] == "repeat" for o in ops) and not any(o[0] == "cache" for o in ops):
+        if any(isinstance(o, _st.Repeat) for o in ops) and not any(isinstance(o, _st.Cache) for o in ops):
             recs.append(_cache_variant(ds, paths, stages, variant_seconds, sid, log))
     elif kind == "process":
-        maps = [i for i in range(start) if ops[i][0] == "native_map"]
+        maps = [i for i in range(start) if isinstance(ops[i], _st.NativeMap)]
         for i in maps:
             op = ops[i]
-            if op[2] != AUTOTUNE and op[2] < cores:
+            if op.num_parallel != AUTOTUNE and op.num_parallel < cores:
                 recs.append(_measure_alone(
-                    "map_parallel", _replace_op(ds, i, ("native_map", op[1], AUTOTUNE)), base,
+                    "map_parallel", _replace_op(ds, i, op.replace(num_parallel=AUTOTUNE)), base,
                     variant_seconds, "map_parallel", sid,
                     "more parallel map work: .map(op, num_parallel=rf.AUTOTUNE)",
-                    f"The native map runs on {op[2]} thread(s) of {cores} cores.", log))
+                    f"The native map runs on {op.num_parallel} thread(s) of {cores} cores.", log))
         vision = [ops[i] for i in maps if _vision_target(ops[i]) is not None]
         if vision:
             upper = _free_gain(stages, sid, records_rate)

@@ -17,6 +17,7 @@
 #include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_writer.h"
 #include "recordflow/io/file.h"
+#include "recordflow/io/glob.h"
 
 namespace recordflow::convert {
 namespace {
@@ -195,10 +196,11 @@ std::string ReshardSummary::ToJson() const {
       .str();
 }
 
-Result<ReshardSummary> Reshard(const std::vector<std::string>& files, const std::string& dst,
+Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std::string& dst,
                                const ReshardOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  if (files.empty()) return InvalidArgumentError("reshard: no input files");
+  if (paths.empty()) return InvalidArgumentError("reshard: no input files");
+  RF_ASSIGN_OR_RETURN(const std::vector<std::string> files, io::ExpandGlobs(paths));
   if (options.num_shards < 1) {
     return InvalidArgumentError("reshard: --shards must be >= 1 (got " +
                                 std::to_string(options.num_shards) + ")");

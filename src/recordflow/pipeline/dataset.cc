@@ -5,7 +5,8 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
-#include <glob.h>
+
+#include "recordflow/io/glob.h"
 
 #include "executor_internal.h"
 #include "pipeline_internal.h"
@@ -24,30 +25,16 @@ std::shared_ptr<Node> Derive(const std::shared_ptr<const Node>& input, K kind) {
   return n;
 }
 
-bool HasGlob(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
-
+// The inputs of FromFiles: patterns expanded (io::ExpandGlob); a plain path must exist, so that
+// a typo is reported when the Dataset is made rather than midway through the first epoch.
 Result<std::vector<std::string>> ExpandPaths(const std::vector<std::string>& patterns) {
   std::vector<std::string> out;
   for (const std::string& p : patterns) {
-    if (!HasGlob(p)) {
+    if (!io::IsGlobPattern(p)) {
       std::error_code ec;
       if (!std::filesystem::exists(p, ec)) return NotFoundError("no such file: '" + p + "'");
-      out.push_back(p);
-      continue;
     }
-    glob_t g{};
-    const int rc = ::glob(p.c_str(), 0, nullptr, &g);
-    if (rc == GLOB_NOMATCH) {
-      globfree(&g);
-      return NotFoundError("no files match '" + p + "'");
-    }
-    if (rc != 0) {
-      globfree(&g);
-      return IOError("cannot expand '" + p + "'");
-    }
-    std::vector<std::string> matched(g.gl_pathv, g.gl_pathv + g.gl_pathc);
-    globfree(&g);
-    std::sort(matched.begin(), matched.end());
+    RF_ASSIGN_OR_RETURN(std::vector<std::string> matched, io::ExpandGlob(p));
     out.insert(out.end(), matched.begin(), matched.end());
   }
   return out;

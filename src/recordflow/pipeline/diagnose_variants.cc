@@ -2,7 +2,6 @@
 // (docs/doctor.md, "The rules and their evidence"). File-layout, cache and pre-resize
 // variants run on a sample of the files rewritten in a temporary directory, against the same
 // sample as it is.
-#include <glob.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 #include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_writer.h"
 #include "recordflow/image/image.h"
+#include "recordflow/io/glob.h"
 #include "recordflow/pipeline/diagnose.h"
 
 namespace recordflow::pipeline {
@@ -46,15 +46,6 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
-std::vector<std::string> Glob(const std::string& pattern) {
-  glob_t g{};
-  std::vector<std::string> out;
-  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) out.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
-  globfree(&g);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // The files for a shell command: one glob when `dir/*suffix` matches exactly them.
 std::string FilesArgument(const std::vector<std::string>& paths) {
   std::vector<std::string> dirs, suffixes;
@@ -72,7 +63,8 @@ std::string FilesArgument(const std::vector<std::string>& paths) {
     const std::string& d = dirs[0];
     std::vector<std::string> sorted = paths;
     std::sort(sorted.begin(), sorted.end());
-    if (Glob((d.empty() ? "" : d + "/") + "*" + suffixes[0]) == sorted) {
+    Result<std::vector<std::string>> matched = io::ExpandGlob((d.empty() ? "" : d + "/") + "*" + suffixes[0]);
+    if (matched.ok() && *matched == sorted) {
       return (d.empty() ? "" : ShellQuote(d + "/")) + "*" + ShellQuote(suffixes[0]);
     }
   }
