@@ -17,8 +17,13 @@ std::string FormatRate(double value);
 
 }  // namespace recordflow::pipeline::internal
 
+#include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
+
+#include "recordflow/core/status.h"
+#include "recordflow/format/compression.h"
 
 #include "recordflow/pipeline/diagnose.h"
 
@@ -31,6 +36,34 @@ namespace recordflow::pipeline::internal {
 
 // Cores this process may run on.
 int Cores();
+
+// "StatusName: message", as a recommendation's `error`.
+std::string ErrorText(const Status& status);
+
+// Size of a file; 0 when it cannot be read.
+uint64_t FileSize(const std::string& path);
+
+// A temporary directory (rf-doctor-XXXXXX), removed with its contents when this goes away;
+// path() is empty when it could not be made.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Writes `records` to a new TFRecord file. Errors: those of RecordWriter.
+Status WriteRecords(const std::string& path, const std::vector<std::string>& records,
+                    format::Compression compression);
+// The first `limit` records of a file. Errors: those of RecordReader.
+Result<std::vector<std::string>> ReadRecords(const std::string& path,
+                                             std::optional<format::Compression> compression,
+                                             size_t limit = SIZE_MAX);
 
 // What the variants of one diagnosis need.
 struct VariantContext {
