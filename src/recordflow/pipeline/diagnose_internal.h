@@ -1,7 +1,16 @@
-// Helpers shared by the doctor's files (diagnose*.cc): number formatting as the report prints it.
+// Helpers shared by the doctor's files (diagnose*.cc): number formatting as the report prints
+// it, sample files, and the variants' entry point.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "recordflow/core/status.h"
+#include "recordflow/format/compression.h"
+#include "recordflow/pipeline/diagnose.h"
 
 namespace recordflow::pipeline::internal {
 
@@ -15,24 +24,8 @@ std::string WithThousands(double value, int decimals);
 // "-" for none.
 std::string FormatRate(double value);
 
-}  // namespace recordflow::pipeline::internal
-
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <vector>
-
-#include "recordflow/core/status.h"
-#include "recordflow/format/compression.h"
-
-#include "recordflow/pipeline/diagnose.h"
-
-namespace recordflow::pipeline::internal {
 
 
-}  // namespace recordflow::pipeline::internal
-
-namespace recordflow::pipeline::internal {
 
 // Cores this process may run on.
 int Cores();
