@@ -32,5 +32,6 @@ void RegisterConvert(nanobind::module_& m);
 void RegisterVision(nanobind::module_& m);
 void RegisterReshard(nanobind::module_& m);
 void RegisterIo(nanobind::module_& m);
+void RegisterDiagnose(nanobind::module_& m);
 
 }  // namespace recordflow::python

@@ -15,4 +15,5 @@ NB_MODULE(_core, m) {
   recordflow::python::RegisterVision(m);
   recordflow::python::RegisterReshard(m);
   recordflow::python::RegisterIo(m);
+  recordflow::python::RegisterDiagnose(m);
 }

@@ -799,16 +799,50 @@ run cat --limit 18446744073709551615 --format hex good.tfrecord
 expect_rc 0
 
 # ---- doctor ----------------------------------------------------------------------------------
-# `recordflow doctor` execs Python's recordflow.doctor (python/tests/test_doctor.py tests the
-# report itself, with the package installed). Here: the launcher's errors, without the package.
-name="doctor: an interpreter that cannot start is a clear error, exit 1"
-RECORDFLOW_PYTHON="$T/no-such-python" run doctor good.tfrecord
-expect_rc 1; expect_err_has "recordflow: NotFound: "; expect_err_has "RECORDFLOW_PYTHON"
-name="doctor: a Python without the recordflow package is a clear error, exit 1"
-printf '#!/bin/sh\nexec python3 -S -I "$@"\n' >"$T/bare-python"  # -S: no site-packages
-chmod +x "$T/bare-python"
-RECORDFLOW_PYTHON="$T/bare-python" run doctor good.tfrecord
-expect_rc 1; expect_err_has "cannot import the recordflow package"
+# `recordflow doctor` is native (pipeline::Diagnose): no Python interpreter is needed. The
+# report's rules are tested in diagnose_test.cc; here: the command, its output and exit codes.
+name="doctor: runs without any Python (none on PATH, RECORDFLOW_PYTHON unusable)"
+golden_examples="$(dirname "$src")/../../testdata/golden/examples.tfrecord"
+PATH=/nonexistent RECORDFLOW_PYTHON="$T/no-such-python" "$RF" doctor "$golden_examples" --preset parse \
+  --batch 4 --seconds 0.2 --step-ms 1 --no-variants --json --html "$T/doctor.html" >"$T/out" 2>"$T/err"
+rc=$?; out="$(cat "$T/out")"; err="$(cat "$T/err")"
+expect_rc 0; expect_json
+expect_py '
+assert doc["preset"] == "parse" and doc["files"] == 1, doc
+assert [s["id"] for s in doc["stages"]][:3] == ["read", "process", "prefetch"], doc["stages"]
+assert "parse" in doc["stages"][1]["name"], doc["stages"][1]
+assert doc["verdict"] in ("input-bound", "not input-bound") and doc["step"]["steps"] > 0, doc
+assert doc["step"]["mode"] == "simulated 1 ms step", doc["step"]
+'
+if grep -q "Verdict: " "$T/doctor.html" && grep -q "<svg" "$T/doctor.html"; then pass; else
+  fail "the HTML report lacks the verdict or the timeline"; fi
+name="doctor: the text report of a GZIP file without a step"
+run doctor good.tfrecord.gz --seconds 0.2 --no-variants --quiet
+expect_rc 0; expect_out_has "VERDICT: NO STEP GIVEN"; expect_out_has "[read] "
+expect_err_empty
+name="doctor: progress goes to stderr"
+run doctor good.tfrecord --seconds 0.1 --no-variants
+expect_rc 0; expect_err_has "doctor: running the pipeline alone for 0.1 s"
+name="doctor: a glob that matches nothing is NotFound, exit 1"
+run doctor "$T/none-*.tfrecord"
+expect_rc 1; expect_err_has "recordflow: NotFound: no files match"
+name="doctor: a missing path is a usage error naming it, exit 2"
+run doctor /no/such
+expect_rc 2; expect_err_has "recordflow: usage error: no such file: '/no/such'"
+name="doctor: a folder is a usage error, exit 2"
+run doctor "$T"
+expect_rc 2; expect_err_has "is a folder"
+name="doctor: an unknown preset and a zero batch are usage errors, exit 2"
+run doctor good.tfrecord --preset nope
+expect_rc 2
+run doctor good.tfrecord --batch 0
+expect_rc 2; expect_err_has "--batch must be > 0"
+name="doctor: corrupt data is DataLoss, exit 3"
+run doctor truncated.tfrecord.gz --seconds 0.2 --no-variants --quiet
+expect_rc 3; expect_err_has "recordflow: DataLoss: "
+name="doctor --help lists its options"
+run doctor --help
+expect_rc 0; expect_out_has "--preset"; expect_out_has "--step-ms"
 name="recordflow --help lists doctor"
 run --help
 expect_rc 0; expect_out_has "doctor"

@@ -62,7 +62,7 @@ Command AddIndexCommand(CLI::App& app);
 Command AddInspectCommand(CLI::App& app);
 Command AddConvertCommand(CLI::App& app);
 Command AddExtractCommand(CLI::App& app);
-Command AddDoctorCommand(CLI::App& app);  // execs Python's recordflow.doctor
+Command AddDoctorCommand(CLI::App& app);
 Command AddReshardCommand(CLI::App& app);
 
 // Sets up the top-level app: description, exit codes in the help, and usage errors printed
