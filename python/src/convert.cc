@@ -53,16 +53,10 @@ convert::ConvertOptions ToOptions(const nb::dict& d) {
     o.compression = ValueOrThrow(format::ParseCompression(nb::cast<std::string>(d["compression"])));
   }
   if (d.contains("non_jpeg")) {
-    const std::string v = nb::cast<std::string>(d["non_jpeg"]);
-    if (v != "transcode" && v != "keep") throw nb::value_error("non_jpeg must be 'transcode' or 'keep'");
-    o.non_jpeg = v == "keep" ? convert::NonJpegPolicy::kKeep : convert::NonJpegPolicy::kTranscode;
+    o.non_jpeg = ValueOrThrow(convert::ParseNonJpegPolicy(nb::cast<std::string>(d["non_jpeg"])));
   }
   if (d.contains("verify")) {
-    const std::string v = nb::cast<std::string>(d["verify"]);
-    if (v == "header") o.verify = convert::VerifyLevel::kHeader;
-    else if (v == "structure") o.verify = convert::VerifyLevel::kStructure;
-    else if (v == "decode") o.verify = convert::VerifyLevel::kDecode;
-    else throw nb::value_error("verify must be 'header', 'structure' or 'decode'");
+    o.verify = ValueOrThrow(convert::ParseVerifyLevel(nb::cast<std::string>(d["verify"])));
   }
   return o;
 }
@@ -154,9 +148,7 @@ nb::bytes EncodeJpeg(nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu> a
   img.pixels.assign(p, p + array.size());
   image::JpegEncodeOptions o;
   o.quality = quality;
-  if (subsampling == "4:4:4") o.subsampling = image::ChromaSubsampling::k444;
-  else if (subsampling == "4:2:2") o.subsampling = image::ChromaSubsampling::k422;
-  else if (subsampling != "4:2:0") throw nb::value_error("subsampling must be 4:2:0, 4:2:2 or 4:4:4");
+  o.subsampling = ValueOrThrow(image::ParseChromaSubsampling(subsampling));
   Result<std::string> jpeg = InternalError("not run");
   {
     nb::gil_scoped_release release;

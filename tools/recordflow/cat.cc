@@ -28,7 +28,7 @@ std::string FormatRecord(const CatOptions& options, uint64_t index, uint64_t off
   }
   if (options.format == "hex") return HexEncode(payload) + "\n";
   if (options.format == "json") {
-    return JsonObject()
+    return JsonWriter()
                .AddUint("index", index)
                .AddUint("offset", offset)
                .AddUint("size", payload.size())

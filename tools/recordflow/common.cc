@@ -12,10 +12,7 @@
 #include "recordflow/io/glob.h"
 
 namespace recordflow::cli {
-namespace {
 
-// A CLI11 check that accepts exactly what the library's own parser accepts, so the command
-// line and the library never disagree on the spelling of a value.
 CLI::Validator ParsedBy(std::function<Status(std::string_view)> parse, std::string description) {
   return CLI::Validator(
       [parse = std::move(parse)](std::string& value) -> std::string {
@@ -24,41 +21,6 @@ CLI::Validator ParsedBy(std::function<Status(std::string_view)> parse, std::stri
       },
       std::move(description));
 }
-
-// Length of the well-formed UTF-8 sequence starting at text[i], or 0 when there is none
-// (stray continuation byte, truncated sequence, overlong form, surrogate, > U+10FFFF).
-size_t Utf8SequenceLength(std::string_view text, size_t i) {
-  const auto lead = static_cast<unsigned char>(text[i]);
-  if (lead < 0x80) return 1;
-  size_t length;
-  uint32_t code_point;
-  if ((lead & 0xE0) == 0xC0) {
-    length = 2;
-    code_point = lead & 0x1F;
-  } else if ((lead & 0xF0) == 0xE0) {
-    length = 3;
-    code_point = lead & 0x0F;
-  } else if ((lead & 0xF8) == 0xF0) {
-    length = 4;
-    code_point = lead & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  for (size_t k = 1; k < length; ++k) {
-    const auto c = static_cast<unsigned char>(text[i + k]);
-    if ((c & 0xC0) != 0x80) return 0;
-    code_point = (code_point << 6) | (c & 0x3F);
-  }
-  static constexpr uint32_t kMinCodePoint[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (code_point < kMinCodePoint[length] || code_point > 0x10FFFF ||
-      (code_point >= 0xD800 && code_point <= 0xDFFF)) {
-    return 0;
-  }
-  return length;
-}
-
-}  // namespace
 
 int ExitCodeFor(const Status& status) {
   if (status.ok()) return kExitOk;
@@ -266,80 +228,39 @@ std::string CountOf(uint64_t n, std::string_view noun, std::string_view plural) 
   return out;
 }
 
-std::string JsonString(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(text.size() + 2);
-  out += '"';
-  for (size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x80) {
-      size_t length = Utf8SequenceLength(text, i);
-      if (length == 0) {
-        out += "\\ufffd";
-        i += 1;
-      } else {
-        out.append(text.substr(i, length));
-        i += length;
-      }
-      continue;
+int WriteOutOrFail(std::string_view text) {
+  Status written = WriteOut(text);
+  if (written.ok()) return kExitOk;
+  PrintError(written);
+  return kExitError;
+}
+
+PerFileResult RunPerFile(const std::vector<std::string>& files, bool json,
+                         const std::function<FileOutcome(const std::string& path)>& one) {
+  PerFileResult result;
+  std::string objects;
+  for (const std::string& path : files) {
+    FileOutcome outcome = one(path);
+    if (!json && WriteOutOrFail(outcome.text) != kExitOk) {
+      result.stdout_failed = true;
+      return result;
     }
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 0xF];
-        } else {
-          out += static_cast<char>(c);
-        }
+    if (!outcome.status.ok()) {
+      PrintError(outcome.status);
+      result.exit_code = CombineExitCodes(result.exit_code, ExitCodeFor(outcome.status));
     }
-    i += 1;
+    if (!objects.empty()) objects += ',';
+    objects += outcome.json.str();
   }
-  out += '"';
-  return out;
+  result.json_files = "[" + objects + "]";
+  return result;
 }
 
 std::string JsonStatus(const Status& status) {
-  return JsonObject()
+  return JsonWriter()
       .AddString("code", StatusCodeName(status.code()))
       .AddString("message", status.message())
       .str();
-}
-
-void JsonObject::AddKey(std::string_view key) {
-  if (body_.size() > 1) body_ += ',';
-  body_ += JsonString(key);
-  body_ += ':';
-}
-
-JsonObject& JsonObject::AddString(std::string_view key, std::string_view value) {
-  AddKey(key);
-  body_ += JsonString(value);
-  return *this;
-}
-
-JsonObject& JsonObject::AddUint(std::string_view key, uint64_t value) {
-  AddKey(key);
-  body_ += std::to_string(value);
-  return *this;
-}
-
-JsonObject& JsonObject::AddBool(std::string_view key, bool value) {
-  AddKey(key);
-  body_ += value ? "true" : "false";
-  return *this;
-}
-
-JsonObject& JsonObject::AddRaw(std::string_view key, std::string_view json) {
-  AddKey(key);
-  body_ += json;
-  return *this;
 }
 
 std::string Base64Encode(std::span<const std::byte> data) {

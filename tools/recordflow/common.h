@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "recordflow/core/json.h"
 #include "recordflow/core/status.h"
 #include "recordflow/format/compression.h"
 #include "recordflow/format/record_reader.h"
@@ -78,8 +79,37 @@ int ExitForParseError(const CLI::App& app, const CLI::ParseError& error);
 // prints the error (a pattern matching nothing: NotFound naming it) and returns its exit code.
 int ExpandFileArguments(std::vector<std::string>* files);
 
+// Writes `text` to stdout; when that fails, prints the error. Returns kExitOk or kExitError.
+int WriteOutOrFail(std::string_view text);
+
+// What one file of a per-file command (count, index) produced.
+struct FileOutcome {
+  JsonWriter json;   // the file's object in the "files" array under --json
+  std::string text;  // written to stdout without --json
+  Status status;     // not OK: printed to stderr after `text`, folded into the exit code
+};
+
+// What RunPerFile gathered.
+struct PerFileResult {
+  int exit_code = kExitOk;  // the files' codes folded with CombineExitCodes
+  bool stdout_failed = false;  // a write failed (already printed): return kExitError now
+  std::string json_files;   // "[{...},{...}]": the files' objects, in order
+};
+
+// The per-file loop of count and index: calls `one` for each path in order, writes each
+// outcome's text (without --json), prints its error and folds the exit codes. Stops at the
+// first failed write to stdout.
+PerFileResult RunPerFile(const std::vector<std::string>& files, bool json,
+                         const std::function<FileOutcome(const std::string& path)>& one);
+
 // Runs `command`, then flushes stdout, so that a failed final write still fails the command.
 int RunCommand(const Command& command);
+
+// A validator that accepts what the library's parser `parse` accepts and shows its message
+// otherwise, so that the command line and the library never disagree on the spelling of a
+// value (the library's Parse* functions are the one table of names).
+CLI::Validator ParsedBy(std::function<Status(std::string_view)> parse,
+                        std::string description = "");
 
 // --compression {GZIP,ZLIB,NONE}: parsed by format::ParseCompression; a bad name is a usage
 // error. Left unset, the library guesses from the file name.
@@ -109,30 +139,10 @@ std::string CompressionLabel(std::string_view path,
 std::string CountOf(uint64_t n, std::string_view noun, std::string_view plural = {});
 
 // ---- Output encodings -----------------------------------------------------------------------
-
-// A JSON string literal (with the quotes). Bytes that are not valid UTF-8 become U+FFFD, so the
-// output is valid JSON whatever a path or message contains.
-std::string JsonString(std::string_view text);
+// JSON output is written with recordflow/core/json.h (JsonQuote, JsonWriter), compact layout.
 
 // {"code": "<StatusCodeName>", "message": "..."}
 std::string JsonStatus(const Status& status);
-
-// Builds one JSON object, member by member, in insertion order. Distinct method names rather
-// than overloads, because a string literal would otherwise silently pick the bool overload.
-class JsonObject {
- public:
-  JsonObject& AddString(std::string_view key, std::string_view value);
-  JsonObject& AddUint(std::string_view key, uint64_t value);
-  JsonObject& AddBool(std::string_view key, bool value);
-  // `json` must already be valid JSON (an object, an array, null, ...).
-  JsonObject& AddRaw(std::string_view key, std::string_view json);
-  // The object, "{...}".
-  std::string str() const { return body_ + "}"; }
-
- private:
-  void AddKey(std::string_view key);
-  std::string body_ = "{";
-};
 
 // Standard base64 (RFC 4648, with padding).
 std::string Base64Encode(std::span<const std::byte> data);

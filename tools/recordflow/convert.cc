@@ -118,11 +118,9 @@ int RunConvert(ConvertCliOptions& cli) {
     options.shard_size = *size;
     if (options.train_shards != 0) return UsageError("--shards and --shard-size exclude each other");
   }
-  options.non_jpeg = cli.non_jpeg == "keep" ? convert::NonJpegPolicy::kKeep
-                                            : convert::NonJpegPolicy::kTranscode;
-  options.verify = cli.verify == "header"   ? convert::VerifyLevel::kHeader
-                   : cli.verify == "decode" ? convert::VerifyLevel::kDecode
-                                            : convert::VerifyLevel::kStructure;
+  // The validators of --non-jpeg and --verify have already accepted these.
+  options.non_jpeg = *convert::ParseNonJpegPolicy(cli.non_jpeg);
+  options.verify = *convert::ParseVerifyLevel(cli.verify);
   if (cli.compression) options.compression = *cli.compression;
   options.shuffle = !cli.no_shuffle;
   options.write_index = !cli.no_index;
@@ -135,9 +133,7 @@ int RunConvert(ConvertCliOptions& cli) {
     PrintError(summary.status());
     return ExitCodeFor(summary.status());
   }
-  Status written = WriteOut(cli.json ? summary->ToJson() + "\n" : TextSummary(*summary));
-  if (!written.ok()) {
-    PrintError(written);
+  if (WriteOutOrFail(cli.json ? summary->ToJson() + "\n" : TextSummary(*summary)) != kExitOk) {
     return kExitError;
   }
   if (!summary->skipped.empty()) {
@@ -188,7 +184,7 @@ Command AddConvertCommand(CLI::App& app) {
       ->check(SignedIn());
   command->add_option("--non-jpeg", cli->non_jpeg,
                       "PNG/GIF/BMP/WebP inputs: transcode to JPEG (default) or keep as they are")
-      ->check(CLI::IsMember({"transcode", "keep"}));
+      ->check(ParsedBy([](std::string_view v) { return convert::ParseNonJpegPolicy(v).status(); }));
   command->add_option("--resize-shorter", o.resize_shorter,
                       "Shrink images whose shorter side is longer than N pixels to N "
                       "(re-encoded at --quality)")
@@ -203,7 +199,7 @@ Command AddConvertCommand(CLI::App& app) {
   command->add_option("--verify", cli->verify,
                       "Input checks: header, structure (default: JPEG markers run to the end), "
                       "decode (full decode of every image)")
-      ->check(CLI::IsMember({"header", "structure", "decode"}));
+      ->check(ParsedBy([](std::string_view v) { return convert::ParseVerifyLevel(v).status(); }));
   command->add_option("--max-pixels", o.max_pixels,
                       "Skip images with more pixels (default 268435456)")
       ->check(UnsignedIn(1));

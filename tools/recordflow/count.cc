@@ -51,57 +51,44 @@ int RunCount(const CountOptions& options) {
   reader_options.verify_checksums = !options.no_verify;
   reader_options.on_corruption = options.on_corruption;
 
-  int exit_code = kExitOk;
   FileCount total;
   uint64_t files_ok = 0, files_corrupt = 0, files_failed = 0;
-  std::string json_files;
-  for (const std::string& path : options.files) {
+  const PerFileResult files = RunPerFile(options.files, options.json, [&](const std::string& path) {
+    FileOutcome out;
     Result<FileCount> count = CountRecords(path, reader_options);
-    JsonObject json;
-    json.AddString("path", path).AddString("compression",
-                                           CompressionLabel(path, options.compression));
+    out.json.AddString("path", path).AddString("compression",
+                                               CompressionLabel(path, options.compression));
     if (!count.ok()) {
       ++files_failed;
-      PrintError(count.status());
-      exit_code = CombineExitCodes(exit_code, ExitCodeFor(count.status()));
-      json.AddString("status", "error").AddRaw("error", JsonStatus(count.status()));
-    } else {
-      total.records += count->records;
-      total.corrupt_regions += count->corrupt_regions;
-      total.bytes_skipped += count->bytes_skipped;
-      const bool corrupt = count->corrupt_regions > 0;
-      json.AddString("status", corrupt ? "corrupt" : "ok")
-          .AddUint("records", count->records)
-          .AddUint("corrupt_regions", count->corrupt_regions)
-          .AddUint("bytes_skipped", count->bytes_skipped);
-      if (!options.json) {
-        std::string line = std::to_string(count->records) + " " + path;
-        if (corrupt) {
-          line += " (skipped " + CountOf(count->corrupt_regions, "corrupt region") + ", " +
-                  CountOf(count->bytes_skipped, "byte") + ")";
-        }
-        Status written = WriteOut(line + "\n");
-        if (!written.ok()) {
-          PrintError(written);
-          return kExitError;
-        }
-      }
-      if (corrupt) {
-        ++files_corrupt;
-        Status loss = SkippedDataLoss(path, *count);
-        PrintError(loss);
-        exit_code = CombineExitCodes(exit_code, ExitCodeFor(loss));
-      } else {
-        ++files_ok;
-      }
+      out.status = count.status();
+      out.json.AddString("status", "error").AddRaw("error", JsonStatus(count.status()));
+      return out;
     }
-    if (!json_files.empty()) json_files += ',';
-    json_files += json.str();
-  }
+    total.records += count->records;
+    total.corrupt_regions += count->corrupt_regions;
+    total.bytes_skipped += count->bytes_skipped;
+    const bool corrupt = count->corrupt_regions > 0;
+    out.json.AddString("status", corrupt ? "corrupt" : "ok")
+        .AddUint("records", count->records)
+        .AddUint("corrupt_regions", count->corrupt_regions)
+        .AddUint("bytes_skipped", count->bytes_skipped);
+    out.text = std::to_string(count->records) + " " + path;
+    if (corrupt) {
+      out.text += " (skipped " + CountOf(count->corrupt_regions, "corrupt region") + ", " +
+                  CountOf(count->bytes_skipped, "byte") + ")";
+      ++files_corrupt;
+      out.status = SkippedDataLoss(path, *count);
+    } else {
+      ++files_ok;
+    }
+    out.text += "\n";
+    return out;
+  });
+  if (files.stdout_failed) return kExitError;
 
   Status written;
   if (options.json) {
-    const std::string total_json = JsonObject()
+    const std::string total_json = JsonWriter()
                                        .AddUint("files", options.files.size())
                                        .AddUint("files_ok", files_ok)
                                        .AddUint("files_corrupt", files_corrupt)
@@ -110,8 +97,8 @@ int RunCount(const CountOptions& options) {
                                        .AddUint("corrupt_regions", total.corrupt_regions)
                                        .AddUint("bytes_skipped", total.bytes_skipped)
                                        .str();
-    written = WriteOut(JsonObject()
-                           .AddRaw("files", "[" + json_files + "]")
+    written = WriteOut(JsonWriter()
+                           .AddRaw("files", files.json_files)
                            .AddRaw("total", total_json)
                            .str() +
                        "\n");
@@ -123,7 +110,7 @@ int RunCount(const CountOptions& options) {
     PrintError(written);
     return kExitError;
   }
-  return exit_code;
+  return files.exit_code;
 }
 
 }  // namespace

@@ -33,11 +33,7 @@ int RunExtract(ExtractCliOptions& cli) {
            CountOf(summary->records, "record") + " into " + out_dir + "\n";
     for (const auto& s : summary->skipped) text += "  skipped " + s.path + ": " + s.reason + "\n";
   }
-  Status written = WriteOut(text);
-  if (!written.ok()) {
-    PrintError(written);
-    return kExitError;
-  }
+  if (WriteOutOrFail(text) != kExitOk) return kExitError;
   return summary->skipped.empty() ? kExitOk : kExitSkipped;
 }
 

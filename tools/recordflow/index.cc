@@ -34,7 +34,7 @@ std::string EntryText(const std::optional<format::IndexEntry>& entry) {
 
 std::string EntryJson(const std::optional<format::IndexEntry>& entry) {
   if (!entry) return "null";
-  return JsonObject().AddUint("offset", entry->offset).AddUint("size", entry->size).str();
+  return JsonWriter().AddUint("offset", entry->offset).AddUint("size", entry->size).str();
 }
 
 struct CheckResult {
@@ -98,14 +98,13 @@ int RunIndex(const IndexOptions& options) {
   format::RecordReaderOptions reader_options;
   reader_options.compression = options.compression;
 
-  int exit_code = kExitOk;
-  std::string json_files;
-  for (const std::string& path : options.files) {
+  const PerFileResult files = RunPerFile(options.files, options.json, [&](const std::string& path) {
+    FileOutcome out;
     const std::string index_path = options.output.empty() ? path + ".idx" : options.output;
-    JsonObject json;
+    JsonWriter& json = out.json;
     json.AddString("path", path).AddString("index_path", index_path);
-    std::string text;
-    Status status;
+    std::string& text = out.text;
+    Status& status = out.status;
     bool has_status_member = false;  // a mismatch reports "mismatch", not "error"
     if (options.check) {
       Result<CheckResult> check = CheckIndex(path, index_path, reader_options);
@@ -114,7 +113,7 @@ int RunIndex(const IndexOptions& options) {
         std::string mismatches;
         for (const Mismatch& m : check->first_mismatches) {
           if (!mismatches.empty()) mismatches += ',';
-          mismatches += JsonObject()
+          mismatches += JsonWriter()
                             .AddUint("line", m.line)
                             .AddRaw("index", EntryJson(m.in_index))
                             .AddRaw("file", EntryJson(m.in_file))
@@ -148,29 +147,18 @@ int RunIndex(const IndexOptions& options) {
       }
     }
     if (!status.ok()) {
-      PrintError(status);
-      exit_code = CombineExitCodes(exit_code, ExitCodeFor(status));
       if (!has_status_member) json.AddString("status", "error");
       json.AddRaw("error", JsonStatus(status));
     }
-    if (!options.json) {
-      Status written = WriteOut(text);
-      if (!written.ok()) {
-        PrintError(written);
-        return kExitError;
-      }
-    }
-    if (!json_files.empty()) json_files += ',';
-    json_files += json.str();
-  }
+    return out;
+  });
+  if (files.stdout_failed) return kExitError;
   if (options.json) {
-    Status written = WriteOut(JsonObject().AddRaw("files", "[" + json_files + "]").str() + "\n");
-    if (!written.ok()) {
-      PrintError(written);
+    if (WriteOutOrFail(JsonWriter().AddRaw("files", files.json_files).str() + "\n") != kExitOk) {
       return kExitError;
     }
   }
-  return exit_code;
+  return files.exit_code;
 }
 
 }  // namespace

@@ -140,8 +140,8 @@ std::string DisplayKey(std::string_view key) {
     const auto u = static_cast<unsigned char>(c);
     if (u <= 0x20 || u == 0x7f || c == '"' || c == '\\') plain = false;
   }
-  const std::string quoted = JsonString(key);
-  // JsonString replaces invalid UTF-8; a key it changed is not plain either.
+  const std::string quoted = JsonQuote(key);
+  // JsonQuote replaces invalid UTF-8; a key it changed is not plain either.
   if (plain && quoted.size() != key.size() + 2) plain = false;
   return plain ? std::string(key) : quoted;
 }
@@ -237,9 +237,9 @@ std::string TextReport(const std::vector<FileScan>& scans, const Schema& schema,
   for (const KeyStats& key : schema.keys) {
     std::optional<FeatureSpec> spec = schema.ProposeSpec(key);
     if (spec) {
-      out += "    " + JsonString(key.key) + ": " + SpecToPython(*spec) + ",\n";
+      out += "    " + JsonQuote(key.key) + ": " + SpecToPython(*spec) + ",\n";
     } else {
-      out += "    # " + JsonString(key.key) + ": left out, " + NoSpecReason(key) + "\n";
+      out += "    # " + JsonQuote(key.key) + ": left out, " + NoSpecReason(key) + "\n";
     }
   }
   return out + "}\n";
@@ -252,7 +252,7 @@ std::string JsonSpec(const FeatureSpec& spec) {
     shape += std::to_string(spec.shape[i]);
   }
   shape += "]";
-  JsonObject json;
+  JsonWriter json;
   json.AddString("kind", spec.kind == FeatureSpec::Kind::kFixedLen ? "FixedLen" : "VarLen");
   if (spec.kind == FeatureSpec::Kind::kFixedLen) json.AddRaw("shape", shape);
   return json.AddString("dtype", example::DTypeName(spec.dtype))
@@ -264,24 +264,24 @@ std::string JsonKey(const Schema& schema, const KeyStats& key) {
   std::string types = "[";
   for (example::ListKind kind : key.kinds()) {
     if (types.size() > 1) types += ",";
-    types += JsonString(example::ListKindName(kind));
+    types += JsonQuote(example::ListKindName(kind));
   }
   types += "]";
-  JsonObject json;
+  JsonWriter json;
   json.AddString("key", key.key)
       .AddRaw("types", types)
       .AddBool("conflicting", key.conflicting())
       .AddUint("records_present", key.records_present())
       .AddRaw("presence", JsonNumber(schema.presence(key)))
       .AddUint("records_empty_feature", key.records_empty_feature)
-      .AddRaw("values", JsonObject()
+      .AddRaw("values", JsonWriter()
                             .AddUint("min", key.min_values)
                             .AddRaw("mean", JsonNumber(key.mean_values()))
                             .AddUint("max", key.max_values)
                             .AddUint("total", key.total_values)
                             .str());
   if (key.records_by_kind[static_cast<size_t>(example::ListKind::kBytes)] > 0) {
-    json.AddRaw("value_bytes", JsonObject()
+    json.AddRaw("value_bytes", JsonWriter()
                                    .AddUint("min", key.min_value_bytes)
                                    .AddRaw("mean", JsonNumber(key.mean_value_bytes()))
                                    .AddUint("max", key.max_value_bytes)
@@ -297,7 +297,7 @@ std::string JsonReport(const std::vector<FileScan>& scans, const Schema& schema,
                        const std::optional<MalformedOrigin>& origin, bool limit_reached) {
   std::string files;
   for (const FileScan& scan : scans) {
-    JsonObject json;
+    JsonWriter json;
     json.AddString("path", scan.path).AddString("compression", scan.compression);
     json.AddRaw("file_bytes", scan.file_bytes ? std::to_string(*scan.file_bytes) : "null");
     json.AddUint("records", scan.records);
@@ -311,7 +311,7 @@ std::string JsonReport(const std::vector<FileScan>& scans, const Schema& schema,
   }
   std::string first_malformed = "null";
   if (origin) {
-    first_malformed = JsonObject()
+    first_malformed = JsonWriter()
                           .AddString("path", origin->path)
                           .AddUint("record_index", origin->record_in_file)
                           .AddRaw("error", JsonStatus(schema.first_malformed_error))
@@ -322,11 +322,11 @@ std::string JsonReport(const std::vector<FileScan>& scans, const Schema& schema,
     if (!features.empty()) features += ",";
     features += JsonKey(schema, key);
   }
-  return JsonObject()
+  return JsonWriter()
              .AddRaw("files", "[" + files + "]")
              .AddUint("records", schema.records)
              .AddBool("limit_reached", limit_reached)
-             .AddRaw("record_bytes", JsonObject()
+             .AddRaw("record_bytes", JsonWriter()
                                          .AddUint("min", schema.min_record_bytes)
                                          .AddRaw("mean", JsonNumber(schema.mean_record_bytes()))
                                          .AddUint("max", schema.max_record_bytes)
@@ -368,13 +368,10 @@ int RunInspect(const InspectOptions& options) {
   // The scan stopped at --limit records; whether more followed is not known, because finding
   // out would read (and check) a record the user asked not to read.
   const bool limit_reached = budget == 0 && options.limit != std::numeric_limits<uint64_t>::max();
-  Status written = WriteOut(options.json
-                                ? JsonReport(scans, schema, origin, limit_reached)
-                                : TextReport(scans, schema, origin, schema_options.max_keys));
-  if (!written.ok()) {
-    PrintError(written);
-    return kExitError;
-  }
+  const std::string report = options.json
+                                 ? JsonReport(scans, schema, origin, limit_reached)
+                                 : TextReport(scans, schema, origin, schema_options.max_keys);
+  if (WriteOutOrFail(report) != kExitOk) return kExitError;
   return exit_code;
 }
 

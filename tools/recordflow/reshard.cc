@@ -61,11 +61,7 @@ int RunReshard(const ReshardCliOptions& cli) {
     }
     out += "\n";
   }
-  Status written = WriteOut(out);
-  if (!written.ok()) {
-    PrintError(written);
-    return kExitError;
-  }
+  if (WriteOutOrFail(out) != kExitOk) return kExitError;
   return kExitOk;
 }
 

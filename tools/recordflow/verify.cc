@@ -28,7 +28,7 @@ class PrintingReporter : public format::CorruptionReporter {
     std::string out;
     if (json_) {
       if (events_ > 0) out += ",";
-      out += JsonObject()
+      out += JsonWriter()
                  .AddUint("offset", event.offset)
                  .AddUint("record_index", event.record_index)
                  .AddUint("bytes_skipped", event.bytes_skipped)
@@ -101,8 +101,8 @@ int RunVerify(const VerifyOptions& options) {
     const std::string& path = options.files[i];
     const std::string compression = CompressionLabel(path, options.compression);
     if (options.json) {
-      WriteOut(std::string(i > 0 ? ",\n" : "") + "{\"path\":" + JsonString(path) +
-               ",\"compression\":" + JsonString(compression) + ",\"regions\":[")
+      WriteOut(std::string(i > 0 ? ",\n" : "") + "{\"path\":" + JsonQuote(path) +
+               ",\"compression\":" + JsonQuote(compression) + ",\"regions\":[")
           .IgnoreError();
     }
     PrintingReporter reporter(options.json, path);
@@ -117,7 +117,7 @@ int RunVerify(const VerifyOptions& options) {
       std::string tail = "],\"records_ok\":" + std::to_string(result.records_ok) +
                          ",\"corrupt_regions\":" + std::to_string(result.corrupt_regions) +
                          ",\"bytes_skipped\":" + std::to_string(result.bytes_skipped) +
-                         ",\"status\":" + JsonString(verdict);
+                         ",\"status\":" + JsonQuote(verdict);
       if (!result.error.ok()) tail += ",\"error\":" + JsonStatus(result.error);
       WriteOut(tail + "}").IgnoreError();
     } else {
@@ -151,7 +151,7 @@ int RunVerify(const VerifyOptions& options) {
   }
 
   if (options.json) {
-    const std::string total_json = JsonObject()
+    const std::string total_json = JsonWriter()
                                        .AddUint("files", options.files.size())
                                        .AddUint("files_ok", files_ok)
                                        .AddUint("files_corrupt", files_corrupt)

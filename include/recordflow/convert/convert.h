@@ -26,6 +26,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "recordflow/core/status.h"
@@ -47,6 +48,14 @@ enum class VerifyLevel : uint8_t {
   kDecode,     // every image is fully decoded; libjpeg warnings (corrupt data mid-stream
                // that libjpeg would decode anyway) count as corrupt data
 };
+
+// "transcode" / "keep", as the CLI's --non-jpeg and Python's non_jpeg= spell them.
+// Errors: kInvalidArgument naming the value and the accepted ones.
+Result<NonJpegPolicy> ParseNonJpegPolicy(std::string_view name);
+std::string_view NonJpegPolicyName(NonJpegPolicy policy);
+// "header" / "structure" / "decode" (--verify, verify=). Errors: kInvalidArgument.
+Result<VerifyLevel> ParseVerifyLevel(std::string_view name);
+std::string_view VerifyLevelName(VerifyLevel level);
 
 // Progress of a running conversion, reported from the calling thread.
 struct ConvertProgress {

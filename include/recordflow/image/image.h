@@ -161,6 +161,9 @@ Result<Image16> Decode16(std::span<const std::byte> data, DecodeOptions options 
 bool CanDecode(ImageFormat format);
 
 enum class ChromaSubsampling : uint8_t { k420, k422, k444 };
+// "4:2:0", "4:2:2", "4:4:4". Errors: kInvalidArgument naming the value and the accepted ones.
+Result<ChromaSubsampling> ParseChromaSubsampling(std::string_view name);
+std::string_view ChromaSubsamplingName(ChromaSubsampling subsampling);
 
 struct JpegEncodeOptions {
   int quality = 95;  // 1..100

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "recordflow/core/status.h"
+#include "recordflow/core/random.h"
 #include "recordflow/image/image.h"
 
 namespace recordflow::image {
@@ -206,18 +207,8 @@ Status ResampleNormalizeInto(const Image& image, const Box& box, int out_w, int 
 
 // ---- random resized crop -------------------------------------------------------------------
 
-// A small, fast, seedable generator (SplitMix64) for per-element augmentation decisions.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next();
-  double Uniform(double lo, double hi);  // [lo, hi)
-  // Integer in [lo, hi) (hi > lo), unbiased enough (128-bit multiply).
-  int64_t UniformInt(int64_t lo, int64_t hi);
-
- private:
-  uint64_t state_;
-};
+// Per-element augmentation decisions draw from recordflow's one generator.
+using Rng = SplitMix64;
 
 // A seed for one element: mixes the pipeline's seed with where the record came from and the
 // epoch, so that the same record gets the same augmentation in a re-run and a new one each

@@ -30,7 +30,6 @@
 namespace recordflow::convert {
 namespace fs = std::filesystem;
 using internal::JsonValue;
-using internal::JsonWriter;
 
 namespace {
 
@@ -209,16 +208,19 @@ struct ShardResult {
     std::vector<std::string> counts, skips;
     for (uint64_t c : per_class) counts.push_back(std::to_string(c));
     for (const auto& s : skipped) {
-      skips.push_back(JsonWriter().String("path", s.path).String("reason", s.reason).str());
+      skips.push_back(JsonWriter(JsonLayout::kSpaced)
+                          .AddString("path", s.path)
+                          .AddString("reason", s.reason)
+                          .str());
     }
-    return JsonWriter()
-               .String("file", file)
-               .Uint("records", records)
-               .Uint("bytes", bytes)
-               .Uint("input_bytes", input_bytes)
-               .Uint("transcoded", transcoded)
-               .Raw("per_class", internal::JsonArray(counts))
-               .Raw("skipped", internal::JsonArray(skips))
+    return JsonWriter(JsonLayout::kSpaced)
+               .AddString("file", file)
+               .AddUint("records", records)
+               .AddUint("bytes", bytes)
+               .AddUint("input_bytes", input_bytes)
+               .AddUint("transcoded", transcoded)
+               .AddRaw("per_class", JsonArray(counts, JsonLayout::kSpaced))
+               .AddRaw("skipped", JsonArray(skips, JsonLayout::kSpaced))
                .str() +
            "\n";
   }
@@ -474,8 +476,12 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
   file_options.sync = options.sync;
   RF_RETURN_IF_ERROR(io::WriteStringToFileAtomic(
       state_dir + "/plan.json",
-      JsonWriter().String("plan_hash", plan.HashHex()).Uint("inputs", inputs.items.size())
-              .Uint("shards", plan.shards.size()).str() + "\n",
+      JsonWriter(JsonLayout::kSpaced)
+              .AddString("plan_hash", plan.HashHex())
+              .AddUint("inputs", inputs.items.size())
+              .AddUint("shards", plan.shards.size())
+              .str() +
+          "\n",
       file_options));
   if (inputs.named_classes) {
     std::string labels;
@@ -726,45 +732,48 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
 
 std::string ConvertSummary::ToJson() const {
   std::vector<std::string> classes, splits_json, skipped_json;
-  for (const auto& c : class_names) classes.push_back(internal::JsonQuote(c));
-  JsonWriter splits_obj;
+  for (const auto& c : class_names) classes.push_back(JsonQuote(c));
+  JsonWriter splits_obj(JsonLayout::kSpaced);
   for (const auto& split : splits) {
     std::vector<std::string> shards;
     for (const auto& shard : split.shards) {
       shards.push_back(internal::ShardJson(shard.file, shard.records, shard.bytes, shard.resumed));
     }
-    JsonWriter per_class;
+    JsonWriter per_class(JsonLayout::kSpaced);
     for (size_t c = 0; c < split.per_class.size() && c < class_names.size(); ++c) {
-      per_class.Uint(class_names[c], split.per_class[c]);
+      per_class.AddUint(class_names[c], split.per_class[c]);
     }
-    splits_obj.Raw(split.name, JsonWriter()
-                                   .Uint("records", split.records)
-                                   .Uint("bytes", split.bytes)
-                                   .Raw("per_class", per_class.str())
-                                   .Raw("shards", internal::JsonArray(shards))
+    splits_obj.AddRaw(split.name, JsonWriter(JsonLayout::kSpaced)
+                                   .AddUint("records", split.records)
+                                   .AddUint("bytes", split.bytes)
+                                   .AddRaw("per_class", per_class.str())
+                                   .AddRaw("shards", JsonArray(shards, JsonLayout::kSpaced))
                                    .str());
   }
   for (const auto& s : skipped) {
-    skipped_json.push_back(JsonWriter().String("path", s.path).String("reason", s.reason).str());
+    skipped_json.push_back(JsonWriter(JsonLayout::kSpaced)
+                               .AddString("path", s.path)
+                               .AddString("reason", s.reason)
+                               .str());
   }
-  return JsonWriter()
-      .String("source", source)
-      .String("destination", destination)
-      .Uint("num_classes", class_names.size())
-      .Raw("classes", internal::JsonArray(classes))
-      .Int("label_offset", label_offset)
-      .Uint("inputs", inputs)
-      .Uint("records", records)
-      .Uint("skipped_count", skipped.size())
-      .Uint("transcoded", transcoded)
-      .Uint("input_bytes", input_bytes)
-      .Uint("output_bytes", output_bytes)
-      .Uint("resumed_shards", resumed_shards)
-      .Double("seconds", seconds)
-      .Double("images_per_second",
+  return JsonWriter(JsonLayout::kSpaced)
+      .AddString("source", source)
+      .AddString("destination", destination)
+      .AddUint("num_classes", class_names.size())
+      .AddRaw("classes", JsonArray(classes, JsonLayout::kSpaced))
+      .AddInt("label_offset", label_offset)
+      .AddUint("inputs", inputs)
+      .AddUint("records", records)
+      .AddUint("skipped_count", skipped.size())
+      .AddUint("transcoded", transcoded)
+      .AddUint("input_bytes", input_bytes)
+      .AddUint("output_bytes", output_bytes)
+      .AddUint("resumed_shards", resumed_shards)
+      .AddDouble("seconds", seconds)
+      .AddDouble("images_per_second",
               seconds > 0 ? static_cast<double>(records_this_run) / seconds : 0.0)
-      .Raw("splits", splits_obj.str())
-      .Raw("skipped", internal::JsonArray(skipped_json))
+      .AddRaw("splits", splits_obj.str())
+      .AddRaw("skipped", JsonArray(skipped_json, JsonLayout::kSpaced))
       .str();
 }
 

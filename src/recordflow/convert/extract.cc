@@ -12,6 +12,7 @@
 
 #include "json_internal.h"
 #include "recordflow/convert/convert.h"
+#include "recordflow/core/utf8.h"
 #include "recordflow/example/example.h"
 #include "recordflow/format/record_reader.h"
 #include "recordflow/image/image.h"
@@ -21,17 +22,6 @@ namespace recordflow::convert {
 namespace fs = std::filesystem;
 
 namespace {
-
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  int len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
-            : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-  if (len == 0 || i + len > s.size()) return 0;
-  for (int k = 1; k < len; ++k) {
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
-  }
-  return static_cast<size_t>(len);
-}
 
 std::string CsvField(std::string_view s) {
   if (s.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(s);
@@ -267,14 +257,17 @@ std::string SanitizePathComponent(std::string_view name, std::string_view fallba
 std::string ExtractSummary::ToJson() const {
   std::vector<std::string> skips;
   for (const auto& s : skipped) {
-    skips.push_back(internal::JsonWriter().String("record", s.path).String("reason", s.reason).str());
+    skips.push_back(JsonWriter(JsonLayout::kSpaced)
+                        .AddString("record", s.path)
+                        .AddString("reason", s.reason)
+                        .str());
   }
-  return internal::JsonWriter()
-      .Uint("records", records)
-      .Uint("images", images)
-      .Uint("bytes", bytes)
-      .Uint("skipped_count", skipped.size())
-      .Raw("skipped", internal::JsonArray(skips))
+  return JsonWriter(JsonLayout::kSpaced)
+      .AddUint("records", records)
+      .AddUint("images", images)
+      .AddUint("bytes", bytes)
+      .AddUint("skipped_count", skipped.size())
+      .AddRaw("skipped", JsonArray(skips, JsonLayout::kSpaced))
       .str();
 }
 

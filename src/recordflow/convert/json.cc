@@ -193,104 +193,13 @@ double JsonValue::AsDouble() const {
 
 Result<JsonValue> ParseJson(std::string_view text) { return Parser(text).ParseDocument(); }
 
-std::string JsonQuote(std::string_view s) {
-  std::string out = "\"";
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-          if (c < 0x20 || c == 0x7F) {
-            char buf[8];
-            std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-            out += buf;
-          } else {
-            out.push_back(static_cast<char>(c));
-          }
-      }
-      ++i;
-      continue;
-    }
-    // Validate one UTF-8 sequence; copy it or emit U+FFFD.
-    int len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
-    if (c >= 0xF5) len = 0;
-    bool ok = len > 0 && i + len <= s.size();
-    for (int k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-    if (ok) {
-      out.append(s.substr(i, len));
-      i += len;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  return out + "\"";
-}
-
-void JsonWriter::Key(std::string_view key) {
-  if (body_.size() > 1) body_ += ", ";
-  body_ += JsonQuote(key);
-  body_ += ": ";
-}
-JsonWriter& JsonWriter::String(std::string_view key, std::string_view value) {
-  Key(key);
-  body_ += JsonQuote(value);
-  return *this;
-}
-JsonWriter& JsonWriter::Int(std::string_view key, int64_t value) {
-  Key(key);
-  body_ += std::to_string(value);
-  return *this;
-}
-JsonWriter& JsonWriter::Uint(std::string_view key, uint64_t value) {
-  Key(key);
-  body_ += std::to_string(value);
-  return *this;
-}
-JsonWriter& JsonWriter::Double(std::string_view key, double value) {
-  Key(key);
-  if (!std::isfinite(value)) {
-    body_ += "null";
-  } else {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.6g", value);
-    body_ += buf;
-  }
-  return *this;
-}
-JsonWriter& JsonWriter::Bool(std::string_view key, bool value) {
-  Key(key);
-  body_ += value ? "true" : "false";
-  return *this;
-}
-JsonWriter& JsonWriter::Raw(std::string_view key, std::string_view json) {
-  Key(key);
-  body_ += json;
-  return *this;
-}
-
 std::string ShardJson(std::string_view file, uint64_t records, uint64_t bytes, bool resumed) {
-  return JsonWriter()
-      .String("file", file)
-      .Uint("records", records)
-      .Uint("bytes", bytes)
-      .Bool("resumed", resumed)
+  return JsonWriter(JsonLayout::kSpaced)
+      .AddString("file", file)
+      .AddUint("records", records)
+      .AddUint("bytes", bytes)
+      .AddBool("resumed", resumed)
       .str();
-}
-
-std::string JsonArray(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i) out += ", ";
-    out += items[i];
-  }
-  return out + "]";
 }
 
 }  // namespace recordflow::convert::internal

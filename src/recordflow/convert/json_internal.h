@@ -1,6 +1,6 @@
-// A small JSON reader and writer for the convert layer's own files (plan, shard state,
-// summary) and for JSONL manifests. Not a general-purpose library: numbers keep their text,
-// objects keep their member order, nesting is limited to 64 levels.
+// A small JSON reader for the convert layer's own files (plan, shard state, summary) and for
+// JSONL manifests; recordflow/core/json.h writes them. Not a general-purpose library: numbers
+// keep their text, objects keep their member order, nesting is limited to 64 levels.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "recordflow/core/json.h"
 #include "recordflow/core/status.h"
 
 namespace recordflow::convert::internal {
@@ -35,28 +36,6 @@ struct JsonValue {
 
 // Errors: kInvalidArgument naming the byte offset of the problem.
 Result<JsonValue> ParseJson(std::string_view text);
-
-// A JSON string literal with quotes; invalid UTF-8 bytes become U+FFFD.
-std::string JsonQuote(std::string_view text);
-
-// Builds a JSON object member by member (insertion order).
-class JsonWriter {
- public:
-  JsonWriter& String(std::string_view key, std::string_view value);
-  JsonWriter& Int(std::string_view key, int64_t value);
-  JsonWriter& Uint(std::string_view key, uint64_t value);
-  JsonWriter& Double(std::string_view key, double value);
-  JsonWriter& Bool(std::string_view key, bool value);
-  JsonWriter& Raw(std::string_view key, std::string_view json);
-  std::string str() const { return body_ + "}"; }
-
- private:
-  void Key(std::string_view key);
-  std::string body_ = "{";
-};
-
-// "[a,b,c]" from already-encoded JSON values.
-std::string JsonArray(const std::vector<std::string>& items);
 
 // One shard's entry in convert's summary.json and in reshard's summary: Python's cardinality
 // (recordflow/_cardinality.py) reads "file", "records" and "bytes" back from it.

@@ -9,28 +9,12 @@
 #include <map>
 
 #include "convert_internal.h"
+#include "recordflow/core/random.h"
 
 namespace recordflow::convert {
 namespace fs = std::filesystem;
 
 namespace internal {
-
-uint64_t Rng::Next() {
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-uint64_t Rng::Below(uint64_t n) {
-  // Rejection sampling: no modulo bias, and the same sequence everywhere.
-  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-  uint64_t v;
-  do {
-    v = Next();
-  } while (v >= limit);
-  return v % n;
-}
 
 void Hasher::Add(std::string_view bytes) {
   for (unsigned char c : bytes) {
@@ -234,7 +218,7 @@ Result<Plan> MakePlan(InputListing listing, const ConvertOptions& options) {
   }
   if (listing.items.size() > UINT32_MAX) return InvalidArgumentError("too many inputs");
   Plan plan;
-  internal::Rng rng(options.seed);
+  SplitMix64 rng(options.seed);
 
   // Stratified split: per first label, in label order.
   std::map<int64_t, std::vector<uint32_t>> groups;
@@ -246,15 +230,15 @@ Result<Plan> MakePlan(InputListing listing, const ConvertOptions& options) {
   for (auto& [label, members] : groups) {
     const size_t n_val =
         static_cast<size_t>(std::llround(options.val_fraction * static_cast<double>(members.size())));
-    internal::Shuffle(&members, &rng);
+    Shuffle(&members, &rng);
     validation.insert(validation.end(), members.begin(), members.begin() + n_val);
     train.insert(train.end(), members.begin() + n_val, members.end());
   }
   std::sort(train.begin(), train.end());
   std::sort(validation.begin(), validation.end());
   if (options.shuffle) {
-    internal::Shuffle(&train, &rng);
-    internal::Shuffle(&validation, &rng);
+    Shuffle(&train, &rng);
+    Shuffle(&validation, &rng);
   }
 
   auto bytes_of = [&](const std::vector<uint32_t>& items) {
@@ -329,6 +313,34 @@ Result<Plan> MakePlan(InputListing listing, const ConvertOptions& options) {
   plan.hash = h.value();
   plan.listing = std::move(listing);
   return plan;
+}
+
+Result<NonJpegPolicy> ParseNonJpegPolicy(std::string_view name) {
+  if (name == "transcode") return NonJpegPolicy::kTranscode;
+  if (name == "keep") return NonJpegPolicy::kKeep;
+  return InvalidArgumentError("unknown non-JPEG policy '" + std::string(name) +
+                              "': expected 'transcode' or 'keep'");
+}
+
+std::string_view NonJpegPolicyName(NonJpegPolicy policy) {
+  return policy == NonJpegPolicy::kKeep ? "keep" : "transcode";
+}
+
+Result<VerifyLevel> ParseVerifyLevel(std::string_view name) {
+  if (name == "header") return VerifyLevel::kHeader;
+  if (name == "structure") return VerifyLevel::kStructure;
+  if (name == "decode") return VerifyLevel::kDecode;
+  return InvalidArgumentError("unknown verify level '" + std::string(name) +
+                              "': expected 'header', 'structure' or 'decode'");
+}
+
+std::string_view VerifyLevelName(VerifyLevel level) {
+  switch (level) {
+    case VerifyLevel::kHeader: return "header";
+    case VerifyLevel::kStructure: return "structure";
+    case VerifyLevel::kDecode: return "decode";
+  }
+  return "structure";
 }
 
 }  // namespace recordflow::convert

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "convert_internal.h"
+#include "recordflow/core/random.h"
 
 namespace recordflow::convert {
 namespace {
@@ -35,11 +36,11 @@ std::vector<uint32_t> Items(const Plan& p, const std::string& split) {
 }
 
 TEST(Rng, FixedSequenceEverywhere) {
-  internal::Rng rng(0);
+  SplitMix64 rng(0);
   // SplitMix64's published first outputs for seed 0.
   EXPECT_EQ(rng.Next(), 0xE220A8397B1DCDAFull);
   EXPECT_EQ(rng.Next(), 0x6E789E6AA1B965F4ull);
-  internal::Rng a(42), b(42);
+  SplitMix64 a(42), b(42);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(a.Below(7), b.Below(7));
 }
 
@@ -148,7 +149,24 @@ TEST(SanitizePathComponent, NothingEscapes) {
   EXPECT_EQ(SanitizePathComponent(std::string("a\0b", 3), "x"), "a_b");
   EXPECT_EQ(SanitizePathComponent("c:evil", "x"), "c_evil");
   EXPECT_EQ(SanitizePathComponent("caf\xC3\xA9\xFF.jpg", "x"), "caf\xC3\xA9_.jpg");
+  // Overlong forms and surrogates are not UTF-8 either (the one validator's rules).
+  EXPECT_EQ(SanitizePathComponent("a\xE0\x80\xAF.jpg", "x"), "a___.jpg");
+  EXPECT_EQ(SanitizePathComponent("a\xED\xA0\x80.jpg", "x"), "a___.jpg");
   EXPECT_EQ(SanitizePathComponent(std::string(500, 'a'), "x").size(), 200u);
+}
+
+TEST(ConvertOptionNames, ParseAndNameRoundTrip) {
+  for (auto p : {NonJpegPolicy::kTranscode, NonJpegPolicy::kKeep}) {
+    EXPECT_EQ(*ParseNonJpegPolicy(NonJpegPolicyName(p)), p);
+  }
+  for (auto v : {VerifyLevel::kHeader, VerifyLevel::kStructure, VerifyLevel::kDecode}) {
+    EXPECT_EQ(*ParseVerifyLevel(VerifyLevelName(v)), v);
+  }
+  Result<VerifyLevel> bad = ParseVerifyLevel("full");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("'full'"), std::string::npos);
+  EXPECT_FALSE(ParseNonJpegPolicy("Keep").ok());
 }
 
 }  // namespace

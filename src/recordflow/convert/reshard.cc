@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "json_internal.h"
+#include "recordflow/core/random.h"
 #include "recordflow/format/record_index.h"
 #include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_writer.h"
@@ -24,36 +25,9 @@ namespace recordflow::convert {
 namespace {
 
 namespace fs = std::filesystem;
-using internal::JsonArray;
 using internal::JsonValue;
-using internal::JsonWriter;
 
 constexpr char kPlanFile[] = ".reshard-plan.json";
-
-// splitmix64: the permutation must be the same on every platform and in every run with the
-// same seed (std:: distributions are not portable).
-class SplitMix {
- public:
-  explicit SplitMix(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, n), n > 0, without modulo bias (rejection).
-  uint64_t Below(uint64_t n) {
-    const uint64_t limit = ~uint64_t{0} - (~uint64_t{0} % n);
-    uint64_t x;
-    do {
-      x = Next();
-    } while (x >= limit);
-    return x % n;
-  }
-
- private:
-  uint64_t state_;
-};
 
 uint64_t Fnv1a(std::string_view s, uint64_t h = 0xcbf29ce484222325ull) {
   for (unsigned char c : s) {
@@ -178,20 +152,20 @@ std::string ReshardFileName(const std::string& prefix, int index, int count,
 
 std::string ReshardSummary::ToJson() const {
   std::vector<std::string> files, shard_items;
-  for (const std::string& f : inputs) files.push_back(internal::JsonQuote(f));
+  for (const std::string& f : inputs) files.push_back(JsonQuote(f));
   for (const ReshardShard& s : shards) {
     shard_items.push_back(internal::ShardJson(s.file, s.records, s.bytes, s.resumed));
   }
-  return JsonWriter()
-      .Raw("inputs", JsonArray(files))
-      .String("destination", destination)
-      .Uint("records", records)
-      .Uint("input_bytes", input_bytes)
-      .Uint("output_bytes", output_bytes)
-      .Uint("resumed_shards", resumed_shards)
-      .Uint("records_this_run", records_this_run)
-      .Double("seconds", seconds)
-      .Raw("shards", JsonArray(shard_items))
+  return JsonWriter(JsonLayout::kSpaced)
+      .AddRaw("inputs", JsonArray(files, JsonLayout::kSpaced))
+      .AddString("destination", destination)
+      .AddUint("records", records)
+      .AddUint("input_bytes", input_bytes)
+      .AddUint("output_bytes", output_bytes)
+      .AddUint("resumed_shards", resumed_shards)
+      .AddUint("records_this_run", records_this_run)
+      .AddDouble("seconds", seconds)
+      .AddRaw("shards", JsonArray(shard_items, JsonLayout::kSpaced))
       .str();
 }
 
@@ -297,7 +271,11 @@ Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std:
   file_options.sync = options.sync;
   RF_RETURN_IF_ERROR(io::WriteStringToFileAtomic(
       plan_path,
-      JsonWriter().String("plan_hash", plan_hash).Uint("records", total).Uint("shards", n).str() +
+      JsonWriter(JsonLayout::kSpaced)
+              .AddString("plan_hash", plan_hash)
+              .AddUint("records", total)
+              .AddUint("shards", n)
+              .str() +
           "\n",
       file_options));
 
@@ -305,7 +283,7 @@ Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std:
   std::vector<uint64_t> order(total);
   std::iota(order.begin(), order.end(), uint64_t{0});
   if (options.shuffle) {
-    SplitMix rng(options.seed);
+    SplitMix64 rng(options.seed);
     for (uint64_t i = total; i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
   }
   std::vector<uint64_t> firsts;  // inputs' first global numbers, for the lookup below

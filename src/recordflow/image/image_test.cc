@@ -39,6 +39,15 @@ std::string Jpeg(int w, int h, int channels, ChromaSubsampling sub = ChromaSubsa
   return *jpeg;
 }
 
+TEST(ChromaSubsamplingNames, ParseAndNameRoundTrip) {
+  for (auto c : {ChromaSubsampling::k420, ChromaSubsampling::k422, ChromaSubsampling::k444}) {
+    EXPECT_EQ(*ParseChromaSubsampling(ChromaSubsamplingName(c)), c);
+  }
+  Result<ChromaSubsampling> bad = ParseChromaSubsampling("4:1:1");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(SniffFormat, MagicNumbers) {
   EXPECT_EQ(SniffFormat(Bytes(std::string("\xFF\xD8\xFF\xE0", 4))), ImageFormat::kJpeg);
   EXPECT_EQ(SniffFormat(Bytes("\x89PNG\r\n\x1a\nrest")), ImageFormat::kPng);

@@ -682,4 +682,21 @@ Result<ImageInfo> Probe(std::span<const std::byte> data, ProbeOptions options) {
                               "signature)");
 }
 
+Result<ChromaSubsampling> ParseChromaSubsampling(std::string_view name) {
+  if (name == "4:2:0") return ChromaSubsampling::k420;
+  if (name == "4:2:2") return ChromaSubsampling::k422;
+  if (name == "4:4:4") return ChromaSubsampling::k444;
+  return InvalidArgumentError("unknown chroma subsampling '" + std::string(name) +
+                              "': expected '4:2:0', '4:2:2' or '4:4:4'");
+}
+
+std::string_view ChromaSubsamplingName(ChromaSubsampling subsampling) {
+  switch (subsampling) {
+    case ChromaSubsampling::k420: return "4:2:0";
+    case ChromaSubsampling::k422: return "4:2:2";
+    case ChromaSubsampling::k444: return "4:4:4";
+  }
+  return "4:2:0";
+}
+
 }  // namespace recordflow::image

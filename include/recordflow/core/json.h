@@ -1,0 +1,51 @@
+// The one JSON writer of recordflow: string quoting and an object builder, used by the CLI's
+// --json output and by the convert layer's own files (plan, shard state, summary).
+//
+// Thread safety: JsonQuote and JsonArray are thread-safe; a JsonWriter is thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace recordflow {
+
+// A JSON string literal (with the quotes). Bytes that are not well-formed UTF-8 (see utf8.h)
+// become "\ufffd", so the output is valid JSON whatever a path or message contains; control
+// characters are escaped.
+std::string JsonQuote(std::string_view text);
+
+// How members are separated: kCompact is {"a":1,"b":2} (the CLI's lines); kSpaced is
+// {"a": 1, "b": 2}, the layout of Python's json.dumps, which convert's files share with the
+// files Python writes.
+enum class JsonLayout { kCompact, kSpaced };
+
+// Builds one JSON object, member by member, in insertion order. Distinct method names rather
+// than overloads, because a string literal would otherwise silently pick the bool overload.
+class JsonWriter {
+ public:
+  explicit JsonWriter(JsonLayout layout = JsonLayout::kCompact) : layout_(layout) {}
+
+  JsonWriter& AddString(std::string_view key, std::string_view value);
+  JsonWriter& AddInt(std::string_view key, int64_t value);
+  JsonWriter& AddUint(std::string_view key, uint64_t value);
+  // Six significant digits ("%.6g"); NaN and infinities are null.
+  JsonWriter& AddDouble(std::string_view key, double value);
+  JsonWriter& AddBool(std::string_view key, bool value);
+  // `json` must already be valid JSON (an object, an array, null, ...).
+  JsonWriter& AddRaw(std::string_view key, std::string_view json);
+  // The object, "{...}".
+  std::string str() const { return body_ + "}"; }
+
+ private:
+  void AddKey(std::string_view key);
+  JsonLayout layout_;
+  std::string body_ = "{";
+};
+
+// "[a,b,c]" (kSpaced: "[a, b, c]") from already-encoded JSON values.
+std::string JsonArray(const std::vector<std::string>& items,
+                      JsonLayout layout = JsonLayout::kCompact);
+
+}  // namespace recordflow
