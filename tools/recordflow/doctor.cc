@@ -183,7 +183,7 @@ int RunDoctor(const DoctorCliOptions& cli) {
   }
   std::string out;
   if (cli.json) {
-    out = pipeline::RenderJson(*report, {{"preset", JsonString(cli.preset)},
+    out = pipeline::RenderJson(*report, {{"preset", JsonQuote(cli.preset)},
                                          {"files", std::to_string(plan->files.size())}}) + "\n";
   } else {
     out = pipeline::RenderText(*report);
