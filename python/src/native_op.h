@@ -2,21 +2,11 @@
 // (pipeline.cc).
 #pragma once
 
-#include <atomic>
-#include <cstdint>
-#include <memory>
-#include <string>
-
 #include "recordflow/pipeline/dataset.h"
 
 namespace recordflow::python {
 
-struct NativeMapOp {
-  pipeline::MapFn fn;
-  std::string name;
-  std::shared_ptr<std::atomic<uint64_t>> skipped;  // may be null
-  bool splits_batches = false;  // see Dataset::Map
-  bool elementwise = false;     // see pipeline::MapOptions
-};
+// The same concept as vision::VisionOp: a native map with how it may run.
+using NativeMapOp = pipeline::MapOp;
 
 }  // namespace recordflow::python

@@ -88,7 +88,7 @@ void RegisterVision(nb::module_& m) {
   nb::class_<NativeMapOp>(m, "NativeMapOp")
       .def_ro("name", &NativeMapOp::name)
       .def_prop_ro("skipped_records",
-                   [](const NativeMapOp& op) { return op.skipped ? op.skipped->load() : 0; });
+                   [](const NativeMapOp& op) { return op.skipped_records(); });
 
   m.def(
       "imagenet_train",
@@ -106,9 +106,7 @@ void RegisterVision(nb::module_& m) {
         o.crop.ratio = {ratio.first, ratio.second};
         o.flip_probability = flip_probability;
         o.seed = seed;
-        vision::VisionOp op = ValueOrThrow(vision::ImagenetTrain(o));
-        return NativeMapOp{std::move(op.fn), std::move(op.name), std::move(op.skipped),
-                           op.splits_batches, op.elementwise};
+        return NativeMapOp(ValueOrThrow(vision::ImagenetTrain(o)));
       },
       "size"_a, "image_key"_a, "label_key"_a, "scale"_a, "ratio"_a, "flip_probability"_a,
       "mean"_a, "std"_a, "dtype"_a, "layout"_a, "interpolation"_a, "seed"_a.none(),
@@ -126,9 +124,7 @@ void RegisterVision(nb::module_& m) {
             Common(size, image_key, label_key, mean, std, dtype, layout, interpolation,
                    dct_scaling, max_pixels, on_corruption, default_label);
         o.resize = resize;
-        vision::VisionOp op = ValueOrThrow(vision::ImagenetEval(o));
-        return NativeMapOp{std::move(op.fn), std::move(op.name), std::move(op.skipped),
-                           op.splits_batches, op.elementwise};
+        return NativeMapOp(ValueOrThrow(vision::ImagenetEval(o)));
       },
       "size"_a, "resize"_a, "image_key"_a, "label_key"_a, "mean"_a, "std"_a, "dtype"_a,
       "layout"_a, "interpolation"_a, "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a,

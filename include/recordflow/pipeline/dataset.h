@@ -26,6 +26,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "recordflow/core/status.h"
@@ -81,20 +82,39 @@ struct Element {
   size_t num_records() const { return positions.size(); }
 };
 
-// A native element-wise operation for Map (image decoding and the like). Called on pool
-// threads, several at once: must be thread-safe. Errors stop the pipeline and reach the
-// consumer in order.
-using MapFn = std::function<Status(Element& element)>;
+// What a map call gets besides its element.
+struct MapContext {
+  // Threads the call may spread its element over (with ParallelFor): the iterator's
+  // parallelism when a map added with `splits_batches` is called on a batch, 1 otherwise.
+  int threads = 1;
+  // Set when the iterator closes and the call's output will be dropped, so that a long map may
+  // stop early (returning any error). It may be read from the threads the call spreads its work
+  // over, until the call returns. Null: never cancelled.
+  const std::atomic<bool>* cancel_flag = nullptr;
+  bool cancelled() const {
+    return cancel_flag != nullptr && cancel_flag->load(std::memory_order_relaxed);
+  }
+};
 
-// Inside a MapFn added with `splits_batches` and called on a batch: how many threads it may
-// use for that batch (the iterator's parallelism, with ParallelFor); 1 in every other call.
-int MapThreads();
-
-// Inside a map call: becomes true when the iterator closes and the call's output will be
-// dropped, so a long map may stop early (returning any error). The flag may be read from the
-// threads the map spreads its work over, until the call returns; outside a map call it is a
-// flag that is always false.
-const std::atomic<bool>& MapCancelled();
+// A native operation for Map (image decoding and the like). Called on pool threads, several at
+// once: must be thread-safe. Errors stop the pipeline and reach the consumer in order.
+// Made from a callable taking (Element&, const MapContext&), or (Element&) when it needs no
+// context.
+class MapFn : public std::function<Status(Element& element, const MapContext& context)> {
+ public:
+  using Base = std::function<Status(Element& element, const MapContext& context)>;
+  MapFn() = default;
+  MapFn(std::nullptr_t) {}  // NOLINT(google-explicit-constructor): as std::function
+  template <typename F, std::enable_if_t<std::is_invocable_r_v<Status, F&, Element&,
+                                                                const MapContext&>, int> = 0>
+  MapFn(F fn) : Base(std::move(fn)) {}  // NOLINT(google-explicit-constructor)
+  template <typename F,
+            std::enable_if_t<!std::is_invocable_r_v<Status, F&, Element&, const MapContext&> &&
+                                 std::is_invocable_r_v<Status, F&, Element&>,
+                             int> = 0>
+  MapFn(F fn)  // NOLINT(google-explicit-constructor)
+      : Base([fn = std::move(fn)](Element& e, const MapContext&) mutable { return fn(e); }) {}
+};
 
 struct FilesOptions {
   std::optional<format::Compression> compression;  // nullopt: from each file name
@@ -142,14 +162,26 @@ struct IteratorOptions {
 // How a native map may be run; see Dataset::Map.
 struct MapOptions {
   int num_parallel = kAutotune;
-  // The function spreads one batch over MapThreads() threads itself (the vision presets do),
-  // so the iterator maps one batch at a time with all its threads instead of a batch per
+  // The function spreads one batch over MapContext::threads threads itself (the vision
+  // presets do), so the iterator maps one batch at a time with all its threads instead of a batch per
   // thread: the first batch comes sooner, and fewer batches are held at once.
   bool splits_batches = false;
   // Calling the function on a batch gives exactly the batch of its outputs on each record
   // (tensors, columns, skipped records and errors, bit for bit; randomness only from each
   // record's RecordPosition). Lets the optimizer run `map(f).batch(n)` as `batch(n).map(f)`.
   bool elementwise = false;
+};
+
+// A native map op with how it may run: what the vision presets (vision::VisionOp) and the
+// Python bindings' native ops are; Dataset::Map(op) adds it.
+struct MapOp {
+  MapFn fn;
+  std::string name;
+  bool splits_batches = false;  // see MapOptions
+  bool elementwise = false;     // see MapOptions
+  // Records the op dropped (a kSkip corruption policy); may be null.
+  std::shared_ptr<std::atomic<uint64_t>> skipped;
+  uint64_t skipped_records() const { return skipped ? skipped->load() : 0; }
 };
 
 // Per-stage counters; Iterator::stats() returns one per stage, source first.
@@ -229,6 +261,8 @@ class Dataset {
                       bool splits_batches = false) const;
   // Errors: kInvalidArgument for no function or num_parallel < 1 (other than kAutotune).
   Result<Dataset> Map(MapFn fn, std::string name, MapOptions options) const;
+  // `op` with its own splits_batches and elementwise.
+  Result<Dataset> Map(const MapOp& op, int num_parallel = kAutotune) const;
   Result<Dataset> Batch(size_t batch_size, bool drop_remainder = false) const;
   // Ready outputs kept ahead of the consumer; kAutotune grows it while the consumer waits.
   Result<Dataset> Prefetch(int buffer_size = kAutotune) const;

@@ -73,18 +73,11 @@ struct ImagenetEvalOptions : CommonOptions {
   int resize = 256;  // shorter side before the center crop
 };
 
-// A preset as a pipeline op, with counters shared by all copies of its MapFn.
-struct VisionOp {
-  pipeline::MapFn fn;
-  std::string name;
-  std::shared_ptr<std::atomic<uint64_t>> skipped;  // records dropped (kSkip)
-  // Spreads a batch over pipeline::MapThreads() threads: pass to Dataset::Map.
-  bool splits_batches = true;
-  // Each record's output depends only on its bytes and position: `map(op).batch(n)` may run as
-  // `batch(n).map(op)` (MapOptions::elementwise).
-  bool elementwise = true;
-  uint64_t skipped_records() const { return skipped->load(); }
-};
+// A preset as a pipeline op (Dataset::Map(op)), with counters shared by all copies of its
+// MapFn: it spreads a batch over MapContext::threads threads (splits_batches), and each
+// record's output depends only on its bytes and position, so `map(op).batch(n)` may run as
+// `batch(n).map(op)` (elementwise).
+using VisionOp = pipeline::MapOp;
 
 // Errors: kInvalidArgument for bad options (size <= 0, scale/ratio ranges, std <= 0, empty
 // keys).

@@ -286,6 +286,14 @@ Result<Dataset> Dataset::Map(MapFn fn, std::string name, MapOptions options) con
   return Dataset(Derive(node_, stage::Map{std::move(fn), std::move(name), options}));
 }
 
+Result<Dataset> Dataset::Map(const MapOp& op, int num_parallel) const {
+  MapOptions options;
+  options.num_parallel = num_parallel;
+  options.splits_batches = op.splits_batches;
+  options.elementwise = op.elementwise;
+  return Map(op.fn, op.name, options);
+}
+
 Result<Dataset> Dataset::Batch(size_t batch_size, bool drop_remainder) const {
   if (batch_size < 1) return InvalidArgumentError("batch: batch_size must be >= 1");
   return Dataset(Derive(node_, stage::Batch{batch_size, drop_remainder}));

@@ -448,11 +448,11 @@ TEST(PipelineTest, SplittingMapsRunOneBatchAtATimeWithAllThreads) {
     std::vector<int> threads;
   };
   auto probe = [](Seen* seen) {
-    return [seen](Element& e) -> Status {
+    return [seen](Element& e, const MapContext& context) -> Status {
       {
         std::lock_guard lock(seen->mu);
         seen->most_running = std::max(seen->most_running, ++seen->running);
-        seen->threads.push_back(MapThreads());
+        seen->threads.push_back(context.threads);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       for (int64_t& v : e.columns[0].int64s) v += 1;
@@ -481,7 +481,7 @@ TEST(PipelineTest, SplittingMapsRunOneBatchAtATimeWithAllThreads) {
       EXPECT_GT(seen.most_running, 1);  // 20 batches of 2 ms maps, on every pool thread
     }
   }
-  EXPECT_EQ(MapThreads(), 1);  // outside a map
+  EXPECT_EQ(MapContext().threads, 1);  // a context of its own (a direct call)
   // Before the batch, on single records: one thread, whatever the map says.
   Seen single;
   auto unbatched = Ok(Ok(Dataset::FromFiles(f.paths)).Take(30).Parse(Spec()));
@@ -489,17 +489,17 @@ TEST(PipelineTest, SplittingMapsRunOneBatchAtATimeWithAllThreads) {
   for (int t : single.threads) EXPECT_EQ(t, 1);
 }
 
-// Closing an iterator tells a running map so (MapCancelled), on every thread it spreads to.
+// Closing an iterator tells a running map so (MapContext::cancelled), on every thread it spreads
+// to.
 TEST(PipelineTest, ClosingTheIteratorCancelsARunningMap) {
   Files f = WriteFiles({40});
-  EXPECT_FALSE(MapCancelled().load());  // outside a map
+  EXPECT_FALSE(MapContext().cancelled());  // a context of its own (a direct call)
   std::atomic<bool> started{false}, saw_cancel{false}, timed_out{false};
-  auto slow = [&](Element&) -> Status {
-    const std::atomic<bool>& cancelled = MapCancelled();
+  auto slow = [&](Element&, const MapContext& context) -> Status {
     started = true;
     std::thread helper([&] {  // as a map's ParallelFor helper would
       const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      while (!cancelled.load()) {
+      while (!context.cancelled()) {
         if (std::chrono::steady_clock::now() > give_up) {
           timed_out = true;
           return;

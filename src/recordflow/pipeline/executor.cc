@@ -451,10 +451,6 @@ PipelineStats PipelineIterator::stats() const {
 
 namespace recordflow::pipeline {
 
-int MapThreads() { return internal::map_threads_on_this_thread; }
-
-const std::atomic<bool>& MapCancelled() { return *internal::map_cancelled_on_this_thread; }
-
 std::string PipelineStats::Report() const {
   std::string out;
   char line[256];

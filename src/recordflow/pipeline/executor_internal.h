@@ -13,11 +13,6 @@
 
 namespace recordflow::pipeline::internal {
 
-// What MapThreads() and MapCancelled() answer on this thread (executor.cc).
-inline thread_local int map_threads_on_this_thread = 1;
-inline const std::atomic<bool> never_cancelled{false};
-inline thread_local const std::atomic<bool>* map_cancelled_on_this_thread = &never_cancelled;
-
 // A Dataset's chain split into the record stream and the executor's work (dataset.cc).
 // Made once per iterator by Compile(), which also applies the static rewrites.
 struct Plan {

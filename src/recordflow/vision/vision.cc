@@ -133,7 +133,7 @@ Status ProcessImage(const Preset& p, const Element& e, size_t i, std::span<const
                                       norm, out);
 }
 
-Status Run(const Preset& p, Element& e) {
+Status Run(const Preset& p, Element& e, const pipeline::MapContext& context) {
   thread_local ParseScratch s;
   const CommonOptions& c = p.common;
   const Column* images = nullptr;
@@ -181,20 +181,19 @@ Status Run(const Preset& p, Element& e) {
   label.key = c.label_output;
   label.dtype = example::DType::kInt64;
   label.int64s.reserve(n);
-  // Each image into its own slot, on up to MapThreads() threads claiming images one at a time.
+  // Each image into its own slot, on up to context.threads threads claiming images one at a time.
   std::vector<Status> failed(n);
   std::atomic<size_t> next{0};
   std::atomic<bool> any_failed{false};
   const bool skip = c.on_corruption == format::CorruptionPolicy::kSkip;
-  // Set when the iterator closes: the batch would be dropped, so stop decoding it.
-  const std::atomic<bool>& cancelled = pipeline::MapCancelled();
+  // context.cancelled(): the iterator closed and the batch would be dropped; stop decoding it.
   auto work = [&](size_t, size_t) {
     thread_local Scratch mine;
     // After an error that stops the batch the rest need not be decoded, but every image
     // claimed is: claims go in order, so the first failing image of the batch is always met.
     size_t i = 0;
     while (!(!skip && any_failed.load(std::memory_order_relaxed)) &&
-           !cancelled.load(std::memory_order_relaxed) &&
+           !context.cancelled() &&
            (i = next.fetch_add(1, std::memory_order_relaxed)) < n) {
       std::span<std::byte> out(t.data.get() + i * per_image, per_image);
       Status st = ProcessImage(p, e, i, image_bytes(i), mine, out);
@@ -204,13 +203,13 @@ Status Run(const Preset& p, Element& e) {
       }
     }
   };
-  const int threads = std::max(1, pipeline::MapThreads());
+  const int threads = std::max(1, context.threads);
   if (threads > 1 && n > 1) {
     ParallelFor(static_cast<size_t>(threads), 1, threads, work);
   } else {
     work(0, 1);
   }
-  if (cancelled.load(std::memory_order_relaxed)) return CancelledError("the iterator closed");
+  if (context.cancelled()) return CancelledError("the iterator closed");
   size_t kept = 0;
   for (size_t i = 0; i < n; ++i) {
     if (!failed[i].ok()) {
@@ -273,7 +272,7 @@ Result<VisionOp> Make(std::shared_ptr<Preset> p, std::string name) {
   VisionOp op;
   op.skipped = p->skipped;
   op.name = std::move(name);
-  op.fn = [p](Element& e) { return Run(*p, e); };
+  op.fn = [p](Element& e, const pipeline::MapContext& context) { return Run(*p, e, context); };
   op.splits_batches = true;
   op.elementwise = true;
   return op;

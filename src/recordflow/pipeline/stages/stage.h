@@ -163,8 +163,8 @@ struct ParseCall {
 };
 // Parses `e`'s records into columns. Errors name the failing record's file, index and offset.
 Status ParseElement(const stage::Parse& p, Element& e, const ParseCall& call);
-// Runs a map on `e`, `threads` being what MapThreads() answers during the call and `cancelled`
-// what MapCancelled() does. Errors carry the map's name.
+// Runs a map on `e` with the MapContext of `threads` and `cancelled`. Errors carry the map's
+// name.
 Status MapElement(const stage::Map& m, Element& e, int threads,
                   const std::atomic<bool>* cancelled);
 // Appends `from` (a batch of parsed rows) to `to`: dense columns grow along dimension 0,
