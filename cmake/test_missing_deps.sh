@@ -8,7 +8,8 @@ src=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if cmake -S "$src" -B "$work" -DRF_REQUIRE_ALL=ON -DRF_BUILD_CLI=ON -DRF_BUILD_TESTS=ON \
-     "-DCMAKE_IGNORE_PREFIX_PATH=/usr;/" >"$work/log" 2>&1; then
+     "-DCMAKE_IGNORE_PREFIX_PATH=/usr;/" -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
+     >"$work/log" 2>&1; then
   echo "configure succeeded with /usr hidden"; exit 1
 fi
 status=0
