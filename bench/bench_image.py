@@ -26,8 +26,9 @@ import numpy as np
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import benchlib  # noqa: E402
-import recordflow as rf  # noqa: E402
 from PIL import Image  # noqa: E402
+
+import recordflow as rf  # noqa: E402
 
 MEAN = np.array(rf.vision.IMAGENET_MEAN, np.float32)
 STD = np.array(rf.vision.IMAGENET_STD, np.float32)

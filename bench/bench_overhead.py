@@ -28,8 +28,6 @@ import statistics
 import tempfile
 import time
 
-import numpy as np
-
 import recordflow as rf
 
 SPEC = {"a": rf.FixedLen([], "int64"), "b": rf.FixedLen([], "int64")}

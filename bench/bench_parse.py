@@ -64,7 +64,6 @@ import gc
 import json
 import math
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -79,9 +78,9 @@ from typing import Any, Callable
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
 
 import numpy as np  # noqa: E402
+from benchlib import fmt_rate, machine_info, top_processes  # noqa: E402
 
 import recordflow as rf  # noqa: E402
-from benchlib import fmt_rate, machine_info, top_processes  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TARGET = 3.0  # DESIGN.md: parse_example on batches >= 3x tf.io.parse_example

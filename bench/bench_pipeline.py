@@ -75,7 +75,6 @@ import gc
 import json
 import math
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -90,9 +89,9 @@ from typing import Any, Callable
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
 
 import numpy as np  # noqa: E402
+from benchlib import fmt_rate, machine_info, top_processes  # noqa: E402
 
 import recordflow as rf  # noqa: E402
-from benchlib import fmt_rate, machine_info, top_processes  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TARGET = 2.0  # issue 5: >= 2x tf.data
@@ -373,10 +372,10 @@ def run_workloads(args, tf, one_core: bool) -> list[dict]:
         tf_ds = tf_dataset(tf, w, w.shuffle, args.seed, one_thread=one_core)
         tf_fixed = tf_dataset(tf, w, w.shuffle, args.seed, one_thread=one_core, autotune=False)
         cs = [
-            Contender("rf.Dataset", "rf", lambda: consume(w, rf_ds)),
-            Contender("tf.data", "tf", lambda: consume(w, tf_numpy(tf_ds))),
-            Contender("tf.data, autotune.enabled=False", "tf", lambda: consume(w, tf_numpy(tf_fixed))),
-            Contender("tf.data, tensors only (no .numpy())", "info", lambda: consume_tensors(w, tf_ds)),
+            Contender("rf.Dataset", "rf", lambda: consume(w, rf_ds)),  # noqa: F821 (bound above; deleted after use)
+            Contender("tf.data", "tf", lambda: consume(w, tf_numpy(tf_ds))),  # noqa: F821 (bound above; deleted after use)
+            Contender("tf.data, autotune.enabled=False", "tf", lambda: consume(w, tf_numpy(tf_fixed))),  # noqa: F821 (bound above; deleted after use)
+            Contender("tf.data, tensors only (no .numpy())", "info", lambda: consume_tensors(w, tf_ds)),  # noqa: F821 (bound above; deleted after use)
         ]
         load_before = os.getloadavg()
         busy0, own0, t0 = cpu_busy_seconds(own_cpu), sum(os.times()[:2]), time.perf_counter()

@@ -91,8 +91,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "error: %s: truncated length at offset %zu\n", pack_path.c_str(), pos);
       return 1;
     }
-    uint32_t n = pack[pos] | (pack[pos + 1] << 8) | (pack[pos + 2] << 16) |
-                 (uint32_t(pack[pos + 3]) << 24);
+    uint32_t n =
+        pack[pos] | (pack[pos + 1] << 8) | (pack[pos + 2] << 16) | (uint32_t(pack[pos + 3]) << 24);
     pos += 4;
     if (pack.size() - pos < n) {
       std::fprintf(stderr, "error: %s: image %zu at offset %zu: %u bytes past the end\n",
@@ -154,9 +154,11 @@ int main(int argc, char** argv) {
   for (const auto& im : images) bytes += im.bytes.size();
   std::printf(
       "{\"images\": %zu, \"distinct_images\": %zu, \"threads\": %d, \"wall_s\": %.6f, "
-      "\"cpu_s\": %.6f, \"machine_busy_s\": %.3f, \"images_per_s\": %.3f, \"mean_jpeg_bytes\": %.1f, \"failures\": %zu, "
+      "\"cpu_s\": %.6f, \"machine_busy_s\": %.3f, \"images_per_s\": %.3f, \"mean_jpeg_bytes\": "
+      "%.1f, \"failures\": %zu, "
       "\"checksum\": %llu}\n",
-      total, images.size(), threads, wall, cpu, machine_busy, total / wall, double(bytes) / images.size(),
-      failures.load(), static_cast<unsigned long long>(checksum.load()));
+      total, images.size(), threads, wall, cpu, machine_busy, total / wall,
+      double(bytes) / images.size(), failures.load(),
+      static_cast<unsigned long long>(checksum.load()));
   return failures.load() == 0 ? 0 : 1;
 }

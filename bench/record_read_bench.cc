@@ -123,8 +123,8 @@ void WriteFile(BenchFile& f, size_t record_size, uint64_t payload_mb) {
     // Reuse a file from an earlier run with --rf_dir when its size matches what we would write
     // (exact for uncompressed files; for GZIP the record count is checked by reading below).
     uint64_t size = fs::file_size(f.path, ec);
-    if (!ec && (f.compression != Compression::kNone ||
-                size == f.payload_bytes + f.records * kFraming)) {
+    if (!ec &&
+        (f.compression != Compression::kNone || size == f.payload_bytes + f.records * kFraming)) {
       return;
     }
   }
@@ -172,8 +172,8 @@ void SetUpFiles() {
   Config& c = GetConfig();
   if (c.dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                       "/record_read_bench.XXXXXX";
+    std::string tmpl =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/record_read_bench.XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) Die("mkdtemp failed: " + std::string(strerror(errno)));
     c.dir = tmpl;
     c.remove_dir = true;
@@ -189,8 +189,7 @@ void SetUpFiles() {
       WarmAndCheck(f);
     }
   }
-  std::fprintf(stderr, "record_read_bench: input files in %s (page cache warmed)\n",
-               c.dir.c_str());
+  std::fprintf(stderr, "record_read_bench: input files in %s (page cache warmed)\n", c.dir.c_str());
 }
 
 // Reads every record of one file per iteration.
@@ -236,9 +235,9 @@ void BM_ReadRecords(benchmark::State& state, bool large, bool gzip, bool verify_
   const auto iterations = static_cast<int64_t>(state.iterations());
   state.SetItemsProcessed(iterations * static_cast<int64_t>(f.records));
   state.SetBytesProcessed(iterations * static_cast<int64_t>(f.payload_bytes));
-  state.counters["file_bytes/s"] = benchmark::Counter(
-      static_cast<double>(iterations) * static_cast<double>(f.file_bytes),
-      benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
+  state.counters["file_bytes/s"] =
+      benchmark::Counter(static_cast<double>(iterations) * static_cast<double>(f.file_bytes),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
 }
 
 void RegisterRead(bool large, bool gzip, bool crc, size_t buffer_size = size_t{1} << 20,

@@ -203,8 +203,8 @@ def main() -> int:
                                          HERE / ".venv-peers" / "bin" / "python"]
     args.out.mkdir(parents=True, exist_ok=True)
 
-    import servers
     import fault_proxy
+    import servers
     import suite
 
     classes = 10

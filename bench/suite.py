@@ -45,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import benchlib  # noqa: E402
+
 import recordflow as rf  # noqa: E402
 
 PEERS_VENV = HERE / ".venv-peers"
@@ -308,7 +309,6 @@ def checks(pythons: dict, files: list[str], out_dir: Path, timeout: float) -> di
             problems.append(f"{c}: train batch not normalized (mean {r['train_mean']:.2f}, "
                             f"std {r['train_std']:.2f})")
         if ref is not None:
-            labs = set(ref.get("labels_all", []))
             if r["train_label_min"] < 0:
                 problems.append(f"{c}: negative label {r['train_label_min']}")
             if list(r["eval_label_list"]) != list(ref["eval_label_list"]):

@@ -165,8 +165,8 @@ def rf_stream(files, mode, shuffle, seed=0):
 
 def tf_stream(files, mode, shuffle, seed=0):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import tensorflow as tf
     import benchlib
+    import tensorflow as tf
     ds = tf.data.Dataset.from_tensor_slices(files)
     if mode == "train":
         ds = ds.shuffle(len(files), seed=seed)
@@ -186,11 +186,10 @@ def tf_stream(files, mode, shuffle, seed=0):
 
 def torch_loader(files, mode, shuffle, seed=0, workers=None):
     import numpy as np
-    import torch
-    from PIL import Image
-    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
-    from tfrecord.torch.dataset import TFRecordDataset
     import torchvision.transforms as T
+    from PIL import Image
+    from tfrecord.torch.dataset import TFRecordDataset
+    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
     if mode == "train":
         tr = T.Compose([T.RandomResizedCrop(SIZE), T.RandomHorizontalFlip(), T.ToTensor(),
@@ -239,8 +238,8 @@ def torch_stream(files, mode, shuffle, seed=0):
 
 
 def dali_pipeline(files, mode, shuffle, seed=0, batch=BATCH):
-    from nvidia.dali import fn, pipeline_def, types
     import nvidia.dali.tfrecord as tfrec
+    from nvidia.dali import fn, pipeline_def, types
 
     @pipeline_def(batch_size=batch, num_threads=cores(), device_id=None, seed=seed,
                   prefetch_queue_depth=2)
@@ -303,17 +302,16 @@ def check(contender: str, files: list[str], out: str) -> dict:
         ev, evl = np.asarray(b["image"]), np.asarray(b["label"])
     elif contender == "tfdata":
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import tensorflow as tf
         import benchlib
+        import tensorflow as tf
         ds = (tf.data.TFRecordDataset(first).take(CHECK_IMAGES)
               .map(benchlib.tf_imagenet_eval_map(tf, SIZE, RESIZE)).batch(CHECK_IMAGES))
         im, lb = next(iter(ds))
         ev, evl = im.numpy(), lb.numpy()
     elif contender == "torch":
-        import torch
-        from tfrecord.torch.dataset import TFRecordDataset
         import torchvision.transforms as T
         from PIL import Image
+        from tfrecord.torch.dataset import TFRecordDataset
         tr = T.Compose([T.Resize(RESIZE), T.CenterCrop(SIZE), T.ToTensor(), T.Normalize(MEAN, STD)])
         ims, lbs = [], []
         # No index: with one outside a DataLoader worker the package starts at a random record.

@@ -38,7 +38,9 @@ const pipeline::Dataset& Pipeline(int which) {
     return batched->Parse({example::FeatureSpec::FixedLen("id", example::DType::kInt64)}).value();
   }();
   static const pipeline::Dataset b = [] {
-    return pipeline::Dataset::FromRecords(Records()).Shuffle({.buffer_size = 4, .seed = 1})->Take(7);
+    return pipeline::Dataset::FromRecords(Records())
+        .Shuffle({.buffer_size = 4, .seed = 1})
+        ->Take(7);
   }();
   return which == 0 ? a : b;
 }

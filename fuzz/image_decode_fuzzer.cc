@@ -26,8 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const int x = static_cast<int>(salt % w), y = static_cast<int>((salt >> 3) % h);
     // Mostly windows inside the image; every 8th one may stick out (must be kInvalidArgument).
     const int cw = (salt & 0x1C) == 0 ? w : w - x, ch = (salt & 0x1C) == 0 ? h : h - y;
-    o.crop = Rect{x, y, 1 + static_cast<int>((salt >> 5) % cw),
-                  1 + static_cast<int>((salt >> 7) % ch)};
+    o.crop =
+        Rect{x, y, 1 + static_cast<int>((salt >> 5) % cw), 1 + static_cast<int>((salt >> 7) % ch)};
     o.target_width = 1 + static_cast<int>(salt % 64);
     o.target_height = 1 + static_cast<int>((salt >> 6) % 64);
   }
@@ -43,7 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         img.pixels.size() != img.row_bytes() * static_cast<size_t>(img.height)) {
       __builtin_trap();
     }
-    if (region.box.x < 0 || region.box.y < 0 || region.box.x + region.box.width > img.width + 1e-6 ||
+    if (region.box.x < 0 || region.box.y < 0 ||
+        region.box.x + region.box.width > img.width + 1e-6 ||
         region.box.y + region.box.height > img.height + 1e-6) {
       __builtin_trap();
     }

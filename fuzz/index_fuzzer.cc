@@ -56,7 +56,8 @@ const Fixture& TheFile() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Fixture& file = TheFile();
-  auto entries = ParseIndex(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.idx");
+  auto entries =
+      ParseIndex(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.idx");
   if (!entries.ok() || entries->size() > 4096) return 0;
   auto reader = IndexedRecordReader::Open(file.path, *entries);
   if (!reader.ok()) return 0;

@@ -22,8 +22,8 @@ const std::string& ScratchDir() {
   static const std::string* dir = [] {
     // tmpfs when there is one: every input is written once as CSV and once as JSONL.
     const char* base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    auto* d = new std::string(std::string(base) + "/rf_manifest_fuzz_" +
-                              std::to_string(::getpid()));
+    auto* d =
+        new std::string(std::string(base) + "/rf_manifest_fuzz_" + std::to_string(::getpid()));
     ::mkdir(d->c_str(), 0700);
     std::atexit([] {
       const std::string& folder = ScratchDir();

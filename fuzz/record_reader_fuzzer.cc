@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const uint8_t mode = data[0];
   std::span<const std::byte> file(reinterpret_cast<const std::byte*>(data + 1), size - 1);
-  Compression compression = mode % 3 == 0 ? Compression::kNone
+  Compression compression = mode % 3 == 0   ? Compression::kNone
                             : mode % 3 == 1 ? Compression::kGzip
                                             : Compression::kZlib;
   RecordReaderOptions options;
@@ -21,8 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.verify_checksums = (mode & 8) == 0;
   options.buffer_size = (mode & 16) ? 4096 : 1 << 16;
   options.max_record_size = 1 << 24;
-  auto reader = RecordReader::FromStream(NewMemoryInputStream(file, compression), options,
-                                         compression);
+  auto reader =
+      RecordReader::FromStream(NewMemoryInputStream(file, compression), options, compression);
   std::span<const std::byte> record;
   uint64_t total = 0;
   for (int i = 0; i < 100000; ++i) {

@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   using rf::example::FeatureSpec;
   // Defaults stand in for features a record lacks (-1: unlabeled).
   std::vector<FeatureSpec> spec = {
-      FeatureSpec::FixedLen("image/class/label", DType::kInt64, {}, rf::example::Feature::Int64s({-1})),
+      FeatureSpec::FixedLen("image/class/label", DType::kInt64, {},
+                            rf::example::Feature::Int64s({-1})),
       FeatureSpec::FixedLen("image/encoded", DType::kBytes, {}, rf::example::Feature::Bytes({""})),
       FeatureSpec::FixedLen("image/height", DType::kInt64, {}, rf::example::Feature::Int64s({0})),
       FeatureSpec::FixedLen("image/width", DType::kInt64, {}, rf::example::Feature::Int64s({0})),
@@ -114,10 +115,12 @@ int main(int argc, char** argv) {
     ++i;
   }
   if (i != seen.size()) {
-    std::fprintf(stderr, "train_loop: restored run ended after %zu of %zu batches\n", i, seen.size());
+    std::fprintf(stderr, "train_loop: restored run ended after %zu of %zu batches\n", i,
+                 seen.size());
     return 1;
   }
-  std::printf("checkpoint after %zu batches (%zu bytes) restored: the remaining %zu batches match\n",
-              half, state->size(), seen.size() - half);
+  std::printf(
+      "checkpoint after %zu batches (%zu bytes) restored: the remaining %zu batches match\n", half,
+      state->size(), seen.size() - half);
   return 0;
 }

@@ -9,33 +9,21 @@ Reading and writing::
         ...
 """
 
-from recordflow._core import __version__
+from recordflow import stages, vision
 from recordflow._core import (
     IndexedRecordReader,
     RecordReader,
     RecordWriter,
+    __version__,
     build_index,
     count_records,
     crc32c,
     crc32c_backend,
     write_index,
 )
-from recordflow.dataset import AUTOTUNE, INFINITE, UNKNOWN, Dataset, Iterator
-from recordflow.example import (
-    Example,
-    FixedLen,
-    Parser,
-    Ragged,
-    SequenceExample,
-    SequenceParser,
-    VarLen,
-    parse_example,
-    parse_sequence_example,
-)
 from recordflow.converter import convert, encode_jpeg, extract, probe_image
-from recordflow import stages, vision
+from recordflow.dataset import AUTOTUNE, INFINITE, UNKNOWN, Dataset, Iterator
 from recordflow.doctor import diagnose
-from recordflow.reshard import reshard
 from recordflow.errors import (
     AlreadyExistsError,
     CancelledError,
@@ -52,6 +40,18 @@ from recordflow.errors import (
     SchemaError,
     UnimplementedError,
 )
+from recordflow.example import (
+    Example,
+    FixedLen,
+    Parser,
+    Ragged,
+    SequenceExample,
+    SequenceParser,
+    VarLen,
+    parse_example,
+    parse_sequence_example,
+)
+from recordflow.reshard import reshard
 
 __all__ = [
     "AUTOTUNE",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import random
 import re

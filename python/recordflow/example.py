@@ -95,7 +95,8 @@ class Example:
     """A tf.train.Example: a mapping from feature keys to lists of int64, float32 or bytes.
 
     Values may be int, float, bytes, str (stored as UTF-8), lists or tuples of one of those,
-    NumPy arrays (flattened), or None (a Feature with no list set). ``dtypes`` forces a type per key (needed for empty lists).
+    NumPy arrays (flattened), or None (a Feature with no list set). ``dtypes`` forces a type per
+    key (needed for empty lists).
     ``serialize()`` gives the bytes TensorFlow's protobuf gives with deterministic
     serialization (keys in sorted order).
     """

@@ -20,7 +20,7 @@ as NumPy object arrays). VarLen features (:class:`recordflow.Ragged`) are padded
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax

@@ -43,8 +43,16 @@ from typing import Literal
 from recordflow._cardinality import INFINITE, cardinality, file_records
 from recordflow.dataset import Dataset
 from recordflow.errors import InvalidArgumentError
-from recordflow.stages import (RECORD_STAGES, Files, GlobalShuffle, Interleave, Repeat, Shard,
-                               Shuffle, Take)
+from recordflow.stages import (
+    RECORD_STAGES,
+    Files,
+    GlobalShuffle,
+    Interleave,
+    Repeat,
+    Shard,
+    Shuffle,
+    Take,
+)
 
 Mode = Literal["auto", "files", "records"]
 Even = Literal["drop", "pad", None]

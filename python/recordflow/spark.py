@@ -31,6 +31,7 @@ from recordflow import _core
 from recordflow.errors import AlreadyExistsError, SchemaError
 
 try:  # pyspark is optional for the rest of recordflow
+    from pyspark.sql import types as T
     from pyspark.sql.datasource import (
         DataSource,
         DataSourceArrowWriter,
@@ -38,7 +39,6 @@ try:  # pyspark is optional for the rest of recordflow
         InputPartition,
         WriterCommitMessage,
     )
-    from pyspark.sql import types as T
 except ImportError as e:  # pragma: no cover - exercised only without pyspark
     raise ImportError("recordflow.spark needs pyspark >= 4.0 (pip install 'pyspark>=4.0' pyarrow)") from e
 
@@ -780,7 +780,8 @@ def convert(spark, src: str, dst: str, *, shards: int, val_fraction: float = 0.0
         shard_files = [s["file"] for split in plan["splits"].values() for s in split["shards"]]
         os.makedirs(state_dir, exist_ok=True)
         _copy_plan_state(plan_dir, state_dir, resume)
-        todo = [i for i, f in enumerate(shard_files) if not _shard_committed(dst, state_dir, f, index and not compression)]
+        todo = [i for i, f in enumerate(shard_files)
+                if not _shard_committed(dst, state_dir, f, index and not compression)]
 
         def run(it):
             from pyspark import TaskContext

@@ -35,7 +35,7 @@ import tensorflow as tf
 from recordflow import stages as st
 from recordflow.dataset import INFINITE, Dataset
 from recordflow.errors import UnimplementedError
-from recordflow.example import FixedLen, Ragged, VarLen
+from recordflow.example import FixedLen, Ragged
 
 __all__ = ["to_tf_dataset", "output_signature"]
 

@@ -139,7 +139,8 @@ nb::dict ProbeImage(nb::bytes data) {
 
 nb::bytes EncodeJpeg(nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu> array, int quality,
                      const std::string& subsampling) {
-  if (array.ndim() != 2 && array.ndim() != 3) throw nb::value_error("expected an HxW or HxWxC uint8 array");
+  if (array.ndim() != 2 && array.ndim() != 3)
+    throw nb::value_error("expected an HxW or HxWxC uint8 array");
   image::Image img;
   img.height = static_cast<int>(array.shape(0));
   img.width = static_cast<int>(array.shape(1));

@@ -147,7 +147,8 @@ nb::dict Judge(const nb::dict& m) {
   out["cause"] = CauseDict(v.cause);
   out["slowest_stage"] = v.slowest_stage;
   out["read_note"] = v.read_note;
-  out["rule_cause"] = v.rule_cause.id.empty() ? nb::object(nb::none()) : nb::object(CauseDict(v.rule_cause));
+  out["rule_cause"] =
+      v.rule_cause.id.empty() ? nb::object(nb::none()) : nb::object(CauseDict(v.rule_cause));
   return out;
 }
 
@@ -176,7 +177,8 @@ DiagnoseReport ReportFrom(const nb::dict& d, const std::vector<double>& waits,
   m.alone.seconds = GetOr<double>(ceiling, "seconds", 0);
   m.alone.exhausted = GetOr<bool>(ceiling, "exhausted", false);
   m.alone.time_to_first_element_s = GetOr<double>(d, "time_to_first_element_s", 0);
-  for (nb::handle s : nb::cast<nb::list>(d["stages"])) m.stages.push_back(StageFrom(nb::cast<nb::dict>(s)));
+  for (nb::handle s : nb::cast<nb::list>(d["stages"]))
+    m.stages.push_back(StageFrom(nb::cast<nb::dict>(s)));
   if (!d["step"].is_none()) {
     const nb::dict step = nb::cast<nb::dict>(d["step"]);
     m.step = StepFrom(step, waits, computes);
@@ -218,7 +220,8 @@ void RegisterDiagnose(nb::module_& m) {
       "report"_a, "waits"_a, "computes"_a, "json"_a);
   m.def(
       "doctor_reshard_command",
-      [](const std::vector<std::string>& paths, double total_bytes, const std::string& compression) {
+      [](const std::vector<std::string>& paths, double total_bytes,
+         const std::string& compression) {
         auto [cmd, n] = pipeline::ReshardCommand(paths, total_bytes, compression);
         return std::make_pair(cmd, n);
       },

@@ -24,8 +24,8 @@ namespace {
   PyObject* type = cls.is_none() ? PyExc_RuntimeError : cls.ptr();
   // The whole message, NUL bytes and non-UTF-8 bytes (from keys, paths) included.
   const std::string& m = status.message();
-  PyObject* text = PyUnicode_DecodeUTF8(m.data(), static_cast<Py_ssize_t>(m.size()),
-                                        "backslashreplace");
+  PyObject* text =
+      PyUnicode_DecodeUTF8(m.data(), static_cast<Py_ssize_t>(m.size()), "backslashreplace");
   if (text == nullptr) throw nb::python_error();
   PyErr_SetObject(type, text);
   Py_DECREF(text);

@@ -135,7 +135,8 @@ nb::object ObjectArray(nb::list items, const std::vector<size_t>& shape) {
 // Bytes values [begin, end) of a column as a NumPy object array (one bytes object each).
 // The objects are allocated under the GIL, then filled on the thread pool without it: nobody
 // else can see them until they are returned.
-nb::object BytesValues(const Column& c, size_t begin, size_t end, const std::vector<size_t>& shape) {
+nb::object BytesValues(const Column& c, size_t begin, size_t end,
+                       const std::vector<size_t>& shape) {
   const size_t n = end - begin;
   std::vector<std::span<const std::byte>> sources(n);
   for (size_t j = 0; j < n; ++j) {
@@ -143,8 +144,8 @@ nb::object BytesValues(const Column& c, size_t begin, size_t end, const std::vec
       sources[j] = c.bytes_views[begin + j];
     } else {
       const int64_t from = c.bytes_offsets[begin + j];
-      sources[j] = std::as_bytes(std::span(c.bytes_data.data() + from,
-                                           static_cast<size_t>(c.bytes_offsets[begin + j + 1] - from)));
+      sources[j] = std::as_bytes(std::span(
+          c.bytes_data.data() + from, static_cast<size_t>(c.bytes_offsets[begin + j + 1] - from)));
     }
   }
   nb::list items;
@@ -195,7 +196,8 @@ nb::object MemoryviewValues(const Column& c, nb::list records,
     }
     const std::span<const std::byte> v = c.bytes_views[j];
     const std::span<const std::byte> r = spans[record];
-    const bool inside = !v.empty() && v.data() >= r.data() && v.data() + v.size() <= r.data() + r.size();
+    const bool inside =
+        !v.empty() && v.data() >= r.data() && v.data() + v.size() <= r.data() + r.size();
     if (!inside) {
       items.append(nb::bytes(reinterpret_cast<const char*>(v.data()), v.size()));
       continue;
@@ -206,9 +208,8 @@ nb::object MemoryviewValues(const Column& c, nb::list records,
       record_views[record] = nb::steal(mv);
     }
     const Py_ssize_t from = v.data() - r.data();
-    nb::object slice = nb::steal(PySlice_New(nb::int_(from).ptr(),
-                                             nb::int_(from + static_cast<Py_ssize_t>(v.size())).ptr(),
-                                             nullptr));
+    nb::object slice = nb::steal(PySlice_New(
+        nb::int_(from).ptr(), nb::int_(from + static_cast<Py_ssize_t>(v.size())).ptr(), nullptr));
     PyObject* part = PyObject_GetItem(record_views[record].ptr(), slice.ptr());
     if (part == nullptr) throw nb::python_error();
     items.append(nb::steal(part));
@@ -279,8 +280,8 @@ class PyParser {
   nb::list Parse(nb::handle records, uint64_t first_record_index, const std::string& bytes_as) {
     const bool as_memoryview = bytes_as == "memoryview";
     if (!as_memoryview && bytes_as != "bytes") {
-      ThrowSchemaStatus(InvalidArgumentError("bytes_as must be \"bytes\" or \"memoryview\", not \"" +
-                                             bytes_as + "\""));
+      ThrowSchemaStatus(InvalidArgumentError(
+          "bytes_as must be \"bytes\" or \"memoryview\", not \"" + bytes_as + "\""));
     }
     std::vector<std::span<const std::byte>> spans;
     nb::list as_list = nb::list(records);  // holds every record alive during the parse
@@ -308,7 +309,6 @@ class PyParser {
   std::unique_ptr<Parser> parser_;
 };
 
-
 // One column of a batch, as python/recordflow/spark.py lays it out from Arrow buffers: row r
 // holds items [row_splits[r], row_splits[r+1]) (steps, for a feature list, whose values are
 // [step_splits[i], step_splits[i+1])); present[r] == 0 leaves the feature out.
@@ -334,13 +334,16 @@ std::vector<T> ToVector(nb::handle h) {
 void CheckSplits(const std::vector<int64_t>& splits, size_t expected, int64_t limit,
                  const std::string& key, const char* what) {
   if (splits.size() != expected) {
-    throw nb::value_error(("feature '" + key + "': " + what + " has " + std::to_string(splits.size()) +
-                           " entries, expected " + std::to_string(expected)).c_str());
+    throw nb::value_error(("feature '" + key + "': " + what + " has " +
+                           std::to_string(splits.size()) + " entries, expected " +
+                           std::to_string(expected))
+                              .c_str());
   }
   for (size_t i = 0; i < splits.size(); ++i) {
     if (splits[i] < 0 || splits[i] > limit || (i > 0 && splits[i] < splits[i - 1])) {
-      throw nb::value_error(("feature '" + key + "': " + what + " out of order or range at " +
-                             std::to_string(i)).c_str());
+      throw nb::value_error(
+          ("feature '" + key + "': " + what + " out of order or range at " + std::to_string(i))
+              .c_str());
     }
   }
 }
@@ -356,7 +359,8 @@ Feature SliceFeature(const ColumnIn& c, int64_t begin, int64_t end) {
       values.reserve(static_cast<size_t>(end - begin));
       const char* base = reinterpret_cast<const char*>(c.data.data());
       for (int64_t i = begin; i < end; ++i) {
-        values.emplace_back(base + c.item_offsets[i], static_cast<size_t>(c.item_offsets[i + 1] - c.item_offsets[i]));
+        values.emplace_back(base + c.item_offsets[i],
+                            static_cast<size_t>(c.item_offsets[i + 1] - c.item_offsets[i]));
       }
       return Feature::Bytes(std::move(values));
     }
@@ -369,20 +373,27 @@ nb::list SerializeColumns(size_t num_rows, nb::list columns, bool sequence_examp
   std::vector<ColumnIn> cols;
   for (nb::handle h : columns) {
     nb::tuple t = nb::cast<nb::tuple>(h);
-    if (t.size() != 8) throw nb::value_error("column tuple: (key, kind, sequence, present, row_splits, step_splits, values, data)");
+    if (t.size() != 8)
+      throw nb::value_error(
+          "column tuple: (key, kind, sequence, present, row_splits, step_splits, values, data)");
     ColumnIn c;
     c.key = nb::cast<std::string>(t[0]);
     const std::string kind = nb::cast<std::string>(t[1]);
-    c.kind = kind == "int64" ? ListKind::kInt64 : kind == "float32" ? ListKind::kFloat
-             : kind == "bytes" ? ListKind::kBytes : ListKind::kNone;
-    if (c.kind == ListKind::kNone) throw nb::value_error(("feature '" + c.key + "': unknown kind " + kind).c_str());
+    c.kind = kind == "int64"     ? ListKind::kInt64
+             : kind == "float32" ? ListKind::kFloat
+             : kind == "bytes"   ? ListKind::kBytes
+                                 : ListKind::kNone;
+    if (c.kind == ListKind::kNone)
+      throw nb::value_error(("feature '" + c.key + "': unknown kind " + kind).c_str());
     c.sequence = nb::cast<bool>(t[2]);
     if (c.sequence && !sequence_example) {
-      throw nb::value_error(("feature '" + c.key + "': a feature list needs a SequenceExample").c_str());
+      throw nb::value_error(
+          ("feature '" + c.key + "': a feature list needs a SequenceExample").c_str());
     }
     c.present = ToVector<uint8_t>(t[3]);
     c.row_splits = ToVector<int64_t>(t[4]);
-    if (c.present.size() != num_rows) throw nb::value_error(("feature '" + c.key + "': present has the wrong length").c_str());
+    if (c.present.size() != num_rows)
+      throw nb::value_error(("feature '" + c.key + "': present has the wrong length").c_str());
     int64_t items = 0;
     if (c.kind == ListKind::kInt64) {
       c.int64s = nb::cast<decltype(c.int64s)>(t[6]);
@@ -393,16 +404,21 @@ nb::list SerializeColumns(size_t num_rows, nb::list columns, bool sequence_examp
     } else {
       c.item_offsets = ToVector<int64_t>(t[6]);
       c.data = nb::cast<decltype(c.data)>(t[7]);
-      if (c.item_offsets.empty()) throw nb::value_error(("feature '" + c.key + "': empty item offsets").c_str());
-      CheckSplits(c.item_offsets, c.item_offsets.size(), static_cast<int64_t>(c.data.shape(0)), c.key, "item offsets");
+      if (c.item_offsets.empty())
+        throw nb::value_error(("feature '" + c.key + "': empty item offsets").c_str());
+      CheckSplits(c.item_offsets, c.item_offsets.size(), static_cast<int64_t>(c.data.shape(0)),
+                  c.key, "item offsets");
       items = static_cast<int64_t>(c.item_offsets.size()) - 1;
     }
     if (c.sequence) {
-      if (t[5].is_none()) throw nb::value_error(("feature '" + c.key + "': step_splits missing").c_str());
+      if (t[5].is_none())
+        throw nb::value_error(("feature '" + c.key + "': step_splits missing").c_str());
       c.step_splits = ToVector<int64_t>(t[5]);
-      if (c.step_splits.empty()) throw nb::value_error(("feature '" + c.key + "': empty step splits").c_str());
+      if (c.step_splits.empty())
+        throw nb::value_error(("feature '" + c.key + "': empty step splits").c_str());
       CheckSplits(c.step_splits, c.step_splits.size(), items, c.key, "step splits");
-      CheckSplits(c.row_splits, num_rows + 1, static_cast<int64_t>(c.step_splits.size()) - 1, c.key, "row splits");
+      CheckSplits(c.row_splits, num_rows + 1, static_cast<int64_t>(c.step_splits.size()) - 1, c.key,
+                  "row splits");
     } else {
       CheckSplits(c.row_splits, num_rows + 1, items, c.key, "row splits");
     }
@@ -466,8 +482,7 @@ void RegisterExample(nb::module_& m) {
   m.def(
       "parse_sequence_example_single",
       [](nb::handle record) {
-        example::SequenceExample se =
-            ValueOrThrow(example::ParseSequenceExample(SpanOf(record)));
+        example::SequenceExample se = ValueOrThrow(example::ParseSequenceExample(SpanOf(record)));
         nb::dict lists;
         for (auto& [key, list] : se.feature_lists) {
           nb::list steps;

@@ -171,8 +171,9 @@ class PyRecordReader {
 class PyRecordWriter {
  public:
   PyRecordWriter(const std::filesystem::path& path, const std::optional<std::string>& compression,
-                 int compression_level, bool index, const std::optional<std::filesystem::path>& index_path,
-                 bool sync, size_t buffer_size)
+                 int compression_level, bool index,
+                 const std::optional<std::filesystem::path>& index_path, bool sync,
+                 size_t buffer_size)
       : path_(path.string()) {
     format::RecordWriterOptions options;
     options.compression = ToCompression(compression);
@@ -271,8 +272,8 @@ class PyIndexedRecordReader {
     Result<std::unique_ptr<format::IndexedRecordReader>> reader = InternalError("not opened");
     {
       nb::gil_scoped_release release;
-      reader = format::IndexedRecordReader::Open(path.string(),
-                                                 index_path ? index_path->string() : "");
+      reader =
+          format::IndexedRecordReader::Open(path.string(), index_path ? index_path->string() : "");
     }
     reader_ = ValueOrThrow(std::move(reader));
   }
@@ -347,14 +348,18 @@ void RegisterFormat(nb::module_& m) {
       .def("__exit__", [](PyRecordReader& r, nb::args) { r.Close(); })
       .def_prop_ro("closed", &PyRecordReader::closed)
       .def_prop_ro("path", [](const PyRecordReader& r) { return r.reader().path(); })
-      .def_prop_ro("offset", [](const PyRecordReader& r) { return r.reader().offset(); },
-                   "Byte offset just past the last record read (decompressed stream offset "
-                   "for compressed files).")
-      .def_prop_ro("records_read", [](const PyRecordReader& r) { return r.reader().records_read(); })
-      .def_prop_ro("skipped_records",
-                   [](const PyRecordReader& r) { return r.reader().corruption_stats().records_skipped; })
-      .def_prop_ro("skipped_bytes",
-                   [](const PyRecordReader& r) { return r.reader().corruption_stats().bytes_skipped; })
+      .def_prop_ro(
+          "offset", [](const PyRecordReader& r) { return r.reader().offset(); },
+          "Byte offset just past the last record read (decompressed stream offset "
+          "for compressed files).")
+      .def_prop_ro("records_read",
+                   [](const PyRecordReader& r) { return r.reader().records_read(); })
+      .def_prop_ro(
+          "skipped_records",
+          [](const PyRecordReader& r) { return r.reader().corruption_stats().records_skipped; })
+      .def_prop_ro(
+          "skipped_bytes",
+          [](const PyRecordReader& r) { return r.reader().corruption_stats().bytes_skipped; })
       .def_prop_ro("corruption_events", &PyRecordReader::CorruptionEvents,
                    "The first 100 corrupt regions skipped: dicts with path, offset, "
                    "record_index, bytes_skipped, reason.");
@@ -441,7 +446,8 @@ void RegisterFormat(nb::module_& m) {
 
   m.def(
       "write_index",
-      [](const std::filesystem::path& path, const std::optional<std::filesystem::path>& index_path) {
+      [](const std::filesystem::path& path,
+         const std::optional<std::filesystem::path>& index_path) {
         Status s;
         size_t n = 0;
         {

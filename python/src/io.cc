@@ -13,7 +13,8 @@ using namespace nb::literals;
 namespace recordflow::python {
 
 void RegisterIo(nb::module_& m) {
-  m.def("is_remote_path", [](const std::string& p) { return io::IsRemotePath(p); }, "path"_a);
+  m.def(
+      "is_remote_path", [](const std::string& p) { return io::IsRemotePath(p); }, "path"_a);
   m.def(
       "set_s3_credentials",
       [](std::string access_key, std::string secret_key, std::string token) {

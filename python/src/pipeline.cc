@@ -40,19 +40,28 @@ nb::object TensorToPython(pipeline::Tensor&& t) {
   using DT = pipeline::Tensor::DType;
   nb::dlpack::dtype dt;
   switch (t.dtype) {
-    case DT::kUint8: dt = nb::dtype<uint8_t>(); break;
-    case DT::kFloat16: dt = {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}; break;
-    case DT::kBFloat16: dt = nb::dtype<uint16_t>(); break;
-    case DT::kFloat32: dt = nb::dtype<float>(); break;
-    case DT::kInt64: dt = nb::dtype<int64_t>(); break;
+    case DT::kUint8:
+      dt = nb::dtype<uint8_t>();
+      break;
+    case DT::kFloat16:
+      dt = {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+      break;
+    case DT::kBFloat16:
+      dt = nb::dtype<uint16_t>();
+      break;
+    case DT::kFloat32:
+      dt = nb::dtype<float>();
+      break;
+    case DT::kInt64:
+      dt = nb::dtype<int64_t>();
+      break;
   }
   auto* owned = new std::shared_ptr<std::byte[]>(std::move(t.data));
-  nb::capsule owner(owned, [](void* p) noexcept {
-    delete static_cast<std::shared_ptr<std::byte[]>*>(p);
-  });
+  nb::capsule owner(owned,
+                    [](void* p) noexcept { delete static_cast<std::shared_ptr<std::byte[]>*>(p); });
   std::vector<size_t> shape(t.shape.begin(), t.shape.end());
-  return nb::cast(nb::ndarray<nb::numpy>(owned->get(), shape.size(), shape.data(), owner,
-                                         nullptr, dt));
+  return nb::cast(
+      nb::ndarray<nb::numpy>(owned->get(), shape.size(), shape.data(), owner, nullptr, dt));
 }
 
 // Wraps a native Iterator for Python.
@@ -326,10 +335,8 @@ void RegisterPipeline(nb::module_& m) {
            [](const Dataset& d, size_t size, std::optional<uint64_t> seed, bool reshuffle) {
              return Check(d.Shuffle({size, seed, reshuffle}));
            })
-      .def("global_shuffle",
-           [](const Dataset& d, std::optional<uint64_t> seed, bool reshuffle) {
-             return Check(d.GlobalShuffle(seed, reshuffle));
-           })
+      .def("global_shuffle", [](const Dataset& d, std::optional<uint64_t> seed,
+                                bool reshuffle) { return Check(d.GlobalShuffle(seed, reshuffle)); })
       .def("repeat", [](const Dataset& d, int64_t count) { return d.Repeat(count); })
       .def("take", [](const Dataset& d, int64_t count) { return d.Take(count); })
       .def("skip", [](const Dataset& d, int64_t count) { return d.Skip(count); })
@@ -341,7 +348,8 @@ void RegisterPipeline(nb::module_& m) {
              if (!r.ok()) ThrowSchemaStatus(r.status());
              return std::move(r).value();
            })
-      .def("batch", [](const Dataset& d, size_t size, bool drop) { return Check(d.Batch(size, drop)); })
+      .def("batch",
+           [](const Dataset& d, size_t size, bool drop) { return Check(d.Batch(size, drop)); })
       .def("map_native",
            [](const Dataset& d, const NativeMapOp& op, int num_parallel) {
              return Check(d.Map(op.fn, op.name, {num_parallel, op.splits_batches, op.elementwise}));

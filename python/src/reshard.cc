@@ -32,8 +32,8 @@ std::string Reshard(const std::vector<std::string>& files, const std::string& ds
   o.seed = seed;
   o.compression = ValueOrThrow(CompressionArg(compression, "compression"));
   if (!input_compression.is_none()) {
-    o.input_compression = ValueOrThrow(
-        CompressionArg(nb::cast<std::string>(input_compression), "input_compression"));
+    o.input_compression =
+        ValueOrThrow(CompressionArg(nb::cast<std::string>(input_compression), "input_compression"));
   }
   o.prefix = prefix;
   o.write_index = index;
@@ -50,9 +50,8 @@ std::string Reshard(const std::vector<std::string>& files, const std::string& ds
 }  // namespace
 
 void RegisterReshard(nb::module_& m) {
-  m.def("reshard", &Reshard, "files"_a, "dst"_a, "shards"_a, "shuffle"_a, "seed"_a,
-        "compression"_a, "input_compression"_a.none(), "prefix"_a, "index"_a, "resume"_a,
-        "sync"_a);
+  m.def("reshard", &Reshard, "files"_a, "dst"_a, "shards"_a, "shuffle"_a, "seed"_a, "compression"_a,
+        "input_compression"_a.none(), "prefix"_a, "index"_a, "resume"_a, "sync"_a);
 }
 
 }  // namespace recordflow::python

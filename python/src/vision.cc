@@ -53,8 +53,7 @@ nb::object ToArray(Image&& img) {
 
 nb::object ToArray16(image::Image16&& img) {
   auto* owned = new std::vector<uint16_t>(std::move(img.pixels));
-  nb::capsule owner(owned,
-                    [](void* p) noexcept { delete static_cast<std::vector<uint16_t>*>(p); });
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint16_t>*>(p); });
   size_t shape[3] = {static_cast<size_t>(img.height), static_cast<size_t>(img.width),
                      static_cast<size_t>(img.channels)};
   return nb::cast(nb::ndarray<nb::numpy, uint16_t>(owned->data(), 3, shape, owner));
@@ -87,8 +86,7 @@ vision::CommonOptions Common(int size, const std::string& image_key, const std::
 void RegisterVision(nb::module_& m) {
   nb::class_<NativeMapOp>(m, "NativeMapOp")
       .def_ro("name", &NativeMapOp::name)
-      .def_prop_ro("skipped_records",
-                   [](const NativeMapOp& op) { return op.skipped_records(); });
+      .def_prop_ro("skipped_records", [](const NativeMapOp& op) { return op.skipped_records(); });
 
   m.def(
       "imagenet_train",
@@ -100,17 +98,17 @@ void RegisterVision(nb::module_& m) {
          std::optional<int64_t> default_label) {
         vision::ImagenetTrainOptions o;
         static_cast<vision::CommonOptions&>(o) =
-            Common(size, image_key, label_key, mean, std, dtype, layout, interpolation,
-                   dct_scaling, max_pixels, on_corruption, default_label);
+            Common(size, image_key, label_key, mean, std, dtype, layout, interpolation, dct_scaling,
+                   max_pixels, on_corruption, default_label);
         o.crop.scale = {scale.first, scale.second};
         o.crop.ratio = {ratio.first, ratio.second};
         o.flip_probability = flip_probability;
         o.seed = seed;
         return NativeMapOp(ValueOrThrow(vision::ImagenetTrain(o)));
       },
-      "size"_a, "image_key"_a, "label_key"_a, "scale"_a, "ratio"_a, "flip_probability"_a,
-      "mean"_a, "std"_a, "dtype"_a, "layout"_a, "interpolation"_a, "seed"_a.none(),
-      "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a, "default_label"_a.none());
+      "size"_a, "image_key"_a, "label_key"_a, "scale"_a, "ratio"_a, "flip_probability"_a, "mean"_a,
+      "std"_a, "dtype"_a, "layout"_a, "interpolation"_a, "seed"_a.none(), "dct_scaling"_a,
+      "max_pixels"_a, "on_corruption"_a, "default_label"_a.none());
 
   m.def(
       "imagenet_eval",
@@ -121,13 +119,13 @@ void RegisterVision(nb::module_& m) {
          std::optional<int64_t> default_label) {
         vision::ImagenetEvalOptions o;
         static_cast<vision::CommonOptions&>(o) =
-            Common(size, image_key, label_key, mean, std, dtype, layout, interpolation,
-                   dct_scaling, max_pixels, on_corruption, default_label);
+            Common(size, image_key, label_key, mean, std, dtype, layout, interpolation, dct_scaling,
+                   max_pixels, on_corruption, default_label);
         o.resize = resize;
         return NativeMapOp(ValueOrThrow(vision::ImagenetEval(o)));
       },
-      "size"_a, "resize"_a, "image_key"_a, "label_key"_a, "mean"_a, "std"_a, "dtype"_a,
-      "layout"_a, "interpolation"_a, "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a,
+      "size"_a, "resize"_a, "image_key"_a, "label_key"_a, "mean"_a, "std"_a, "dtype"_a, "layout"_a,
+      "interpolation"_a, "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a,
       "default_label"_a.none());
 
   // channels: 0 (as stored), 1, 3 or 4; sixteen: uint16 samples (TF's dtype=tf.uint16).
@@ -223,8 +221,9 @@ void RegisterVision(nb::module_& m) {
       },
       "image"_a, "width"_a, "height"_a);
 
-  m.def("flip_left_right", [](U8Array a) { return ToArray(image::FlipLeftRight(ToImage(a))); },
-        "image"_a);
+  m.def(
+      "flip_left_right", [](U8Array a) { return ToArray(image::FlipLeftRight(ToImage(a))); },
+      "image"_a);
 
   // uint8 HWC RGB -> (bytes of the output, shape); the Python side views them with the dtype.
   m.def(
@@ -280,10 +279,14 @@ void RegisterVision(nb::module_& m) {
       "set_kernel_backend",
       [](const std::string& name) {
         image::KernelBackend b = image::KernelBackend::kAuto;
-        if (name == "scalar") b = image::KernelBackend::kScalar;
-        else if (name == "sse2") b = image::KernelBackend::kSse2;
-        else if (name == "avx2") b = image::KernelBackend::kAvx2;
-        else if (name != "auto") throw nb::value_error("backend: auto, scalar, sse2 or avx2");
+        if (name == "scalar")
+          b = image::KernelBackend::kScalar;
+        else if (name == "sse2")
+          b = image::KernelBackend::kSse2;
+        else if (name == "avx2")
+          b = image::KernelBackend::kAvx2;
+        else if (name != "auto")
+          throw nb::value_error("backend: auto, scalar, sse2 or avx2");
         ThrowIfError(image::SetKernelBackend(b));
       },
       "name"_a);

@@ -5,11 +5,10 @@ import json
 import os
 import pickle
 
-import numpy as np
 import pytest
+from test_frameworks import SPEC, write_files
 
 import recordflow as rf
-from test_frameworks import SPEC, write_files
 
 
 def count(ds):

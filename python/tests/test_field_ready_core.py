@@ -71,10 +71,12 @@ cases = {
     "encode_jpeg_bad": lambda: rf.encode_jpeg(np.zeros((0, 0, 3), np.uint8)),
     "resample_bad": lambda: _core.resize(np.zeros((4, 4, 3), np.uint8), 0, 0),
     "normalize_bad": lambda: _core.normalize(np.zeros((4, 4, 3), np.uint8), [0, 0, 0], [1, 1, 1], "int3"),
-    "write_after_close": lambda: (lambda w: (w.close(), w.write(b"x")))(rf.RecordWriter(os.path.join(tmp, "w.tfrecord"))),
+    "write_after_close": lambda: (lambda w: (w.close(), w.write(b"x")))(
+        rf.RecordWriter(os.path.join(tmp, "w.tfrecord"))),
     "parser_bad_bytes_as": lambda: rf.Parser({"a": rf.VarLen()}, bytes_as="str"),
     "sequence_parse_bad": lambda: rf.parse_sequence_example([b"\xff\xff"], sequence_spec={"s": rf.VarLen()}),
-    "native_map_bad_record": lambda: list(rf.Dataset.from_records([b"\xff"]).batch(1).map(rf.vision.imagenet_eval(size=8))),
+    "native_map_bad_record": lambda: list(
+        rf.Dataset.from_records([b"\xff"]).batch(1).map(rf.vision.imagenet_eval(size=8))),
 }
 for name, fn in cases.items():
     try:

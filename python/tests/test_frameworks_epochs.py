@@ -3,7 +3,6 @@ rf.convert: every iteration of a seeded pipeline is a new, deterministic order w
 augmentations (tf.data's reshuffle_each_iteration); model.fit sees every record once per
 epoch; state_dict / load_state_dict resume mid-epoch with every record exactly once."""
 
-import os
 
 import numpy as np
 import pytest

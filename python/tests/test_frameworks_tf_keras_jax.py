@@ -6,9 +6,9 @@ import os
 
 import numpy as np
 import pytest
+from test_frameworks import SPEC, all_ids, write_files
 
 import recordflow as rf
-from test_frameworks import SPEC, all_ids, write_files
 
 COUNTS = [23, 0, 40, 11]
 
@@ -126,7 +126,7 @@ def test_jax_process_shards_and_global_arrays(tmp_path):
 
 
 def test_jax_dlpack_shares_memory_where_jax_allows(tmp_path):
-    jax = pytest.importorskip("jax")
+    pytest.importorskip("jax")
     import recordflow.jax as rfj
 
     files = write_files(tmp_path, [40])

@@ -3,7 +3,6 @@
 import gzip
 import os
 import struct
-import threading
 import warnings
 
 import pytest

@@ -2,9 +2,6 @@
 multiset, seeded shuffles, a resumed run equal to an uninterrupted one."""
 
 import os
-import shutil
-import subprocess
-import sys
 
 import pytest
 

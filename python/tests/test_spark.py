@@ -22,11 +22,10 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 
-import recordflow as rf  # noqa: E402
-
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
 
+import recordflow as rf  # noqa: E402
 import recordflow.spark as rfs  # noqa: E402
 
 SESSION_CONF = {

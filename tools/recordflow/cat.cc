@@ -89,9 +89,10 @@ Command AddCatCommand(CLI::App& app) {
   CLI::App* command = app.add_subcommand("cat", "Print record payloads, one per line");
   command->add_option("file", options->file, "TFRecord file")->required()->type_name("FILE");
   CLI::Option* format =
-      command->add_option("--format", options->format,
-                          "base64 (default), hex, json (one object per line: index, offset, "
-                          "size, base64 data), or raw (payload bytes, no separator)")
+      command
+          ->add_option("--format", options->format,
+                       "base64 (default), hex, json (one object per line: index, offset, "
+                       "size, base64 data), or raw (payload bytes, no separator)")
           ->type_name("FORMAT")
           ->check(CLI::IsMember({"base64", "hex", "json", "raw"}));
   command->add_flag("--json", options->json, "Same as --format json")->excludes(format);

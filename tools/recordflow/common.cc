@@ -122,8 +122,8 @@ void AddCompressionOption(CLI::App& command, std::optional<format::Compression>*
           "Compression of the files; default: from the extension (.gz GZIP, .zz ZLIB, "
           "else NONE)")
       ->type_name("{GZIP,ZLIB,NONE}")
-      ->check(ParsedBy([](std::string_view v) { return format::ParseCompression(v).status(); },
-                       ""));
+      ->check(
+          ParsedBy([](std::string_view v) { return format::ParseCompression(v).status(); }, ""));
 }
 
 void AddCorruptionPolicyOption(CLI::App& command, format::CorruptionPolicy* policy) {
@@ -134,8 +134,8 @@ void AddCorruptionPolicyOption(CLI::App& command, format::CorruptionPolicy* poli
           "raise: stop at the first corrupt record (default); skip: skip corrupt regions, "
           "report them, and exit 3 at the end")
       ->type_name("{raise,skip}")
-      ->check(ParsedBy(
-          [](std::string_view v) { return format::ParseCorruptionPolicy(v).status(); }, ""));
+      ->check(ParsedBy([](std::string_view v) { return format::ParseCorruptionPolicy(v).status(); },
+                       ""));
 }
 
 namespace {

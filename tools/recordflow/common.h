@@ -50,8 +50,8 @@ Status WriteOut(std::string_view text);
 
 // One subcommand: the CLI::App it registered, and what to run when the user chose it.
 struct Command {
-  CLI::App* app = nullptr;        // owned by the parent CLI::App
-  std::function<int()> run;       // returns the exit code
+  CLI::App* app = nullptr;   // owned by the parent CLI::App
+  std::function<int()> run;  // returns the exit code
 };
 
 // Each subcommand registers itself on the top-level app. The returned `run` reads the values
@@ -91,9 +91,9 @@ struct FileOutcome {
 
 // What RunPerFile gathered.
 struct PerFileResult {
-  int exit_code = kExitOk;  // the files' codes folded with CombineExitCodes
+  int exit_code = kExitOk;     // the files' codes folded with CombineExitCodes
   bool stdout_failed = false;  // a write failed (already printed): return kExitError now
-  std::string json_files;   // "[{...},{...}]": the files' objects, in order
+  std::string json_files;      // "[{...},{...}]": the files' objects, in order
 };
 
 // The per-file loop of count and index: calls `one` for each path in order, writes each

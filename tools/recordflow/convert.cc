@@ -44,10 +44,14 @@ std::optional<uint64_t> ParseSize(std::string text) {
   if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();
   if (unit.size() > 1 && unit.back() == 'I') unit.pop_back();
   double scale = 1;
-  if (unit == "K") scale = 1024.0;
-  else if (unit == "M") scale = 1024.0 * 1024;
-  else if (unit == "G") scale = 1024.0 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B") return std::nullopt;
+  if (unit == "K")
+    scale = 1024.0;
+  else if (unit == "M")
+    scale = 1024.0 * 1024;
+  else if (unit == "G")
+    scale = 1024.0 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B")
+    return std::nullopt;
   // Also refuses nan, inf and values past 2^64 (the cast would be undefined) or under a byte.
   const double bytes = value * scale;
   if (!(bytes >= 1 && bytes < 18446744073709551616.0)) return std::nullopt;
@@ -88,8 +92,8 @@ void DrawProgress(const convert::ConvertProgress& p) {
 }
 
 std::string TextSummary(const convert::ConvertSummary& s) {
-  std::string out = "converted " + CountOf(s.records, "image") + " of " +
-                    std::to_string(s.inputs) + " into " + s.destination + " (" +
+  std::string out = "converted " + CountOf(s.records, "image") + " of " + std::to_string(s.inputs) +
+                    " into " + s.destination + " (" +
                     CountOf(s.class_names.size(), "class", "classes") + ", " +
                     MegaBytes(s.output_bytes);
   char buf[96];
@@ -101,7 +105,8 @@ std::string TextSummary(const convert::ConvertSummary& s) {
     out += "  " + split.name + ": " + CountOf(split.records, "record") + " in " +
            CountOf(split.shards.size(), "shard") + ", " + MegaBytes(split.bytes) + "\n";
   }
-  if (s.resumed_shards) out += "  resumed: " + CountOf(s.resumed_shards, "shard") + " kept from the interrupted run\n";
+  if (s.resumed_shards)
+    out += "  resumed: " + CountOf(s.resumed_shards, "shard") + " kept from the interrupted run\n";
   if (s.transcoded) out += "  re-encoded: " + CountOf(s.transcoded, "image") + "\n";
   if (!s.skipped.empty()) {
     out += "skipped " + CountOf(s.skipped.size(), "input") + ":\n";
@@ -114,9 +119,12 @@ int RunConvert(ConvertCliOptions& cli) {
   convert::ConvertOptions& options = cli.options;
   if (!cli.shard_size.empty()) {
     auto size = ParseSize(cli.shard_size);
-    if (!size) return UsageError("--shard-size: not a size from 1 byte to 16E: '" + cli.shard_size + "' (e.g. 128M, 1G)");
+    if (!size)
+      return UsageError("--shard-size: not a size from 1 byte to 16E: '" + cli.shard_size +
+                        "' (e.g. 128M, 1G)");
     options.shard_size = *size;
-    if (options.train_shards != 0) return UsageError("--shards and --shard-size exclude each other");
+    if (options.train_shards != 0)
+      return UsageError("--shards and --shard-size exclude each other");
   }
   // The validators of --non-jpeg and --verify have already accepted these.
   options.non_jpeg = *convert::ParseNonJpegPolicy(cli.non_jpeg);
@@ -125,7 +133,8 @@ int RunConvert(ConvertCliOptions& cli) {
   options.shuffle = !cli.no_shuffle;
   options.write_index = !cli.no_index;
   options.sync = !cli.no_sync;
-  if (options.resume && options.overwrite) return UsageError("--resume and --overwrite exclude each other");
+  if (options.resume && options.overwrite)
+    return UsageError("--resume and --overwrite exclude each other");
   const bool progress = cli.progress.value_or(isatty(STDERR_FILENO) == 1);
   if (progress) options.progress = DrawProgress;
   Result<convert::ConvertSummary> summary = convert::Convert(cli.src, cli.dst, options);
@@ -162,32 +171,38 @@ Command AddConvertCommand(CLI::App& app) {
   command->add_option("dst", cli->dst, "Output folder (created if missing)")
       ->required()
       ->type_name("DST");
-  command->add_option("--val-fraction", o.val_fraction,
-                      "Fraction of each class for the validation split (default 0)")
+  command
+      ->add_option("--val-fraction", o.val_fraction,
+                   "Fraction of each class for the validation split (default 0)")
       ->check(CLI::Range(0.0, 0.999999));
   command->add_option("--seed", o.seed, "Seed for the split and the shuffle (default 0)")
       ->check(UnsignedIn(0));
-  command->add_option("--shards", o.train_shards,
-                      "Train shards (default: by --shard-size)")->check(UnsignedIn(1, INT32_MAX));
-  command->add_option("--val-shards", o.validation_shards,
-                      "Validation shards (default: in proportion to --shards, or by size)")
+  command->add_option("--shards", o.train_shards, "Train shards (default: by --shard-size)")
       ->check(UnsignedIn(1, INT32_MAX));
-  command->add_option("--shard-size", cli->shard_size,
-                      "Target bytes per shard, e.g. 128M (default), 1G")
+  command
+      ->add_option("--val-shards", o.validation_shards,
+                   "Validation shards (default: in proportion to --shards, or by size)")
+      ->check(UnsignedIn(1, INT32_MAX));
+  command
+      ->add_option("--shard-size", cli->shard_size,
+                   "Target bytes per shard, e.g. 128M (default), 1G")
       ->type_name("SIZE");
   command->add_flag("--no-shuffle", cli->no_shuffle,
                     "Keep class, then file order instead of shuffling across shards");
   AddCompressionOption(*command, &cli->compression);
   command->add_flag("--no-index", cli->no_index, "Write no .idx files");
-  command->add_option("--label-offset", o.label_offset,
-                      "Added to every label (1 for TF models' 1-based labels; default 0)")
+  command
+      ->add_option("--label-offset", o.label_offset,
+                   "Added to every label (1 for TF models' 1-based labels; default 0)")
       ->check(SignedIn());
-  command->add_option("--non-jpeg", cli->non_jpeg,
-                      "PNG/GIF/BMP/WebP inputs: transcode to JPEG (default) or keep as they are")
+  command
+      ->add_option("--non-jpeg", cli->non_jpeg,
+                   "PNG/GIF/BMP/WebP inputs: transcode to JPEG (default) or keep as they are")
       ->check(ParsedBy([](std::string_view v) { return convert::ParseNonJpegPolicy(v).status(); }));
-  command->add_option("--resize-shorter", o.resize_shorter,
-                      "Shrink images whose shorter side is longer than N pixels to N "
-                      "(re-encoded at --quality)")
+  command
+      ->add_option("--resize-shorter", o.resize_shorter,
+                   "Shrink images whose shorter side is longer than N pixels to N "
+                   "(re-encoded at --quality)")
       ->check(UnsignedIn(0, INT32_MAX))
       ->type_name("N");
   command->add_option("--quality", o.quality, "JPEG quality of re-encoded images (default 95)")
@@ -196,18 +211,20 @@ Command AddConvertCommand(CLI::App& app) {
                     "Re-encode grayscale and CMYK JPEGs as 3-channel RGB");
   command->add_flag("--exif-orientation", o.apply_exif_orientation,
                     "Re-encode images with an EXIF orientation so that pixels are upright");
-  command->add_option("--verify", cli->verify,
-                      "Input checks: header, structure (default: JPEG markers run to the end), "
-                      "decode (full decode of every image)")
+  command
+      ->add_option("--verify", cli->verify,
+                   "Input checks: header, structure (default: JPEG markers run to the end), "
+                   "decode (full decode of every image)")
       ->check(ParsedBy([](std::string_view v) { return convert::ParseVerifyLevel(v).status(); }));
-  command->add_option("--max-pixels", o.max_pixels,
-                      "Skip images with more pixels (default 268435456)")
+  command
+      ->add_option("--max-pixels", o.max_pixels, "Skip images with more pixels (default 268435456)")
       ->check(UnsignedIn(1));
   command->add_option("--image-column", o.image_column, "Manifest: image path column");
   command->add_option("--label-column", o.label_column, "Manifest: label column");
   command->add_option("--label-separator", o.label_separator,
                       "Manifest (CSV): separator of several labels in one cell, e.g. '|'");
-  command->add_flag("--strict", o.strict, "Fail on the first unusable input instead of skipping it");
+  command->add_flag("--strict", o.strict,
+                    "Fail on the first unusable input instead of skipping it");
   command->add_flag("--resume", o.resume,
                     "Finish an interrupted conversion in DST (same SRC and options)");
   command->add_flag("--overwrite", o.overwrite, "Replace an earlier conversion in DST");

@@ -56,8 +56,8 @@ int RunCount(const CountOptions& options) {
   const PerFileResult files = RunPerFile(options.files, options.json, [&](const std::string& path) {
     FileOutcome out;
     Result<FileCount> count = CountRecords(path, reader_options);
-    out.json.AddString("path", path).AddString("compression",
-                                               CompressionLabel(path, options.compression));
+    out.json.AddString("path", path)
+        .AddString("compression", CompressionLabel(path, options.compression));
     if (!count.ok()) {
       ++files_failed;
       out.status = count.status();
@@ -97,11 +97,8 @@ int RunCount(const CountOptions& options) {
                                        .AddUint("corrupt_regions", total.corrupt_regions)
                                        .AddUint("bytes_skipped", total.bytes_skipped)
                                        .str();
-    written = WriteOut(JsonWriter()
-                           .AddRaw("files", files.json_files)
-                           .AddRaw("total", total_json)
-                           .str() +
-                       "\n");
+    written = WriteOut(
+        JsonWriter().AddRaw("files", files.json_files).AddRaw("total", total_json).str() + "\n");
   } else if (options.files.size() > 1) {
     // As wc(1): a total line only when there is something to add up.
     written = WriteOut(std::to_string(total.records) + " total\n");

@@ -43,20 +43,23 @@ struct DoctorCliOptions {
 };
 
 // A VarLen spec of every feature of the file's first record (dtype from its values).
-Result<std::vector<example::FeatureSpec>> InferSpec(const std::string& path,
-                                                    std::optional<format::Compression> compression) {
+Result<std::vector<example::FeatureSpec>> InferSpec(
+    const std::string& path, std::optional<format::Compression> compression) {
   format::RecordReaderOptions options;
   options.compression = compression;
   RF_ASSIGN_OR_RETURN(auto reader, format::RecordReader::Open(path, options));
   std::span<const std::byte> record;
   RF_ASSIGN_OR_RETURN(bool got, reader->ReadRecord(&record));
   if (!got) {
-    return InvalidArgumentError("'" + path + "' has no records: cannot infer the features to parse");
+    return InvalidArgumentError("'" + path +
+                                "' has no records: cannot infer the features to parse");
   }
   Result<example::Features> features = example::ParseExample(record);
   if (!features.ok()) {
-    return Status(features.status().code(), "'" + path + "': record 0 (byte offset 0), read to "
-                  "infer the features to parse: " + features.status().message());
+    return Status(features.status().code(), "'" + path +
+                                                "': record 0 (byte offset 0), read to "
+                                                "infer the features to parse: " +
+                                                features.status().message());
   }
   std::vector<example::FeatureSpec> specs;
   for (const auto& [key, feature] : *features) {
@@ -184,7 +187,8 @@ int RunDoctor(const DoctorCliOptions& cli) {
   std::string out;
   if (cli.json) {
     out = pipeline::RenderJson(*report, {{"preset", JsonQuote(cli.preset)},
-                                         {"files", std::to_string(plan->files.size())}}) + "\n";
+                                         {"files", std::to_string(plan->files.size())}}) +
+          "\n";
   } else {
     out = pipeline::RenderText(*report);
     if (!cli.html.empty()) out += "timeline: " + cli.html + "\n";
@@ -211,30 +215,35 @@ Command AddDoctorCommand(CLI::App& app) {
   command->add_option("files", cli->files, "TFRecord files or glob patterns")
       ->required()
       ->type_name("GLOB...");
-  command->add_option("--preset", cli->preset,
-                      "The pipeline's work: imagenet_train (shuffle, random-resized-crop 224, "
-                      "flip, normalize), imagenet_eval (resize 256, center crop 224), records "
-                      "(batches of raw records), parse (batches parsed with every feature of the "
-                      "first record). Default: records")
+  command
+      ->add_option("--preset", cli->preset,
+                   "The pipeline's work: imagenet_train (shuffle, random-resized-crop 224, "
+                   "flip, normalize), imagenet_eval (resize 256, center crop 224), records "
+                   "(batches of raw records), parse (batches parsed with every feature of the "
+                   "first record). Default: records")
       ->check(CLI::IsMember({"imagenet_train", "imagenet_eval", "records", "parse"}))
       ->type_name("{imagenet_train,imagenet_eval,records,parse}");
   command->add_option("--batch", cli->batch, "Batch size (default 256)")->type_name("N");
-  command->add_option("--step-ms", cli->step_ms,
-                      "Simulate a training step of MS milliseconds (a sleep: no CPU, like a step "
-                      "on a GPU); without it only the ceiling is measured")
+  command
+      ->add_option("--step-ms", cli->step_ms,
+                   "Simulate a training step of MS milliseconds (a sleep: no CPU, like a step "
+                   "on a GPU); without it only the ceiling is measured")
       ->type_name("MS");
-  command->add_option("--seconds", cli->seconds,
-                      "Seconds for each main phase (default 3; variants run min(S, 2))")
+  command
+      ->add_option("--seconds", cli->seconds,
+                   "Seconds for each main phase (default 3; variants run min(S, 2))")
       ->type_name("S");
-  command->add_option("--interleave", cli->interleave,
-                      "Files read at once (0 or 1: one at a time; default min(files, cores))")
+  command
+      ->add_option("--interleave", cli->interleave,
+                   "Files read at once (0 or 1: one at a time; default min(files, cores))")
       ->type_name("N");
   AddCompressionOption(*command, &cli->compression);
   command->add_flag("--no-variants", cli->no_variants,
                     "Do not try variants: estimates only (faster)");
   command->add_flag("--json", cli->json, "Print the report as JSON");
-  command->add_option("--html", cli->html,
-                      "Also write an HTML report with a per-step wait/compute timeline")
+  command
+      ->add_option("--html", cli->html,
+                   "Also write an HTML report with a per-step wait/compute timeline")
       ->type_name("PATH");
   command->add_flag("--quiet", cli->quiet, "No progress on stderr");
   return {command, [cli] { return RunDoctor(*cli); }};

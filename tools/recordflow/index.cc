@@ -83,9 +83,9 @@ Status MismatchStatus(const std::string& path, const std::string& index_path,
                       const CheckResult& check) {
   const Mismatch& first = check.first_mismatches.front();
   return DataLossError(
-      "index '" + index_path + "' does not match '" + path + "': " +
-      CountOf(check.mismatch_count, "mismatched entry", "mismatched entries") + " (index has " +
-      CountOf(check.index_entries, "entry", "entries") + ", file has " +
+      "index '" + index_path + "' does not match '" + path +
+      "': " + CountOf(check.mismatch_count, "mismatched entry", "mismatched entries") +
+      " (index has " + CountOf(check.index_entries, "entry", "entries") + ", file has " +
       CountOf(check.file_records, "record") + "); first at line " + std::to_string(first.line) +
       ": index has " + EntryText(first.in_index) + ", file has " + EntryText(first.in_file));
 }
@@ -170,8 +170,9 @@ Command AddIndexCommand(CLI::App& app) {
   command->add_option("files", options->files, "Uncompressed TFRecord files")
       ->required()
       ->type_name("FILE");
-  command->add_option("-o,--output", options->output,
-                      "Index path (only with a single FILE); default: FILE.idx")
+  command
+      ->add_option("-o,--output", options->output,
+                   "Index path (only with a single FILE); default: FILE.idx")
       ->type_name("PATH");
   command->add_flag("--check", options->check,
                     "Check the existing index against the file instead of writing it (exit 3 "

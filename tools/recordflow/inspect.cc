@@ -49,8 +49,8 @@ struct MalformedOrigin {
 
 // Reads records of `scan.path` into `inference` until the file ends or `*budget` runs out.
 // Records before a framing error stay in the schema: they were read and checked.
-void ScanFile(const InspectOptions& options, example::SchemaInference& inference,
-              uint64_t* budget, FileScan& scan) {
+void ScanFile(const InspectOptions& options, example::SchemaInference& inference, uint64_t* budget,
+              FileScan& scan) {
   format::RecordReaderOptions reader_options;
   reader_options.compression = options.compression;
   Result<std::unique_ptr<format::RecordReader>> reader =

@@ -14,15 +14,9 @@ int main(int argc, char** argv) {
   cli::ConfigureApp(app);
   app.set_version_flag("--version", std::string("recordflow ") + recordflow::kVersion);
   const std::vector<cli::Command> commands = {
-      cli::AddCountCommand(app),
-      cli::AddCatCommand(app),
-      cli::AddVerifyCommand(app),
-      cli::AddIndexCommand(app),
-      cli::AddInspectCommand(app),
-      cli::AddConvertCommand(app),
-      cli::AddExtractCommand(app),
-      cli::AddDoctorCommand(app),
-      cli::AddReshardCommand(app),
+      cli::AddCountCommand(app),   cli::AddCatCommand(app),     cli::AddVerifyCommand(app),
+      cli::AddIndexCommand(app),   cli::AddInspectCommand(app), cli::AddConvertCommand(app),
+      cli::AddExtractCommand(app), cli::AddDoctorCommand(app),  cli::AddReshardCommand(app),
   };
   // CLI11 would only say "A subcommand is required" (or that an argument was not expected):
   // name the word it did not know.

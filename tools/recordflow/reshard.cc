@@ -49,12 +49,12 @@ int RunReshard(const ReshardCliOptions& cli) {
   } else {
     for (const convert::ReshardShard& s : summary->shards) {
       out += dst + "/" + s.file + ": " + CountOf(s.records, "record") + ", " +
-             std::to_string(s.bytes) + " bytes" + (s.resumed ? " (kept from the interrupted run)" : "") +
-             "\n";
+             std::to_string(s.bytes) + " bytes" +
+             (s.resumed ? " (kept from the interrupted run)" : "") + "\n";
     }
     out += "resharded " + CountOf(summary->records, "record") + " from " +
-           CountOf(summary->inputs.size(), "file") + " into " + CountOf(summary->shards.size(), "shard") +
-           " in " + dst;
+           CountOf(summary->inputs.size(), "file") + " into " +
+           CountOf(summary->shards.size(), "shard") + " in " + dst;
     if (summary->resumed_shards > 0) {
       out += " (" + CountOf(summary->resumed_shards, "shard") + " kept, " +
              CountOf(summary->records_this_run, "record") + " written now)";
@@ -77,7 +77,10 @@ Command AddReshardCommand(CLI::App& app) {
       "reshard",
       "Write the records of FILES (unchanged, CRC-checked) into N shards in DST: "
       "DST/<prefix>-00000-of-0000N.tfrecord with .idx; --resume finishes a killed run");
-  command->add_option("paths", cli->paths, "Input TFRecord files or glob patterns (quoted: expanded and sorted by recordflow), then the destination folder")
+  command
+      ->add_option("paths", cli->paths,
+                   "Input TFRecord files or glob patterns (quoted: expanded and sorted by "
+                   "recordflow), then the destination folder")
       ->required()
       ->expected(2, -1)
       ->type_name("FILES... DST");
@@ -96,8 +99,7 @@ Command AddReshardCommand(CLI::App& app) {
   };
   command
       ->add_option_function<std::string>(
-          "--compression",
-          [cli](const std::string& name) { cli->compression = ParseOrExit(name); },
+          "--compression", [cli](const std::string& name) { cli->compression = ParseOrExit(name); },
           "Compression of the shards (default NONE; GZIP/ZLIB shards have no .idx)")
       ->type_name("{GZIP,ZLIB,NONE}")
       ->check(CLI::Validator(compression_check, "", "compression"));

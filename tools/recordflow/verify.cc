@@ -140,9 +140,9 @@ int RunVerify(const VerifyOptions& options) {
       exit_code = CombineExitCodes(exit_code, ExitCodeFor(result.error));
     } else if (result.corrupt_regions > 0) {
       ++files_corrupt;
-      Status loss = DataLossError("'" + path + "' has " +
-                                  CountOf(result.corrupt_regions, "corrupt region") + " (" +
-                                  CountOf(result.bytes_skipped, "byte") + " skipped)");
+      Status loss =
+          DataLossError("'" + path + "' has " + CountOf(result.corrupt_regions, "corrupt region") +
+                        " (" + CountOf(result.bytes_skipped, "byte") + " skipped)");
       PrintError(loss);
       exit_code = CombineExitCodes(exit_code, ExitCodeFor(loss));
     } else {
@@ -162,10 +162,9 @@ int RunVerify(const VerifyOptions& options) {
                                        .str();
     WriteOut("\n],\"total\":" + total_json + "}\n").IgnoreError();
   } else if (options.files.size() > 1) {
-    WriteOut("total: " + CountOf(options.files.size(), "file") + " (" +
-             std::to_string(files_ok) + " ok, " + std::to_string(files_corrupt) + " corrupt, " +
-             std::to_string(files_failed) + " failed), " +
-             CountOf(total.records_ok, "record") + " ok, " +
+    WriteOut("total: " + CountOf(options.files.size(), "file") + " (" + std::to_string(files_ok) +
+             " ok, " + std::to_string(files_corrupt) + " corrupt, " + std::to_string(files_failed) +
+             " failed), " + CountOf(total.records_ok, "record") + " ok, " +
              CountOf(total.corrupt_regions, "corrupt region") + ", " +
              CountOf(total.bytes_skipped, "byte") + " skipped\n")
         .IgnoreError();

@@ -59,8 +59,8 @@ std::string_view VerifyLevelName(VerifyLevel level);
 
 // Progress of a running conversion, reported from the calling thread.
 struct ConvertProgress {
-  uint64_t done = 0;       // inputs processed (written or skipped), resumed shards included
-  uint64_t total = 0;      // inputs planned
+  uint64_t done = 0;   // inputs processed (written or skipped), resumed shards included
+  uint64_t total = 0;  // inputs planned
   uint64_t skipped = 0;
   uint64_t bytes_out = 0;  // record bytes written so far
   double seconds = 0;      // since the start
@@ -140,8 +140,8 @@ struct ConvertOptions {
 
 // One image as a record stores it, after the checks and re-encoding `options` ask for.
 struct PreparedImage {
-  std::string encoded;     // image/encoded: the input bytes, or the re-encoded JPEG
-  std::string format;      // image/format: "JPEG", "PNG", ...
+  std::string encoded;  // image/encoded: the input bytes, or the re-encoded JPEG
+  std::string format;   // image/format: "JPEG", "PNG", ...
   int width = 0;
   int height = 0;
   int channels = 0;
@@ -182,15 +182,15 @@ struct ConvertSummary {
   std::string destination;
   std::vector<std::string> class_names;  // index i is label i + label_offset
   int64_t label_offset = 0;
-  std::vector<SplitSummary> splits;      // train, then validation (when val_fraction > 0)
-  uint64_t inputs = 0;                   // inputs planned
-  uint64_t records = 0;                  // records written (all splits)
-  uint64_t input_bytes = 0;              // bytes of the inputs read
-  uint64_t output_bytes = 0;             // bytes of the shard files
-  uint64_t transcoded = 0;               // records whose image was re-encoded
+  std::vector<SplitSummary> splits;  // train, then validation (when val_fraction > 0)
+  uint64_t inputs = 0;               // inputs planned
+  uint64_t records = 0;              // records written (all splits)
+  uint64_t input_bytes = 0;          // bytes of the inputs read
+  uint64_t output_bytes = 0;         // bytes of the shard files
+  uint64_t transcoded = 0;           // records whose image was re-encoded
   uint64_t resumed_shards = 0;
-  uint64_t records_this_run = 0;         // records not in resumed shards
-  std::vector<SkippedInput> skipped;     // in plan order, empty class folders first
+  uint64_t records_this_run = 0;      // records not in resumed shards
+  std::vector<SkippedInput> skipped;  // in plan order, empty class folders first
   double seconds = 0;
 
   // The summary as one JSON object (the CLI's --json output and DST/summary.json).

@@ -50,8 +50,8 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
 struct ShardPlan {
   std::string split;  // "train" / "validation"
   int index = 0;
-  int count = 0;      // shards in this split
-  std::string file;   // "train-00003-of-00008.tfrecord" (".gz" / ".zz" when compressed)
+  int count = 0;                // shards in this split
+  std::string file;             // "train-00003-of-00008.tfrecord" (".gz" / ".zz" when compressed)
   std::vector<uint32_t> items;  // indices into the listing, in write order
 };
 

@@ -55,7 +55,7 @@ struct ReshardOptions {
 struct ReshardShard {
   std::string file;  // name inside DST
   uint64_t records = 0;
-  uint64_t bytes = 0;  // file size
+  uint64_t bytes = 0;    // file size
   bool resumed = false;  // kept from an interrupted run
 };
 
@@ -81,10 +81,10 @@ std::string ReshardFileName(const std::string& prefix, int index, int count,
 // `paths`: files and glob patterns, expanded by io::ExpandGlobs (each pattern's matches
 // sorted); the summary's inputs are the expanded files.
 // Errors: kInvalidArgument (no inputs, num_shards < 1, an empty prefix, an input that is also
-// an output); kNotFound (an input missing, a pattern matching nothing); kAlreadyExists (DST already holds shards of this
-// prefix and `resume` is not set); kFailedPrecondition (resume with other inputs or options
-// than the interrupted run); kDataLoss (corrupt input, naming file, offset and record);
-// I/O errors naming the path.
+// an output); kNotFound (an input missing, a pattern matching nothing); kAlreadyExists (DST already
+// holds shards of this prefix and `resume` is not set); kFailedPrecondition (resume with other
+// inputs or options than the interrupted run); kDataLoss (corrupt input, naming file, offset and
+// record); I/O errors naming the path.
 Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std::string& dst,
                                const ReshardOptions& options);
 

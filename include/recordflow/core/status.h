@@ -110,7 +110,7 @@ Status ErrnoToStatus(int errno_value, std::string_view what, std::string_view pa
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : data_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : data_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(data_).ok() && "Result constructed from an OK Status");
     if (std::get<Status>(data_).ok()) data_ = InternalError("Result constructed from OK status");
@@ -141,10 +141,10 @@ class [[nodiscard]] Result {
 #define RF_INTERNAL_CONCAT(a, b) RF_INTERNAL_CONCAT2(a, b)
 
 // Returns from the enclosing function if `expr` (a Status) is not OK.
-#define RF_RETURN_IF_ERROR(expr)                        \
-  do {                                                  \
-    ::recordflow::Status rf_status_ = (expr);           \
-    if (!rf_status_.ok()) return rf_status_;            \
+#define RF_RETURN_IF_ERROR(expr)              \
+  do {                                        \
+    ::recordflow::Status rf_status_ = (expr); \
+    if (!rf_status_.ok()) return rf_status_;  \
   } while (false)
 
 // `RF_ASSIGN_OR_RETURN(auto x, MakeX());` assigns the value or returns the error.

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "recordflow/core/status.h"
 #include "recordflow/core/mutex.h"
+#include "recordflow/core/status.h"
 
 namespace recordflow {
 

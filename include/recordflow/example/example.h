@@ -91,7 +91,9 @@ struct Feature {
 
   static Feature Int64s(std::vector<int64_t> v) { return {ListKind::kInt64, std::move(v), {}, {}}; }
   static Feature Floats(std::vector<float> v) { return {ListKind::kFloat, {}, std::move(v), {}}; }
-  static Feature Bytes(std::vector<std::string> v) { return {ListKind::kBytes, {}, {}, std::move(v)}; }
+  static Feature Bytes(std::vector<std::string> v) {
+    return {ListKind::kBytes, {}, {}, std::move(v)};
+  }
   size_t size() const;
   bool operator==(const Feature& other) const;
 };

@@ -92,12 +92,10 @@ Result<std::unique_ptr<InputStream>> OpenInputStream(const std::string& path,
                                                      InputStreamOptions options = {});
 
 // Wraps an in-memory buffer (tests, fuzzers). `data` must outlive the stream.
-std::unique_ptr<InputStream> NewMemoryInputStream(std::span<const std::byte> data,
-                                                  Compression compression,
-                                                  std::string name = "<memory>",
-                                                  Inflater inflater = Inflater::kAuto,
-                                                  uint64_t max_decompressed_bytes =
-                                                      kDefaultMaxDecompressedBytes);
+std::unique_ptr<InputStream> NewMemoryInputStream(
+    std::span<const std::byte> data, Compression compression, std::string name = "<memory>",
+    Inflater inflater = Inflater::kAuto,
+    uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes);
 
 struct OutputStreamOptions {
   // zlib level: -1 is zlib's default (6), 0 stores, 9 is smallest.

@@ -22,8 +22,8 @@ namespace recordflow::format {
 
 inline constexpr size_t kLengthSize = 8;
 inline constexpr size_t kCrcSize = 4;
-inline constexpr size_t kHeaderSize = kLengthSize + kCrcSize;    // 12
-inline constexpr size_t kFooterSize = kCrcSize;                  // 4
+inline constexpr size_t kHeaderSize = kLengthSize + kCrcSize;          // 12
+inline constexpr size_t kFooterSize = kCrcSize;                        // 4
 inline constexpr size_t kFramingOverhead = kHeaderSize + kFooterSize;  // 16
 inline constexpr uint32_t kCrcMaskDelta = 0xa282ead8u;
 
@@ -59,8 +59,7 @@ inline void EncodeFixed32(std::byte* p, uint32_t v) {
 // Writes the 12-byte header for a payload of `length` bytes.
 inline void EncodeHeader(std::byte* header, uint64_t length) {
   EncodeFixed64(header, length);
-  EncodeFixed32(header + kLengthSize,
-                MaskCrc(Crc32c8(header)));
+  EncodeFixed32(header + kLengthSize, MaskCrc(Crc32c8(header)));
 }
 
 // True when the header's stored length CRC matches its length bytes.

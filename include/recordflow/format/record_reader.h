@@ -94,12 +94,12 @@ struct RecordReaderOptions {
 // Errors: kDataLoss for a bad CRC, a truncated record, or a length larger than what is left of
 // the file, a file that shrinks below its size at open while it is read, or a damaged or
 // truncated GZIP/ZLIB stream; kResourceExhausted when a record is over max_record_size, its
-// buffer cannot be allocated, or `buffer_budget` refuses the growth; the message names the path, byte offset
-// and record index, with a hint when offset 0 is bad. Under CorruptionPolicy::kSkip those are
-// skipped and counted instead: a bad payload CRC skips one record; a bad length CRC
+// buffer cannot be allocated, or `buffer_budget` refuses the growth; the message names the path,
+// byte offset and record index, with a hint when offset 0 is bad. Under CorruptionPolicy::kSkip
+// those are skipped and counted instead: a bad payload CRC skips one record; a bad length CRC
 // resynchronises at the next offset whose 12 header bytes carry a valid CRC; a truncated tail,
-// or everything after damage in a compressed stream, is dropped. Once an error is returned, every later
-// call returns it again.
+// or everything after damage in a compressed stream, is dropped. Once an error is returned, every
+// later call returns it again.
 //
 // Thread safety: thread-compatible (use one reader per thread).
 // Views: a returned record is valid until the next call on the reader or its destruction.
@@ -155,11 +155,11 @@ class RecordReader {
   Compression compression_;
   bool compressed_;
   std::vector<std::byte> buffer_;
-  size_t pos_ = 0;               // next unread byte in buffer_
-  size_t end_ = 0;               // end of valid bytes in buffer_
-  uint64_t buffer_offset_ = 0;   // stream offset of buffer_[0]
+  size_t pos_ = 0;              // next unread byte in buffer_
+  size_t end_ = 0;              // end of valid bytes in buffer_
+  uint64_t buffer_offset_ = 0;  // stream offset of buffer_[0]
   bool eof_ = false;
-  uint64_t record_index_ = 0;    // records seen, returned or skipped
+  uint64_t record_index_ = 0;  // records seen, returned or skipped
   uint64_t records_read_ = 0;
   uint64_t last_record_offset_ = 0;
   CorruptionStats stats_;

@@ -67,8 +67,7 @@ class RecordWriter {
   bool closed() const { return closed_; }
 
  private:
-  RecordWriter(std::string path, RecordWriterOptions options,
-               std::unique_ptr<OutputStream> stream);
+  RecordWriter(std::string path, RecordWriterOptions options, std::unique_ptr<OutputStream> stream);
   Status FlushBuffer();
   Status Fail(Status s);
 

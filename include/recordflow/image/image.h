@@ -112,9 +112,7 @@ struct Image16 {
   int channels = 0;
   std::vector<uint16_t> pixels;
 
-  size_t row_samples() const {
-    return static_cast<size_t>(width) * static_cast<size_t>(channels);
-  }
+  size_t row_samples() const { return static_cast<size_t>(width) * static_cast<size_t>(channels); }
 };
 
 // The progressive-JPEG scan limit TurboJPEG applies (TJPARAM_SCANLIMIT in its tools).

@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "recordflow/core/status.h"
 #include "recordflow/core/random.h"
+#include "recordflow/core/status.h"
 #include "recordflow/image/image.h"
 
 namespace recordflow::image {
@@ -216,7 +216,7 @@ using Rng = SplitMix64;
 uint64_t ElementSeed(uint64_t seed, uint64_t file, uint64_t index, uint64_t epoch);
 
 struct RandomResizedCropOptions {
-  std::array<double, 2> scale = {0.08, 1.0};            // of the image's area
+  std::array<double, 2> scale = {0.08, 1.0};             // of the image's area
   std::array<double, 2> ratio = {3.0 / 4.0, 4.0 / 3.0};  // width / height, sampled log-uniform
 };
 

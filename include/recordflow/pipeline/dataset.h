@@ -105,8 +105,9 @@ class MapFn : public std::function<Status(Element& element, const MapContext& co
   using Base = std::function<Status(Element& element, const MapContext& context)>;
   MapFn() = default;
   MapFn(std::nullptr_t) {}  // NOLINT(google-explicit-constructor): as std::function
-  template <typename F, std::enable_if_t<std::is_invocable_r_v<Status, F&, Element&,
-                                                                const MapContext&>, int> = 0>
+  template <
+      typename F,
+      std::enable_if_t<std::is_invocable_r_v<Status, F&, Element&, const MapContext&>, int> = 0>
   MapFn(F fn) : Base(std::move(fn)) {}  // NOLINT(google-explicit-constructor)
   template <typename F,
             std::enable_if_t<!std::is_invocable_r_v<Status, F&, Element&, const MapContext&> &&
@@ -118,8 +119,8 @@ class MapFn : public std::function<Status(Element& element, const MapContext& co
 
 struct FilesOptions {
   std::optional<format::Compression> compression;  // nullopt: from each file name
-  bool shuffle_files = false;                       // new file order every epoch
-  std::optional<uint64_t> seed;                     // nullopt: random per iterator
+  bool shuffle_files = false;                      // new file order every epoch
+  std::optional<uint64_t> seed;                    // nullopt: random per iterator
   format::CorruptionPolicy on_corruption = format::CorruptionPolicy::kRaise;
   bool verify_checksums = true;
 };
@@ -163,8 +164,8 @@ struct IteratorOptions {
 struct MapOptions {
   int num_parallel = kAutotune;
   // The function spreads one batch over MapContext::threads threads itself (the vision
-  // presets do), so the iterator maps one batch at a time with all its threads instead of a batch per
-  // thread: the first batch comes sooner, and fewer batches are held at once.
+  // presets do), so the iterator maps one batch at a time with all its threads instead of a batch
+  // per thread: the first batch comes sooner, and fewer batches are held at once.
   bool splits_batches = false;
   // Calling the function on a batch gives exactly the batch of its outputs on each record
   // (tensors, columns, skipped records and errors, bit for bit; randomness only from each

@@ -34,20 +34,32 @@ namespace recordflow::pipeline {
 
 // The thresholds of the rules (docs/doctor.md, "How to read the verdict").
 inline constexpr double kInputBoundWaitFraction = 0.10;  // the step waits >= 10%: input-bound
-inline constexpr double kHelpsGain = 1.10;      // a measured gain under this is run-to-run noise
-inline constexpr double kKeepsUpMargin = 1.25;  // ceiling / step rate at which the pipeline keeps up
-inline constexpr double kReadHeadroom = 1.5;    // the stream alone this much faster: not the limit
-inline constexpr double kGainCap = 10.0;        // estimated upper bounds stop here
+inline constexpr double kHelpsGain = 1.10;  // a measured gain under this is run-to-run noise
+inline constexpr double kKeepsUpMargin =
+    1.25;                                     // ceiling / step rate at which the pipeline keeps up
+inline constexpr double kReadHeadroom = 1.5;  // the stream alone this much faster: not the limit
+inline constexpr double kGainCap = 10.0;      // estimated upper bounds stop here
 inline constexpr uint64_t kReshardTargetBytes = uint64_t{128} << 20;
 
 // One Dataset call after FromFiles.
 struct PlanStep {
-  enum class Kind { kShard, kInterleave, kShuffle, kRepeat, kTake, kSkip, kCache, kParse, kMap,
-                    kBatch, kPrefetch };
+  enum class Kind {
+    kShard,
+    kInterleave,
+    kShuffle,
+    kRepeat,
+    kTake,
+    kSkip,
+    kCache,
+    kParse,
+    kMap,
+    kBatch,
+    kPrefetch
+  };
   Kind kind = Kind::kRepeat;
-  int64_t count = -1;      // shard: num_shards; repeat/take/skip: count; batch: size;
-                           // prefetch: buffer size (kAutotune)
-  int64_t index = 0;       // shard: index
+  int64_t count = -1;  // shard: num_shards; repeat/take/skip: count; batch: size;
+                       // prefetch: buffer size (kAutotune)
+  int64_t index = 0;   // shard: index
   bool drop_remainder = false;
   InterleaveOptions interleave;
   ShuffleOptions shuffle;
@@ -94,8 +106,8 @@ struct StageMeasurement {
 // The pipeline iterated alone.
 struct AloneRun {
   double time_to_first_element_s = 0;
-  uint64_t elements = 0;  // including the first
-  double seconds = 0;     // from the iterator's creation to the end
+  uint64_t elements = 0;      // including the first
+  double seconds = 0;         // from the iterator's creation to the end
   double elements_per_s = 0;  // counted from the first element on
   bool exhausted = false;
   uint64_t element_bytes = 0;  // of the first element
@@ -188,8 +200,7 @@ void SortRecommendations(std::vector<Recommendation>& recs);
 // A recommendation entry; `helps` follows from gain and measured.
 Recommendation MakeRecommendation(std::string id, std::optional<std::string> stage,
                                   std::string title, std::string detail,
-                                  std::optional<double> gain = std::nullopt,
-                                  bool measured = false);
+                                  std::optional<double> gain = std::nullopt, bool measured = false);
 
 // The `recordflow reshard` command line that rewrites `paths` (`total_bytes` of output) into
 // shards of about kReshardTargetBytes, and its shard count. The files are one glob when
@@ -204,12 +215,12 @@ std::pair<std::string, uint64_t> ReshardCommand(const std::vector<std::string>& 
 using StepFn = std::function<Status(const Element& element)>;
 
 struct DiagnoseOptions {
-  double seconds = 3.0;                  // each main phase
+  double seconds = 3.0;                   // each main phase
   std::optional<double> variant_seconds;  // each variant; nullopt: min(seconds, 2)
   std::optional<double> step_seconds;     // a simulated step (sleep)
   StepFn step;                            // or a real one (not both)
   std::string step_name = "step";
-  bool try_variants = true;               // false: the rules' advice without numbers
+  bool try_variants = true;                   // false: the rules' advice without numbers
   std::function<void(std::string_view)> log;  // progress lines; may be empty
 };
 

@@ -25,9 +25,17 @@ docs/doctor.md explains the rules and how to read the report. Example::
 
 from recordflow.doctor.cli import PRESETS, build_preset, main
 from recordflow.doctor.report import Report
-from recordflow.doctor.rules import (HELPS_GAIN, INPUT_BOUND_WAIT_FRACTION, KEEPS_UP_MARGIN,
-                                     READ_HEADROOM, RESHARD_TARGET_BYTES, error_name,
-                                     reshard_command)
+from recordflow.doctor.rules import (
+    HELPS_GAIN,
+    INPUT_BOUND_WAIT_FRACTION,
+    KEEPS_UP_MARGIN,
+    READ_HEADROOM,
+    RESHARD_TARGET_BYTES,
+    error_name,
+    reshard_command,
+)
 from recordflow.doctor.run import diagnose
 
-__all__ = ["diagnose", "Report", "main"]
+__all__ = ["diagnose", "Report", "main", "PRESETS", "build_preset", "HELPS_GAIN",
+           "INPUT_BOUND_WAIT_FRACTION", "KEEPS_UP_MARGIN", "READ_HEADROOM", "RESHARD_TARGET_BYTES",
+           "error_name", "reshard_command"]

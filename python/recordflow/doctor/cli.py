@@ -15,7 +15,6 @@ from recordflow.doctor.measure import _cores, _source_paths
 from recordflow.doctor.rules import error_name
 from recordflow.doctor.run import diagnose
 
-
 PRESETS = ("imagenet_train", "imagenet_eval", "records", "parse")
 
 

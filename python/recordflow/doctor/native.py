@@ -11,7 +11,6 @@ import numpy as np
 from recordflow.dataset import Dataset
 from recordflow.doctor.measure import _ops, _with_ops
 
-
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from recordflow import _core
 
-
 # The rules' thresholds are the engine's (pipeline::kInputBoundWaitFraction, ...; docs/doctor.md).
 _THRESHOLDS = _core.DOCTOR_THRESHOLDS
 

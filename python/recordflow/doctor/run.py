@@ -8,11 +8,24 @@ from collections.abc import Callable
 from typing import Any
 
 from recordflow.dataset import Dataset
-from recordflow.doctor.measure import (_batch_size, _callable_name, _cores, _read_alone_rate,
-                                       _run_alone, _run_with_step, _stages)
+from recordflow.doctor.measure import (
+    _batch_size,
+    _callable_name,
+    _cores,
+    _read_alone_rate,
+    _run_alone,
+    _run_with_step,
+    _stages,
+)
 from recordflow.doctor.report import Report
-from recordflow.doctor.rules import (HELPS_GAIN, INPUT_BOUND_WAIT_FRACTION, KEEPS_UP_MARGIN,
-                                     READ_HEADROOM, judge, ordered)
+from recordflow.doctor.rules import (
+    HELPS_GAIN,
+    INPUT_BOUND_WAIT_FRACTION,
+    KEEPS_UP_MARGIN,
+    READ_HEADROOM,
+    judge,
+    ordered,
+)
 from recordflow.doctor.variants import _recommend
 
 

@@ -10,8 +10,14 @@ import numpy as np
 
 from recordflow import stages as _st
 from recordflow.dataset import Dataset
-from recordflow.doctor.measure import (_measure_alone, _ops, _run_alone, _source_compression,
-                                       _source_paths, _with_ops)
+from recordflow.doctor.measure import (
+    _measure_alone,
+    _ops,
+    _run_alone,
+    _source_compression,
+    _source_paths,
+    _with_ops,
+)
 from recordflow.doctor.rules import _Rec, error_name, reshard_command
 
 
@@ -72,6 +78,7 @@ def _file_layout_variants(ds: Dataset, paths: list[str], compressed: bool, secon
     them uncompressed and storing them as one larger file would change. Both variants and
     their baseline run the same transformations on the same records."""
     import tempfile
+
     from recordflow import RecordReader, RecordWriter
     recs: list[dict] = []
     many = len(paths) > 1
@@ -198,6 +205,7 @@ def _pre_resize_variant(ds: Dataset, target: int, seconds: float, sid: str, titl
     ``target`` (as convert --resize-shorter does: resize, JPEG quality 95), against the same
     records as they are, both uncompressed in one file. None when it cannot be tried."""
     import tempfile
+
     from recordflow import Example, RecordReader, RecordWriter, encode_jpeg, vision
     paths = _source_paths(ds)
     if not paths or seconds <= 0:

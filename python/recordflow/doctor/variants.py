@@ -8,14 +8,27 @@ import numpy as np
 
 from recordflow import stages as _st
 from recordflow.dataset import AUTOTUNE, Dataset
-from recordflow.doctor.measure import (_batch_size, _cores, _instrument, _measure_alone, _ops,
-                                       _python_start, _run_with_step, _source_compression,
-                                       _source_paths, _with_ops)
+from recordflow.doctor.measure import (
+    _batch_size,
+    _cores,
+    _instrument,
+    _measure_alone,
+    _ops,
+    _python_start,
+    _run_with_step,
+    _source_compression,
+    _source_paths,
+    _with_ops,
+)
 from recordflow.doctor.native import _native_replacement
 from recordflow.doctor.rules import _free_gain, _Rec, error_name
-from recordflow.doctor.samples import (_cache_variant, _file_layout_variants, _image_sizes,
-                                       _pre_resize_variant, _vision_target)
-
+from recordflow.doctor.samples import (
+    _cache_variant,
+    _file_layout_variants,
+    _image_sizes,
+    _pre_resize_variant,
+    _vision_target,
+)
 
 _MAX_PREFETCH_BYTES = 1 << 30
 

@@ -1,12 +1,10 @@
 """The remote-storage test infrastructure itself: real servers, ranges, auth, every fault."""
 
 import http.client
-import json
 import os
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest

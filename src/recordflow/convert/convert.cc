@@ -8,11 +8,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
-#include <future>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -38,8 +38,8 @@ constexpr const char* kStateDir = ".recordflow-convert";
 // What a worker made of one input.
 struct ItemResult {
   bool ok = false;
-  std::string record;       // serialized Example
-  Status error;             // why it was skipped
+  std::string record;  // serialized Example
+  Status error;        // why it was skipped
   uint64_t input_bytes = 0;
   bool transcoded = false;
 };
@@ -57,8 +57,10 @@ bool EndsWithCaseless(std::string_view s, std::string_view suffix) {
 std::string StoredColorspace(image::ColorSpace cs) {
   switch (cs) {
     case image::ColorSpace::kYCbCr:
-    case image::ColorSpace::kRGB: return "RGB";
-    default: return std::string(image::ColorSpaceName(cs));
+    case image::ColorSpace::kRGB:
+      return "RGB";
+    default:
+      return std::string(image::ColorSpaceName(cs));
   }
 }
 
@@ -84,9 +86,9 @@ Result<PreparedImage> PrepareImage(std::string bytes, const ConvertOptions& opti
   probe_options.max_pixels = options.max_pixels;
   RF_ASSIGN_OR_RETURN(const image::ImageInfo info, image::Probe(data, probe_options));
   if (info.pixels() > options.max_pixels) {
-    return ResourceExhaustedError(
-        "image of " + std::to_string(info.width) + "x" + std::to_string(info.height) +
-        " pixels is over the limit of " + std::to_string(options.max_pixels) + " pixels");
+    return ResourceExhaustedError("image of " + std::to_string(info.width) + "x" +
+                                  std::to_string(info.height) + " pixels is over the limit of " +
+                                  std::to_string(options.max_pixels) + " pixels");
   }
   const bool is_jpeg = info.format == image::ImageFormat::kJpeg;
   bool transcode = false;
@@ -112,8 +114,7 @@ Result<PreparedImage> PrepareImage(std::string bytes, const ConvertOptions& opti
     image::DecodeOptions decode_options;
     decode_options.max_pixels = options.max_pixels;
     decode_options.apply_orientation = options.apply_exif_orientation;
-    decode_options.desired_channels =
-        (info.decoded_channels() <= 2 && !options.force_rgb) ? 1 : 3;
+    decode_options.desired_channels = (info.decoded_channels() <= 2 && !options.force_rgb) ? 1 : 3;
     // Shrinking anyway: let libjpeg's DCT scaling do the first halvings (keeps at least the
     // target size, so the antialiased resize still makes the final step).
     if (transcode && options.resize_shorter > 0) {
@@ -293,7 +294,8 @@ Result<std::string> PrepareDestination(const std::string& dst, const ConvertOpti
     return std::string();
   }
   if (!options.resume && (has_state || !outputs.empty())) {
-    return AlreadyExistsError("'" + dst + "' already holds converted shards; use resume to finish "
+    return AlreadyExistsError("'" + dst +
+                              "' already holds converted shards; use resume to finish "
                               "an interrupted run, or overwrite to replace them");
   }
   std::string hash;
@@ -305,14 +307,14 @@ Result<std::string> PrepareDestination(const std::string& dst, const ConvertOpti
     }
   } else if (!outputs.empty()) {
     return FailedPreconditionError("cannot resume in '" + dst + "': it holds shards but no " +
-                                   kStateDir + " folder (not made by recordflow convert?); use "
+                                   kStateDir +
+                                   " folder (not made by recordflow convert?); use "
                                    "overwrite");
   }
   fs::create_directories(state_dir, ec);
   if (ec) return ErrnoToStatus(ec.value(), "cannot create", state_dir);
   return hash;
 }
-
 
 // True when `dst` holds anything of an earlier conversion.
 bool HoldsConversion(const std::string& dst) {
@@ -389,8 +391,7 @@ Result<ConvertSummary> ConvertAndSwap(const std::string& src, const std::string&
     const std::string name = it->path().filename().string();
     if (IsConversionEntry(name)) continue;
     if (::rename(it->path().c_str(), (real / name).c_str()) != 0) {
-      return ErrnoToStatus(errno, "cannot move '" + name + "' into the new output; it is in",
-                           old);
+      return ErrnoToStatus(errno, "cannot move '" + name + "' into the new output; it is in", old);
     }
   }
   fs::remove_all(old, ec);
@@ -417,7 +418,8 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   if (options.quality < 1 || options.quality > 100) {
-    return InvalidArgumentError("quality must be 1..100 (got " + std::to_string(options.quality) + ")");
+    return InvalidArgumentError("quality must be 1..100 (got " + std::to_string(options.quality) +
+                                ")");
   }
   if (options.resize_shorter < 0) return InvalidArgumentError("resize_shorter must be >= 0");
   if (options.resume && options.overwrite) {
@@ -474,15 +476,14 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
   }
   io::AtomicFileOptions file_options;
   file_options.sync = options.sync;
-  RF_RETURN_IF_ERROR(io::WriteStringToFileAtomic(
-      state_dir + "/plan.json",
-      JsonWriter(JsonLayout::kSpaced)
-              .AddString("plan_hash", plan.HashHex())
-              .AddUint("inputs", inputs.items.size())
-              .AddUint("shards", plan.shards.size())
-              .str() +
-          "\n",
-      file_options));
+  RF_RETURN_IF_ERROR(io::WriteStringToFileAtomic(state_dir + "/plan.json",
+                                                 JsonWriter(JsonLayout::kSpaced)
+                                                         .AddString("plan_hash", plan.HashHex())
+                                                         .AddUint("inputs", inputs.items.size())
+                                                         .AddUint("shards", plan.shards.size())
+                                                         .str() +
+                                                     "\n",
+                                                 file_options));
   if (inputs.named_classes) {
     std::string labels;
     for (const auto& name : inputs.class_names) labels += name + "\n";
@@ -517,8 +518,8 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
 
   if (!options.only_shards.empty()) {
     for (size_t s = 0; s < plan.shards.size(); ++s) {
-      if (std::find(options.only_shards.begin(), options.only_shards.end(),
-                    static_cast<int>(s)) == options.only_shards.end()) {
+      if (std::find(options.only_shards.begin(), options.only_shards.end(), static_cast<int>(s)) ==
+          options.only_shards.end()) {
         done[s] = true;  // another run (a Spark task) writes it
       }
     }
@@ -641,7 +642,8 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
           shard_result.skipped.push_back({item.path, SkippedReason(r.error)});
           ++progress.skipped;
         } else {
-          Status written = (*writer)->WriteRecord(std::as_bytes(std::span(r.record.data(), r.record.size())));
+          Status written =
+              (*writer)->WriteRecord(std::as_bytes(std::span(r.record.data(), r.record.size())));
           if (!written.ok()) {
             failure = written;
             break;
@@ -651,7 +653,8 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
           progress.bytes_out += r.record.size() + 16;
           if (inputs.named_classes) {
             for (int64_t l : item.labels) {
-              if (l >= 0 && static_cast<size_t>(l) < shard_result.per_class.size()) ++shard_result.per_class[l];
+              if (l >= 0 && static_cast<size_t>(l) < shard_result.per_class.size())
+                ++shard_result.per_class[l];
             }
           }
         }
@@ -677,8 +680,7 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
            file = shard.file, &file_options]() -> Status {
             RF_RETURN_IF_ERROR(finished->Close());
             shard_result.bytes = FileSize(path).value_or(0);
-            return io::WriteStringToFileAtomic(state_path, shard_result.ToJson(file),
-                                               file_options);
+            return io::WriteStringToFileAtomic(state_path, shard_result.ToJson(file), file_options);
           }));
       while (closing.size() > kMaxClosing) drain_one();
     }
@@ -723,8 +725,8 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
     progress.seconds = summary.seconds;
     options.progress(progress);
   }
-  RF_RETURN_IF_ERROR(io::WriteStringToFileAtomic(dst + "/summary.json", summary.ToJson() + "\n",
-                                                 file_options));
+  RF_RETURN_IF_ERROR(
+      io::WriteStringToFileAtomic(dst + "/summary.json", summary.ToJson() + "\n", file_options));
   return summary;
 }
 
@@ -744,11 +746,11 @@ std::string ConvertSummary::ToJson() const {
       per_class.AddUint(class_names[c], split.per_class[c]);
     }
     splits_obj.AddRaw(split.name, JsonWriter(JsonLayout::kSpaced)
-                                   .AddUint("records", split.records)
-                                   .AddUint("bytes", split.bytes)
-                                   .AddRaw("per_class", per_class.str())
-                                   .AddRaw("shards", JsonArray(shards, JsonLayout::kSpaced))
-                                   .str());
+                                      .AddUint("records", split.records)
+                                      .AddUint("bytes", split.bytes)
+                                      .AddRaw("per_class", per_class.str())
+                                      .AddRaw("shards", JsonArray(shards, JsonLayout::kSpaced))
+                                      .str());
   }
   for (const auto& s : skipped) {
     skipped_json.push_back(JsonWriter(JsonLayout::kSpaced)
@@ -771,7 +773,7 @@ std::string ConvertSummary::ToJson() const {
       .AddUint("resumed_shards", resumed_shards)
       .AddDouble("seconds", seconds)
       .AddDouble("images_per_second",
-              seconds > 0 ? static_cast<double>(records_this_run) / seconds : 0.0)
+                 seconds > 0 ? static_cast<double>(records_this_run) / seconds : 0.0)
       .AddRaw("splits", splits_obj.str())
       .AddRaw("skipped", JsonArray(skipped_json, JsonLayout::kSpaced))
       .str();

@@ -138,13 +138,16 @@ TEST_F(ConvertTest, OutputInsideTheImageFolderIsRefused) {
 }
 
 TEST_F(ConvertTest, ResumeKeepsFinishedShardsAndRedoesTheRest) {
-  for (int i = 0; i < 12; ++i) Write(root_ / "src/k" / (std::to_string(i) + ".jpg"), Jpeg(10 + i, 10));
+  for (int i = 0; i < 12; ++i)
+    Write(root_ / "src/k" / (std::to_string(i) + ".jpg"), Jpeg(10 + i, 10));
   ConvertOptions o;
   o.train_shards = 4;
   o.sync = false;
   const std::string src = (root_ / "src").string(), out = (root_ / "out").string();
   ASSERT_TRUE(Convert(src, out, o).ok());
-  auto shard = [&](int i) { return out + "/train-0000" + std::to_string(i) + "-of-00004.tfrecord"; };
+  auto shard = [&](int i) {
+    return out + "/train-0000" + std::to_string(i) + "-of-00004.tfrecord";
+  };
   const std::string reference = *io::ReadFileToString(shard(3));
   // Simulate a kill: shard 3 never published, shard 1's state lost (so it is redone).
   fs::remove(shard(3));
@@ -226,7 +229,7 @@ TEST_F(ConvertTest, SymlinkedImageKeepsItsNameAndDuplicatesAreListed) {
   Write(root_ / "src/a/1.jpg", Jpeg(8, 8));
   Write(root_ / "src/b/2.jpg", Jpeg(9, 9));
   fs::create_symlink("../../store/blob123", root_ / "src/a/link.jpg");
-  fs::create_symlink("../a/1.jpg", root_ / "src/b/dup.jpg");  // same inode as a/1.jpg
+  fs::create_symlink("../a/1.jpg", root_ / "src/b/dup.jpg");     // same inode as a/1.jpg
   fs::create_symlink("../../store", root_ / "src/b/store_dir");  // a folder: not followed
   ConvertOptions o;
   o.sync = false;
@@ -318,7 +321,8 @@ TEST_F(ConvertTest, HiddenEntriesAreListedAsSkipped) {
 // image::Decode, the structure check and the header all accept it.
 std::string JpegWithGarbageMidStream(const std::string& jpeg) {
   const size_t sos = jpeg.find("\xFF\xDA");
-  const size_t data = sos + 2 + ((static_cast<uint8_t>(jpeg[sos + 2]) << 8) | static_cast<uint8_t>(jpeg[sos + 3]));
+  const size_t data =
+      sos + 2 + ((static_cast<uint8_t>(jpeg[sos + 2]) << 8) | static_cast<uint8_t>(jpeg[sos + 3]));
   const size_t end = jpeg.rfind("\xFF\xD9");
   for (size_t at = data + (end - data) / 3; at + 8 < end; at += 5) {
     std::string bad = jpeg;
@@ -358,7 +362,8 @@ TEST_F(ConvertTest, DecodeVerifyTreatsLibjpegWarningsAsErrors) {
 }
 
 TEST_F(ConvertTest, OverwriteKeepsTheEarlierOutputUntilTheNewOneIsComplete) {
-  for (int i = 0; i < 4; ++i) Write(root_ / "src/a" / (std::to_string(i) + ".jpg"), Jpeg(16 + i, 16));
+  for (int i = 0; i < 4; ++i)
+    Write(root_ / "src/a" / (std::to_string(i) + ".jpg"), Jpeg(16 + i, 16));
   Write(root_ / "out/README.txt", "the user's own notes");
   ConvertOptions o;
   o.sync = false;
@@ -371,7 +376,8 @@ TEST_F(ConvertTest, OverwriteKeepsTheEarlierOutputUntilTheNewOneIsComplete) {
   ASSERT_EQ(before.count("summary.json"), 1u);
   // The new run's images are large: with the disk "full" at 64 KiB per file the first shard
   // cannot be written.
-  for (int i = 0; i < 6; ++i) Write(root_ / "src2/b" / (std::to_string(i) + ".jpg"), Jpeg(400, 300));
+  for (int i = 0; i < 6; ++i)
+    Write(root_ / "src2/b" / (std::to_string(i) + ".jpg"), Jpeg(400, 300));
   o.overwrite = true;
   o.train_shards = 1;
   const int code = RunWithFileSizeLimit(64 << 10, [&] {
@@ -405,19 +411,37 @@ TEST_F(ConvertTest, ManifestRowErrorsNameManifestLineAndField) {
     std::vector<std::string> wanted;  // all in the message
   };
   const std::vector<Case> cases = {
-      {"big.jsonl", "{\"image\": \"x.jpg\", \"label\": 1}\n{\"image\": \"y.jpg\", \"label\": 18446744073709551616}\n",
+      {"big.jsonl",
+       "{\"image\": \"x.jpg\", \"label\": 1}\n{\"image\": \"y.jpg\", \"label\": "
+       "18446744073709551616}\n",
        {"big.jsonl", "line 2", "'label'", "18446744073709551616"}},
-      {"big.csv", "image,label\nx.jpg,18446744073709551616\n",
+      {"big.csv",
+       "image,label\nx.jpg,18446744073709551616\n",
        {"big.csv", "line 2", "'label'", "18446744073709551616"}},
-      {"nul.jsonl", "{\"image\": \"a\\u0000b.jpg\", \"label\": 1}\n", {"nul.jsonl", "line 1", "'image'", "NUL"}},
-      {"object.jsonl", "{\"image\": \"x.jpg\", \"label\": {\"a\": 1}}\n",
+      {"nul.jsonl",
+       "{\"image\": \"a\\u0000b.jpg\", \"label\": 1}\n",
+       {"nul.jsonl", "line 1", "'image'", "NUL"}},
+      {"object.jsonl",
+       "{\"image\": \"x.jpg\", \"label\": {\"a\": 1}}\n",
        {"object.jsonl", "line 1", "'label'", "object"}},
-      {"empty.jsonl", "{\"image\": \"x.jpg\", \"label\": \"\"}\n", {"empty.jsonl", "line 1", "'label'", "empty"}},
-      {"empty.csv", "image,label\nx.jpg,1\ny.jpg,\n", {"empty.csv", "line 3", "'label'", "no label"}},
-      {"many.csv", "image,label\nx.jpg,1,extra\n", {"many.csv", "line 2", "3 fields", "header has 2"}},
-      {"few.csv", "image,label\nx.jpg,1\ny.jpg\n", {"few.csv", "line 3", "1 fields", "header has 2"}},
-      {"dup.csv", "image,label,image\nx.jpg,1,y.jpg\n", {"dup.csv", "line 1", "duplicate column 'image'"}},
-      {"dup.jsonl", "{\"image\": \"x.jpg\", \"image\": \"y.jpg\"}\n", {"dup.jsonl", "line 1", "'image'", "twice"}},
+      {"empty.jsonl",
+       "{\"image\": \"x.jpg\", \"label\": \"\"}\n",
+       {"empty.jsonl", "line 1", "'label'", "empty"}},
+      {"empty.csv",
+       "image,label\nx.jpg,1\ny.jpg,\n",
+       {"empty.csv", "line 3", "'label'", "no label"}},
+      {"many.csv",
+       "image,label\nx.jpg,1,extra\n",
+       {"many.csv", "line 2", "3 fields", "header has 2"}},
+      {"few.csv",
+       "image,label\nx.jpg,1\ny.jpg\n",
+       {"few.csv", "line 3", "1 fields", "header has 2"}},
+      {"dup.csv",
+       "image,label,image\nx.jpg,1,y.jpg\n",
+       {"dup.csv", "line 1", "duplicate column 'image'"}},
+      {"dup.jsonl",
+       "{\"image\": \"x.jpg\", \"image\": \"y.jpg\"}\n",
+       {"dup.jsonl", "line 1", "'image'", "twice"}},
   };
   for (const Case& c : cases) {
     Write(root_ / c.file, c.text);
@@ -450,9 +474,9 @@ TEST_F(ConvertTest, ExtractNamesFollowTheBytesAndKeepFolders) {
   };
   example::Features labels_class = rec("z.jpg", "JPEG");
   labels_class["image/class/text"] = example::Feature::Bytes({"labels.csv"});
-  WriteRecords(root_ / "r.tfrecord", {rec("n01/sub/x.png", "PNG"), rec("y.gif", "GIF"),
-                                      rec("w.JPEG", "JPEG"), rec("./n02/../../v.jpg", "JPEG"),
-                                      labels_class});
+  WriteRecords(root_ / "r.tfrecord",
+               {rec("n01/sub/x.png", "PNG"), rec("y.gif", "GIF"), rec("w.JPEG", "JPEG"),
+                rec("./n02/../../v.jpg", "JPEG"), labels_class});
   auto s = Extract({(root_ / "r.tfrecord").string()}, (root_ / "out").string());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->images, 5u);

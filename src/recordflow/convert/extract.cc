@@ -66,8 +66,8 @@ std::string ExtensionForFormatName(std::string_view format) {
 }
 
 bool IsImageExtension(const std::string& ext) {
-  static const std::unordered_set<std::string> kKnown = {
-      "jpg", "jpeg", "jpe", "jfif", "png", "gif", "bmp", "webp", "tif", "tiff"};
+  static const std::unordered_set<std::string> kKnown = {"jpg", "jpeg", "jpe",  "jfif", "png",
+                                                         "gif", "bmp",  "webp", "tif",  "tiff"};
   return kKnown.count(ext) != 0;
 }
 
@@ -142,13 +142,14 @@ class DirCache {
       if (::mkdirat(fd, dirs[i].c_str(), 0755) != 0 && errno != EEXIST) {
         return ErrnoToStatus(errno, "cannot create", root_ + rel);
       }
-      const int sub = ::openat(fd, dirs[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      const int sub =
+          ::openat(fd, dirs[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (sub < 0) {
         const int err = errno;
         struct stat st;
         if (::fstatat(fd, dirs[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
-          return FailedPreconditionError("'" + root_ + rel + "' is a symlink; extract writes only inside '" +
-                                         root_ + "'");
+          return FailedPreconditionError(
+              "'" + root_ + rel + "' is a symlink; extract writes only inside '" + root_ + "'");
         }
         if (err == ENOTDIR) {
           return FailedPreconditionError("'" + root_ + rel + "' is not a folder");
@@ -186,7 +187,8 @@ Result<std::string> WriteTemp(int dir_fd, const std::string& dir_display, std::s
   }
   if (fd < 0) return ErrnoToStatus(EEXIST, "cannot create", dir_display + name);
   Status written = WriteAll(fd, data, dir_display + name);
-  if (::close(fd) != 0 && written.ok()) written = ErrnoToStatus(errno, "cannot close", dir_display + name);
+  if (::close(fd) != 0 && written.ok())
+    written = ErrnoToStatus(errno, "cannot close", dir_display + name);
   if (!written.ok()) {
     ::unlinkat(dir_fd, name.c_str(), 0);
     return written;
@@ -277,8 +279,8 @@ Result<ExtractSummary> Extract(const std::vector<std::string>& files, const std:
   fs::create_directories(out_dir, ec);
   if (ec) return ErrnoToStatus(ec.value(), "cannot create", out_dir);
   const std::string root = out_dir.empty() || out_dir.back() == '/' ? out_dir : out_dir + "/";
-  const int root_fd = ::open(out_dir.empty() ? "." : out_dir.c_str(),
-                             O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int root_fd =
+      ::open(out_dir.empty() ? "." : out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (root_fd < 0) return ErrnoToStatus(errno, "cannot open", out_dir);
   struct RootCloser {
     int fd;
@@ -344,13 +346,13 @@ Result<ExtractSummary> Extract(const std::vector<std::string>& files, const std:
       const image::ImageFormat sniffed =
           image::SniffFormat(std::as_bytes(std::span(bytes.data(), bytes.size())));
       const auto* format = get_bytes("image/format");
-      const std::string fallback =
-          stem + "-" + std::to_string(index) + "." +
-          (sniffed != image::ImageFormat::kUnknown ? ExtensionOf(sniffed)
-                                                   : ExtensionForFormatName(format ? (*format)[0] : ""));
+      const std::string fallback = stem + "-" + std::to_string(index) + "." +
+                                   (sniffed != image::ImageFormat::kUnknown
+                                        ? ExtensionOf(sniffed)
+                                        : ExtensionForFormatName(format ? (*format)[0] : ""));
       const auto* filename = get_bytes("image/filename");
-      std::vector<std::string> parts =
-          filename ? SafeRelativeParts((*filename)[0], fallback) : std::vector<std::string>{fallback};
+      std::vector<std::string> parts = filename ? SafeRelativeParts((*filename)[0], fallback)
+                                                : std::vector<std::string>{fallback};
       parts.back() = WithExtensionFor(parts.back(), sniffed);
       parts.insert(parts.begin(), dir);
       RF_ASSIGN_OR_RETURN(const int dir_fd, dirs.Open(parts, parts.size() - 1));
@@ -367,7 +369,8 @@ Result<ExtractSummary> Extract(const std::vector<std::string>& files, const std:
         rel = dir_rel + candidate;
         ++n;
         if (used.count(rel) != 0) continue;
-        Result<Published> published = Publish(dir_fd, root + dir_rel, tmp, candidate, options.overwrite);
+        Result<Published> published =
+            Publish(dir_fd, root + dir_rel, tmp, candidate, options.overwrite);
         if (!published.ok()) {
           ::unlinkat(dir_fd, tmp.c_str(), 0);
           return published.status();
@@ -378,7 +381,8 @@ Result<ExtractSummary> Extract(const std::vector<std::string>& files, const std:
       ++summary.images;
       summary.bytes += bytes.size();
       std::string label_text, class_text;
-      for (size_t i = 0; i < labels.size(); ++i) label_text += (i ? ";" : "") + std::to_string(labels[i]);
+      for (size_t i = 0; i < labels.size(); ++i)
+        label_text += (i ? ";" : "") + std::to_string(labels[i]);
       if (texts != nullptr) {
         for (size_t i = 0; i < texts->size(); ++i) class_text += (i ? ";" : "") + (*texts)[i];
       }

@@ -25,8 +25,8 @@ class Parser {
                                 std::string(what));
   }
   void SkipSpace() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' ||
-                                s_[pos_] == '\r')) {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -58,10 +58,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       char c = s_[pos_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= c - '0';
-      else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-      else return Error("bad \\u escape");
+      if (c >= '0' && c <= '9')
+        v |= c - '0';
+      else if (c >= 'a' && c <= 'f')
+        v |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        v |= c - 'A' + 10;
+      else
+        return Error("bad \\u escape");
     }
     return v;
   }
@@ -79,14 +83,30 @@ class Parser {
       if (pos_ >= s_.size()) return Error("unterminated escape");
       char e = s_[pos_++];
       switch (e) {
-        case '"': out->push_back('"'); break;
-        case '\\': out->push_back('\\'); break;
-        case '/': out->push_back('/'); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
+        case '"':
+          out->push_back('"');
+          break;
+        case '\\':
+          out->push_back('\\');
+          break;
+        case '/':
+          out->push_back('/');
+          break;
+        case 'b':
+          out->push_back('\b');
+          break;
+        case 'f':
+          out->push_back('\f');
+          break;
+        case 'n':
+          out->push_back('\n');
+          break;
+        case 'r':
+          out->push_back('\r');
+          break;
+        case 't':
+          out->push_back('\t');
+          break;
         case 'u': {
           RF_ASSIGN_OR_RETURN(uint32_t cp, Hex4());
           if (cp >= 0xD800 && cp < 0xDC00 && Consume("\\u")) {
@@ -96,7 +116,8 @@ class Parser {
           AppendUtf8(cp, out);
           break;
         }
-        default: return Error("bad escape");
+        default:
+          return Error("bad escape");
       }
     }
   }
@@ -144,15 +165,22 @@ class Parser {
       v->type = JsonValue::Type::kString;
       return ParseString(&v->text);
     }
-    if (Consume("true")) { v->type = JsonValue::Type::kBool; v->boolean = true; return Status::OK(); }
-    if (Consume("false")) { v->type = JsonValue::Type::kBool; return Status::OK(); }
+    if (Consume("true")) {
+      v->type = JsonValue::Type::kBool;
+      v->boolean = true;
+      return Status::OK();
+    }
+    if (Consume("false")) {
+      v->type = JsonValue::Type::kBool;
+      return Status::OK();
+    }
     if (Consume("null")) return Status::OK();
     size_t start = pos_;
     if (pos_ < s_.size() && s_[pos_] == '-') ++pos_;
     bool digits = false;
-    while (pos_ < s_.size() && ((s_[pos_] >= '0' && s_[pos_] <= '9') || s_[pos_] == '.' ||
-                                s_[pos_] == 'e' || s_[pos_] == 'E' || s_[pos_] == '+' ||
-                                s_[pos_] == '-')) {
+    while (pos_ < s_.size() &&
+           ((s_[pos_] >= '0' && s_[pos_] <= '9') || s_[pos_] == '.' || s_[pos_] == 'e' ||
+            s_[pos_] == 'E' || s_[pos_] == '+' || s_[pos_] == '-')) {
       digits |= s_[pos_] >= '0' && s_[pos_] <= '9';
       ++pos_;
     }

@@ -21,7 +21,15 @@ using internal::JsonValue;
 struct Cell {
   // kObject (a JSON object) and kBigInt (an integer outside int64) are never used: a row
   // holding one is an error naming the field.
-  enum class Kind { kMissing, kString, kInt, kFloat, kList, kObject, kBigInt } kind = Kind::kMissing;
+  enum class Kind {
+    kMissing,
+    kString,
+    kInt,
+    kFloat,
+    kList,
+    kObject,
+    kBigInt
+  } kind = Kind::kMissing;
   std::string text;
   std::vector<Cell> list;
 };
@@ -68,8 +76,8 @@ bool ParsesAsFloat(const std::string& s) {
 
 // RFC 4180: fields separated by commas, optionally quoted with "" as an escaped quote; quoted
 // fields may hold newlines. Returns rows of fields with the line each row starts on.
-Result<std::vector<std::pair<uint64_t, std::vector<std::string>>>> ParseCsv(std::string_view text,
-                                                                           const std::string& path) {
+Result<std::vector<std::pair<uint64_t, std::vector<std::string>>>> ParseCsv(
+    std::string_view text, const std::string& path) {
   std::vector<std::pair<uint64_t, std::vector<std::string>>> rows;
   std::vector<std::string> fields;
   std::string field;
@@ -115,8 +123,9 @@ Result<std::vector<std::pair<uint64_t, std::vector<std::string>>>> ParseCsv(std:
       field_started = true;
     }
   }
-  if (quoted) return InvalidArgumentError(path + ":" + std::to_string(row_line) +
-                                          ": unterminated quoted field");
+  if (quoted)
+    return InvalidArgumentError(path + ":" + std::to_string(row_line) +
+                                ": unterminated quoted field");
   if (!field.empty() || !fields.empty()) end_row();
   return rows;
 }
@@ -124,11 +133,14 @@ Result<std::vector<std::pair<uint64_t, std::vector<std::string>>>> ParseCsv(std:
 Cell CellFromJson(const JsonValue& v) {
   Cell cell;
   switch (v.type) {
-    case JsonValue::Type::kString: cell.kind = Cell::Kind::kString; cell.text = v.text; break;
+    case JsonValue::Type::kString:
+      cell.kind = Cell::Kind::kString;
+      cell.text = v.text;
+      break;
     case JsonValue::Type::kNumber:
-      cell.kind = !v.is_integer()           ? Cell::Kind::kFloat
-                  : ParsesAsInt(v.text)     ? Cell::Kind::kInt
-                                            : Cell::Kind::kBigInt;
+      cell.kind = !v.is_integer()       ? Cell::Kind::kFloat
+                  : ParsesAsInt(v.text) ? Cell::Kind::kInt
+                                        : Cell::Kind::kBigInt;
       cell.text = v.text;
       break;
     case JsonValue::Type::kBool:
@@ -139,8 +151,11 @@ Cell CellFromJson(const JsonValue& v) {
       cell.kind = Cell::Kind::kList;
       for (const auto& item : v.items) cell.list.push_back(CellFromJson(item));
       break;
-    case JsonValue::Type::kObject: cell.kind = Cell::Kind::kObject; break;
-    default: break;  // null: missing
+    case JsonValue::Type::kObject:
+      cell.kind = Cell::Kind::kObject;
+      break;
+    default:
+      break;  // null: missing
   }
   return cell;
 }
@@ -149,8 +164,8 @@ Cell CellFromCsv(const std::string& text) {
   Cell cell;
   if (text.empty()) return cell;
   cell.text = text;
-  cell.kind = ParsesAsInt(text)    ? Cell::Kind::kInt
-              : LooksLikeInt(text) ? Cell::Kind::kBigInt
+  cell.kind = ParsesAsInt(text)     ? Cell::Kind::kInt
+              : LooksLikeInt(text)  ? Cell::Kind::kBigInt
               : ParsesAsFloat(text) ? Cell::Kind::kFloat
                                     : Cell::Kind::kString;
   return cell;
@@ -188,7 +203,8 @@ Status CheckCell(const Cell& cell, const std::string& path, uint64_t line, const
       if (nested) return InvalidArgumentError(Where(path, line, field) + ": a list inside a list");
       for (const Cell& c : cell.list) RF_RETURN_IF_ERROR(CheckCell(c, path, line, field, true));
       return Status::OK();
-    default: return Status::OK();
+    default:
+      return Status::OK();
   }
 }
 
@@ -202,7 +218,8 @@ std::string DirName(const std::string& path) {
 
 Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions& options) {
   RF_ASSIGN_OR_RETURN(std::string text, io::ReadFileToString(path));
-  const bool jsonl = EndsWith(path, ".jsonl") || EndsWith(path, ".ndjson") || EndsWith(path, ".json");
+  const bool jsonl =
+      EndsWith(path, ".jsonl") || EndsWith(path, ".ndjson") || EndsWith(path, ".json");
   std::vector<Row> rows;
   std::vector<std::string> columns;  // in first-seen order
   std::set<std::string> seen_columns;
@@ -226,7 +243,8 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
       for (size_t m = 0; m < value->member_names.size(); ++m) {
         const std::string& key = value->member_names[m];
         if (row.cells.count(key) != 0) {
-          return InvalidArgumentError(Where(path, line, key) + ": the key appears twice in the row");
+          return InvalidArgumentError(Where(path, line, key) +
+                                      ": the key appears twice in the row");
         }
         row.cells[key] = CellFromJson(value->member_values[m]);
         if (seen_columns.insert(key).second) columns.push_back(key);
@@ -248,10 +266,10 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
       Row row;
       row.line = csv[r].first;
       if (csv[r].second.size() != columns.size()) {
-        return InvalidArgumentError(
-            "manifest '" + path + "' line " + std::to_string(row.line) + " (row " +
-            std::to_string(r) + "): " + std::to_string(csv[r].second.size()) +
-            " fields, the header has " + std::to_string(columns.size()));
+        return InvalidArgumentError("manifest '" + path + "' line " + std::to_string(row.line) +
+                                    " (row " + std::to_string(r) +
+                                    "): " + std::to_string(csv[r].second.size()) +
+                                    " fields, the header has " + std::to_string(columns.size()));
       }
       for (size_t c = 0; c < columns.size(); ++c) {
         Cell cell = CellFromCsv(csv[r].second[c]);
@@ -260,8 +278,8 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
       rows.push_back(std::move(row));
     }
   }
-  auto pick = [&](const std::string& given, std::initializer_list<const char*> defaults)
-      -> std::optional<std::string> {
+  auto pick = [&](const std::string& given,
+                  std::initializer_list<const char*> defaults) -> std::optional<std::string> {
     if (!given.empty()) {
       if (std::find(columns.begin(), columns.end(), given) == columns.end()) return std::nullopt;
       return given;
@@ -271,14 +289,14 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
     }
     return std::nullopt;
   };
-  const auto image_column = pick(options.image_column, {"image", "path", "filename", "file",
-                                                        "image_path"});
+  const auto image_column =
+      pick(options.image_column, {"image", "path", "filename", "file", "image_path"});
   if (!image_column) {
-    return InvalidArgumentError(
-        "manifest '" + path + "' has no image column " +
-        (options.image_column.empty() ? std::string("(looked for image, path, filename, file, "
-                                                    "image_path; set image_column)")
-                                      : "'" + options.image_column + "'"));
+    return InvalidArgumentError("manifest '" + path + "' has no image column " +
+                                (options.image_column.empty()
+                                     ? std::string("(looked for image, path, filename, file, "
+                                                   "image_path; set image_column)")
+                                     : "'" + options.image_column + "'"));
   }
   const auto label_column = pick(options.label_column, {"label", "labels", "class"});
   if (!options.label_column.empty() && !label_column) {
@@ -287,7 +305,8 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
   }
 
   for (const Row& row : rows) {
-    for (const auto& [col, cell] : row.cells) RF_RETURN_IF_ERROR(CheckCell(cell, path, row.line, col));
+    for (const auto& [col, cell] : row.cells)
+      RF_RETURN_IF_ERROR(CheckCell(cell, path, row.line, col));
   }
 
   InputListing listing;
@@ -301,12 +320,14 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
     auto it = rows[r].cells.find(*label_column);
     const std::string where = Where(path, rows[r].line, *label_column);
     if (it == rows[r].cells.end() || Scalars(it->second).empty()) {
-      return InvalidArgumentError(where + ": no label (every row needs one when the manifest "
+      return InvalidArgumentError(where +
+                                  ": no label (every row needs one when the manifest "
                                   "has a label column)");
     }
     for (const Cell* c : Scalars(it->second)) {
       if (c->text.empty()) return InvalidArgumentError(where + ": empty label");
-      if (c->text.find('\0') != std::string::npos || c->text.find_first_of("\r\n") != std::string::npos) {
+      if (c->text.find('\0') != std::string::npos ||
+          c->text.find_first_of("\r\n") != std::string::npos) {
         return InvalidArgumentError(where + ": label holds a NUL byte or a line break");
       }
       if (!jsonl && !options.label_separator.empty()) {
@@ -316,7 +337,8 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
           if (end == std::string::npos) end = c->text.size();
           std::string part = c->text.substr(start, end - start);
           if (LooksLikeInt(part) && !ParsesAsInt(part)) {
-            return InvalidArgumentError(where + ": integer " + part + " is outside the int64 range");
+            return InvalidArgumentError(where + ": integer " + part +
+                                        " is outside the int64 range");
           }
           if (!part.empty()) {
             all_int &= ParsesAsInt(part);
@@ -359,8 +381,9 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
       }
     }
     if (!any) continue;
-    extra_kind[col] = ints ? example::ListKind::kInt64
-                           : numbers ? example::ListKind::kFloat : example::ListKind::kBytes;
+    extra_kind[col] = ints      ? example::ListKind::kInt64
+                      : numbers ? example::ListKind::kFloat
+                                : example::ListKind::kBytes;
   }
 
   const std::string base = DirName(path);
@@ -369,8 +392,8 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
     auto image = row.cells.find(*image_column);
     if (image == row.cells.end() || image->second.kind == Cell::Kind::kMissing ||
         image->second.kind == Cell::Kind::kList || image->second.text.empty()) {
-      listing.skipped.push_back({path + ":" + std::to_string(row.line),
-                                 "manifest row without an image path"});
+      listing.skipped.push_back(
+          {path + ":" + std::to_string(row.line), "manifest row without an image path"});
       continue;
     }
     if (image->second.text.find('\0') != std::string::npos) {
@@ -379,8 +402,8 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
     }
     InputItem item;
     item.filename = image->second.text;
-    item.path = !item.filename.empty() && item.filename[0] == '/' ? item.filename
-                                                                  : base + item.filename;
+    item.path =
+        !item.filename.empty() && item.filename[0] == '/' ? item.filename : base + item.filename;
     struct stat st;
     if (::stat(item.path.c_str(), &st) == 0) item.size = static_cast<uint64_t>(st.st_size);
     for (const std::string& label : row_labels[r]) {
@@ -388,10 +411,9 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
           listing.named_classes ? class_index[label] : std::strtoll(label.c_str(), nullptr, 10);
       if (options.label_offset > 0 ? value > INT64_MAX - options.label_offset
                                    : value < INT64_MIN - options.label_offset) {
-        return InvalidArgumentError(Where(path, row.line, *label_column) + ": label " + label +
-                                    " plus the label offset " +
-                                    std::to_string(options.label_offset) +
-                                    " is outside the int64 range");
+        return InvalidArgumentError(
+            Where(path, row.line, *label_column) + ": label " + label + " plus the label offset " +
+            std::to_string(options.label_offset) + " is outside the int64 range");
       }
       item.labels.push_back(value);
     }
@@ -403,8 +425,10 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
       example::Feature f;
       f.kind = kind;
       for (const Cell* c : values) {
-        if (kind == example::ListKind::kInt64) f.int64s.push_back(std::strtoll(c->text.c_str(), nullptr, 10));
-        if (kind == example::ListKind::kFloat) f.floats.push_back(std::strtof(c->text.c_str(), nullptr));
+        if (kind == example::ListKind::kInt64)
+          f.int64s.push_back(std::strtoll(c->text.c_str(), nullptr, 10));
+        if (kind == example::ListKind::kFloat)
+          f.floats.push_back(std::strtof(c->text.c_str(), nullptr));
         if (kind == example::ListKind::kBytes) f.bytes.push_back(c->text);
       }
       item.extra[col] = std::move(f);

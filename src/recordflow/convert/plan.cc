@@ -228,8 +228,8 @@ Result<Plan> MakePlan(InputListing listing, const ConvertOptions& options) {
   }
   std::vector<uint32_t> train, validation;
   for (auto& [label, members] : groups) {
-    const size_t n_val =
-        static_cast<size_t>(std::llround(options.val_fraction * static_cast<double>(members.size())));
+    const size_t n_val = static_cast<size_t>(
+        std::llround(options.val_fraction * static_cast<double>(members.size())));
     Shuffle(&members, &rng);
     validation.insert(validation.end(), members.begin(), members.begin() + n_val);
     train.insert(train.end(), members.begin() + n_val, members.end());
@@ -258,9 +258,9 @@ Result<Plan> MakePlan(InputListing listing, const ConvertOptions& options) {
     if (options.validation_shards > 0) {
       val_count = options.validation_shards;
     } else if (!by_bytes) {
-      val_count = std::max(1, static_cast<int>(std::lround(
-                                  options.train_shards * options.val_fraction /
-                                  (1.0 - options.val_fraction))));
+      val_count =
+          std::max(1, static_cast<int>(std::lround(options.train_shards * options.val_fraction /
+                                                   (1.0 - options.val_fraction))));
     } else {
       val_count = count_by_size(validation);
     }
@@ -279,7 +279,8 @@ Result<Plan> MakePlan(InputListing listing, const ConvertOptions& options) {
     }
   };
   add_split("train", train, train_count, by_bytes);
-  if (with_validation) add_split("validation", validation, val_count, options.validation_shards == 0 && by_bytes);
+  if (with_validation)
+    add_split("validation", validation, val_count, options.validation_shards == 0 && by_bytes);
 
   // Everything that decides the output bytes.
   internal::Hasher h;
@@ -336,9 +337,12 @@ Result<VerifyLevel> ParseVerifyLevel(std::string_view name) {
 
 std::string_view VerifyLevelName(VerifyLevel level) {
   switch (level) {
-    case VerifyLevel::kHeader: return "header";
-    case VerifyLevel::kStructure: return "structure";
-    case VerifyLevel::kDecode: return "decode";
+    case VerifyLevel::kHeader:
+      return "header";
+    case VerifyLevel::kStructure:
+      return "structure";
+    case VerifyLevel::kDecode:
+      return "decode";
   }
   return "structure";
 }

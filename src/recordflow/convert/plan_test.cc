@@ -134,7 +134,8 @@ TEST(MakePlan, BadOptions) {
 TEST(ShardFileName, Compression) {
   EXPECT_EQ(ShardFileName("validation", 3, 128, format::Compression::kGzip),
             "validation-00003-of-00128.tfrecord.gz");
-  EXPECT_EQ(ShardFileName("train", 0, 1, format::Compression::kNone), "train-00000-of-00001.tfrecord");
+  EXPECT_EQ(ShardFileName("train", 0, 1, format::Compression::kNone),
+            "train-00000-of-00001.tfrecord");
 }
 
 TEST(SanitizePathComponent, NothingEscapes) {

@@ -18,8 +18,8 @@
 #include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_writer.h"
 #include "recordflow/io/file.h"
-#include "recordflow/io/glob.h"
 #include "recordflow/io/filesystem.h"
+#include "recordflow/io/glob.h"
 
 namespace recordflow::convert {
 namespace {
@@ -112,7 +112,8 @@ Status ReadStreamed(Input& in, const std::vector<uint64_t>& wanted, std::vector<
 }
 
 bool IsOurTemp(const std::string& name, const std::string& prefix) {
-  return name.size() > 1 && name[0] == '.' && name.compare(1, prefix.size() + 1, prefix + "-") == 0 &&
+  return name.size() > 1 && name[0] == '.' &&
+         name.compare(1, prefix.size() + 1, prefix + "-") == 0 &&
          name.find(".tmp-") != std::string::npos;
 }
 
@@ -203,8 +204,9 @@ Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std:
     const fs::path dir = fs::weakly_canonical(dst, ec);
     const fs::path here = fs::weakly_canonical(in.path, ec);
     if (here.parent_path() == dir && IsOurShard(here.filename().string(), options.prefix)) {
-      return InvalidArgumentError("reshard: input '" + in.path + "' is in '" + dst +
-                                  "' and named like an output shard; choose another DST or --prefix");
+      return InvalidArgumentError(
+          "reshard: input '" + in.path + "' is in '" + dst +
+          "' and named like an output shard; choose another DST or --prefix");
     }
     in.compression = options.input_compression.value_or(format::CompressionFromPath(in.path));
   }
@@ -222,9 +224,10 @@ Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std:
                  std::to_string(in.records) + "\n" +
                  std::string(format::CompressionName(in.compression)) + "\n";
   }
-  plan_text += std::to_string(n) + "\n" + (options.shuffle ? "shuffle " + std::to_string(options.seed) : "ordered") +
-               "\n" + std::string(format::CompressionName(options.compression)) + "\n" +
-               options.prefix + "\n" + (indexed ? "indexed" : "no index") + "\n";
+  plan_text += std::to_string(n) + "\n" +
+               (options.shuffle ? "shuffle " + std::to_string(options.seed) : "ordered") + "\n" +
+               std::string(format::CompressionName(options.compression)) + "\n" + options.prefix +
+               "\n" + (indexed ? "indexed" : "no index") + "\n";
   const std::string plan_hash = Hex(Fnv1a(plan_text));
 
   // 3. Destination: whole shards of an earlier run are kept only with resume, and only for
@@ -254,10 +257,11 @@ Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std:
     Result<JsonValue> json = internal::ParseJson(text);
     const JsonValue* hash = json.ok() ? json->Find("plan_hash") : nullptr;
     if (hash == nullptr || hash->text != plan_hash) {
-      return FailedPreconditionError(
-          "reshard: cannot resume in '" + dst + "': it was started with other inputs or options "
-          "(plan " + (hash ? hash->text : std::string("unreadable")) + ", now " + plan_hash +
-          "); use the same ones, or another DST");
+      return FailedPreconditionError("reshard: cannot resume in '" + dst +
+                                     "': it was started with other inputs or options "
+                                     "(plan " +
+                                     (hash ? hash->text : std::string("unreadable")) + ", now " +
+                                     plan_hash + "); use the same ones, or another DST");
     }
   } else if (options.resume && has_outputs) {
     return FailedPreconditionError("reshard: cannot resume in '" + dst + "': it holds '" +
@@ -269,15 +273,14 @@ Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std:
   }
   io::AtomicFileOptions file_options;
   file_options.sync = options.sync;
-  RF_RETURN_IF_ERROR(io::WriteStringToFileAtomic(
-      plan_path,
-      JsonWriter(JsonLayout::kSpaced)
-              .AddString("plan_hash", plan_hash)
-              .AddUint("records", total)
-              .AddUint("shards", n)
-              .str() +
-          "\n",
-      file_options));
+  RF_RETURN_IF_ERROR(io::WriteStringToFileAtomic(plan_path,
+                                                 JsonWriter(JsonLayout::kSpaced)
+                                                         .AddString("plan_hash", plan_hash)
+                                                         .AddUint("records", total)
+                                                         .AddUint("shards", n)
+                                                         .str() +
+                                                     "\n",
+                                                 file_options));
 
   // 4. The order of all records (global numbers), cut into n runs.
   std::vector<uint64_t> order(total);
@@ -289,7 +292,8 @@ Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std:
   std::vector<uint64_t> firsts;  // inputs' first global numbers, for the lookup below
   for (const Input& in : inputs) firsts.push_back(in.first);
   auto input_of = [&](uint64_t g) {
-    return static_cast<size_t>(std::upper_bound(firsts.begin(), firsts.end(), g) - firsts.begin() - 1);
+    return static_cast<size_t>(std::upper_bound(firsts.begin(), firsts.end(), g) - firsts.begin() -
+                               1);
   };
 
   ReshardSummary summary;
@@ -358,8 +362,7 @@ Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std:
     summary.records_this_run += shard.records;
     summary.shards.push_back(shard);
   }
-  summary.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }
 

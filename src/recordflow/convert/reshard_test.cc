@@ -12,8 +12,8 @@
 
 #include "recordflow/format/record_index.h"
 #include "recordflow/format/record_reader.h"
-#include "recordflow/format/record_writer.h"
 #include "recordflow/format/record_test_util.h"
+#include "recordflow/format/record_writer.h"
 #include "recordflow/io/file.h"
 
 namespace recordflow::convert {
@@ -63,7 +63,8 @@ Inputs MakeInputs() {
   for (int f = 0; f < 4; ++f) {
     std::vector<std::string> recs;
     for (int i = 0; i < counts[f]; ++i) recs.push_back(Payload(f, i));
-    const std::string path = in.dir + "/in" + std::to_string(f) + (f == 2 ? ".tfrecord.gz" : ".tfrecord");
+    const std::string path =
+        in.dir + "/in" + std::to_string(f) + (f == 2 ? ".tfrecord.gz" : ".tfrecord");
     WriteFile(path, recs);
     in.files.push_back(path);
     in.records.insert(in.records.end(), recs.begin(), recs.end());
@@ -160,7 +161,7 @@ TEST(ReshardTest, ResumeKeepsWholeShardsAndMatchesAnUninterruptedRun) {
   for (int k : {1, 3, 4}) fs::remove(cut + "/" + full.shards[k].file);
   for (int k : {1, 2, 3, 4}) fs::remove(cut + "/" + full.shards[k].file + ".idx");
   { std::ofstream(cut + "/." + full.shards[3].file + ".tmp-123-abcdef01") << "partial"; }
-  struct stat before{};
+  struct stat before {};
   ASSERT_EQ(::stat((cut + "/" + full.shards[0].file).c_str(), &before), 0);
 
   // Without --resume the earlier run is not touched.
@@ -181,7 +182,7 @@ TEST(ReshardTest, ResumeKeepsWholeShardsAndMatchesAnUninterruptedRun) {
   EXPECT_EQ(resumed.resumed_shards, 1u);  // shard 2 had no index yet: written again
   EXPECT_TRUE(resumed.shards[0].resumed);
   EXPECT_FALSE(resumed.shards[2].resumed);
-  struct stat after{};
+  struct stat after {};
   ASSERT_EQ(::stat((cut + "/" + full.shards[0].file).c_str(), &after), 0);
   EXPECT_EQ(before.st_ino, after.st_ino);  // kept, not rewritten
   for (const ReshardShard& shard : full.shards) {
@@ -189,8 +190,7 @@ TEST(ReshardTest, ResumeKeepsWholeShardsAndMatchesAnUninterruptedRun) {
     EXPECT_EQ(Slurp(cut + "/" + shard.file + ".idx"), Slurp(whole + "/" + shard.file + ".idx"));
   }
   for (const auto& entry : fs::directory_iterator(cut)) {
-    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos)
-        << entry.path();
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
   }
 }
 

@@ -78,8 +78,7 @@ TEST_F(ExtractSecurityTest, SymlinkedClassFolderIsRefused) {
   EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(s.status().message().find("symlink"), std::string::npos) << s.status().message();
   EXPECT_EQ(Victim(), "precious");
-  EXPECT_EQ(std::distance(fs::directory_iterator(root_ / "outside"), fs::directory_iterator()),
-            1);
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_ / "outside"), fs::directory_iterator()), 1);
 }
 
 TEST_F(ExtractSecurityTest, OverwriteDoesNotWriteThroughAHardLink) {
@@ -104,7 +103,8 @@ TEST_F(ExtractSecurityTest, FullDiskLeavesNoTruncatedImage) {
     auto w = format::RecordWriter::Open((root_ / "big.tfrecord").string());
     ASSERT_TRUE(w.ok());
     example::Features f;
-    f["image/encoded"] = example::Feature::Bytes({std::string("\xff\xd8") + std::string(20000, 'x')});
+    f["image/encoded"] =
+        example::Feature::Bytes({std::string("\xff\xd8") + std::string(20000, 'x')});
     f["image/filename"] = example::Feature::Bytes({"big.jpg"});
     f["image/class/text"] = example::Feature::Bytes({"cls"});
     const std::string rec = example::SerializeExample(f);

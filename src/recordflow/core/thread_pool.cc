@@ -14,7 +14,8 @@
 namespace recordflow {
 
 ThreadPool::ThreadPool(int num_threads) {
-  for (int i = 0; i < std::max(1, num_threads); ++i) threads_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < std::max(1, num_threads); ++i)
+    threads_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {

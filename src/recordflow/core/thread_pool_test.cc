@@ -66,7 +66,8 @@ TEST(ThreadPoolTest, DefaultPoolWorksInForkedChild) {
     ThreadPool::Default().Schedule([&] { done = true; });
     // Generous: on a loaded CI machine a forked child can wait seconds for CPU time; a real
     // deadlock still fails.
-    for (int i = 0; i < 60000 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < 60000 && !done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     _exit(done && SumOnDefaultPool(100) == 99u * 100u / 2 ? 0 : 1);
   }
   std::atomic<int> ran{0};
@@ -75,7 +76,8 @@ TEST(ThreadPoolTest, DefaultPoolWorksInForkedChild) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  for (int i = 0; i < 5000 && ran == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 5000 && ran == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(ran.load(), 1);
 }
 

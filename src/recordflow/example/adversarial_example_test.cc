@@ -122,8 +122,7 @@ TEST(AdversarialExampleTest, LengthFieldsNearTwoToThe64AreDataLossNotAllocations
         << r.status().message();
 
     const std::string packed = Varint(1 << 3 | 2) + Varint(claimed) + "\x01\x02";
-    const std::string record =
-        Field(1, Field(1, Field(1, "k") + Field(2, Field(3, packed))));
+    const std::string record = Field(1, Field(1, Field(1, "k") + Field(2, Field(3, packed))));
     auto parser = ExampleParser::Create({FeatureSpec::VarLen("k", DType::kInt64)});
     std::vector<std::span<const std::byte>> spans = {B(record)};
     std::vector<Column> columns;

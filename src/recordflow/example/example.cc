@@ -12,9 +12,12 @@ using internal::kLengthDelimited;
 
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kInt64: return "int64";
-    case DType::kFloat32: return "float32";
-    case DType::kBytes: return "bytes";
+    case DType::kInt64:
+      return "int64";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kBytes:
+      return "bytes";
   }
   return "?";
 }
@@ -29,19 +32,26 @@ Result<DType> ParseDType(std::string_view name) {
 
 std::string_view ListKindName(ListKind kind) {
   switch (kind) {
-    case ListKind::kNone: return "none";
-    case ListKind::kBytes: return "bytes";
-    case ListKind::kFloat: return "float32";
-    case ListKind::kInt64: return "int64";
+    case ListKind::kNone:
+      return "none";
+    case ListKind::kBytes:
+      return "bytes";
+    case ListKind::kFloat:
+      return "float32";
+    case ListKind::kInt64:
+      return "int64";
   }
   return "?";
 }
 
 ListKind ListKindFor(DType dtype) {
   switch (dtype) {
-    case DType::kInt64: return ListKind::kInt64;
-    case DType::kFloat32: return ListKind::kFloat;
-    case DType::kBytes: return ListKind::kBytes;
+    case DType::kInt64:
+      return ListKind::kInt64;
+    case DType::kFloat32:
+      return ListKind::kFloat;
+    case DType::kBytes:
+      return ListKind::kBytes;
   }
   return ListKind::kNone;
 }
@@ -93,7 +103,8 @@ Status DecodeFloats(const FeatureView& feature, std::span<float> out) {
         feature.list,
         [&](std::span<const std::byte> packed) {
           size_t n = packed.size() / 4;
-          if (n > 0 && i + n <= out.size()) std::memcpy(out.data() + i, packed.data(), packed.size());
+          if (n > 0 && i + n <= out.size())
+            std::memcpy(out.data() + i, packed.data(), packed.size());
           i += n;
         },
         [&](float v) {
@@ -122,10 +133,14 @@ Status ForEachBytes(const FeatureView& feature,
 
 size_t Feature::size() const {
   switch (kind) {
-    case ListKind::kNone: return 0;
-    case ListKind::kBytes: return bytes.size();
-    case ListKind::kFloat: return floats.size();
-    case ListKind::kInt64: return int64s.size();
+    case ListKind::kNone:
+      return 0;
+    case ListKind::kBytes:
+      return bytes.size();
+    case ListKind::kFloat:
+      return floats.size();
+    case ListKind::kInt64:
+      return int64s.size();
   }
   return 0;
 }
@@ -133,9 +148,12 @@ size_t Feature::size() const {
 bool Feature::operator==(const Feature& other) const {
   if (kind != other.kind) return false;
   switch (kind) {
-    case ListKind::kNone: return true;
-    case ListKind::kBytes: return bytes == other.bytes;
-    case ListKind::kInt64: return int64s == other.int64s;
+    case ListKind::kNone:
+      return true;
+    case ListKind::kBytes:
+      return bytes == other.bytes;
+    case ListKind::kInt64:
+      return int64s == other.int64s;
     case ListKind::kFloat:
       // Bitwise, so NaNs compare equal to themselves.
       return floats.size() == other.floats.size() &&
@@ -193,7 +211,8 @@ void AppendMapEntry(std::string* out, uint32_t field, std::string_view key,
 
 std::string SerializeFeatures(const Features& features) {
   std::string out;
-  for (const auto& [key, feature] : features) AppendMapEntry(&out, 1, key, SerializeFeature(feature));
+  for (const auto& [key, feature] : features)
+    AppendMapEntry(&out, 1, key, SerializeFeature(feature));
   return out;
 }
 
@@ -226,15 +245,16 @@ Result<Feature> ToFeature(const FeatureView& view) {
 
 Status ParseFeaturesInto(std::span<const std::byte> bytes, Features* out) {
   Status status;
-  RF_RETURN_IF_ERROR(internal::VisitFeatures(bytes, [&](std::string_view key, const FeatureView& v) {
-    if (!status.ok()) return;
-    Result<Feature> f = ToFeature(v);
-    if (!f.ok()) {
-      status = f.status();
-      return;
-    }
-    (*out)[std::string(key)] = std::move(f).value();
-  }));
+  RF_RETURN_IF_ERROR(
+      internal::VisitFeatures(bytes, [&](std::string_view key, const FeatureView& v) {
+        if (!status.ok()) return;
+        Result<Feature> f = ToFeature(v);
+        if (!f.ok()) {
+          status = f.status();
+          return;
+        }
+        (*out)[std::string(key)] = std::move(f).value();
+      }));
   return status;
 }
 

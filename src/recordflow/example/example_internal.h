@@ -65,22 +65,20 @@ RF_WIRE_INLINE Status DecodeMapEntry(std::span<const std::byte> entry, const cha
                                      std::string_view* key, std::span<const std::byte>* value) {
   *key = {};
   *value = {};  // empty: a value message with nothing set
-  return ForEachField(entry, message,
-                      [&](WireReader& e, uint32_t f, uint32_t t, Status*) -> FieldStep {
-                        if (f != 1 && f != 2) return FieldStep::kSkip;
-                        std::span<const std::byte> s;
-                        if (!ReadLengthDelimitedField(e, t, "key or value has the wrong wire type",
-                                                      &s)) {
-                          return FieldStep::kMalformed;
-                        }
-                        if (f == 1) {
-                          *key = std::string_view(reinterpret_cast<const char*>(s.data()),
-                                                  s.size());
-                        } else {
-                          *value = s;
-                        }
-                        return FieldStep::kRead;
-                      });
+  return ForEachField(
+      entry, message, [&](WireReader& e, uint32_t f, uint32_t t, Status*) -> FieldStep {
+        if (f != 1 && f != 2) return FieldStep::kSkip;
+        std::span<const std::byte> s;
+        if (!ReadLengthDelimitedField(e, t, "key or value has the wrong wire type", &s)) {
+          return FieldStep::kMalformed;
+        }
+        if (f == 1) {
+          *key = std::string_view(reinterpret_cast<const char*>(s.data()), s.size());
+        } else {
+          *value = s;
+        }
+        return FieldStep::kRead;
+      });
 }
 
 // Calls fn(key, value bytes) for each entry of the map field `map_field` of a message; other
@@ -88,20 +86,19 @@ RF_WIRE_INLINE Status DecodeMapEntry(std::span<const std::byte> entry, const cha
 template <typename Fn>
 Status VisitMapField(std::span<const std::byte> bytes, uint32_t map_field, const char* message,
                      const char* entry_message, Fn&& fn) {
-  return ForEachField(bytes, message,
-                      [&](WireReader& r, uint32_t field, uint32_t wt, Status* status) {
-                        if (field != map_field) return FieldStep::kSkip;
-                        std::span<const std::byte> entry;
-                        if (!ReadLengthDelimitedField(r, wt, "map entry has the wrong wire type",
-                                                      &entry)) {
-                          return FieldStep::kMalformed;
-                        }
-                        std::string_view key;
-                        std::span<const std::byte> value;
-                        *status = DecodeMapEntry(entry, entry_message, &key, &value);
-                        if (status->ok()) *status = fn(key, value);
-                        return status->ok() ? FieldStep::kRead : FieldStep::kStop;
-                      });
+  return ForEachField(
+      bytes, message, [&](WireReader& r, uint32_t field, uint32_t wt, Status* status) {
+        if (field != map_field) return FieldStep::kSkip;
+        std::span<const std::byte> entry;
+        if (!ReadLengthDelimitedField(r, wt, "map entry has the wrong wire type", &entry)) {
+          return FieldStep::kMalformed;
+        }
+        std::string_view key;
+        std::span<const std::byte> value;
+        *status = DecodeMapEntry(entry, entry_message, &key, &value);
+        if (status->ok()) *status = fn(key, value);
+        return status->ok() ? FieldStep::kRead : FieldStep::kStop;
+      });
 }
 
 // Decodes one Feature message.
@@ -128,29 +125,28 @@ Status VisitFeatureEntries(std::span<const std::byte> features, Fn&& fn) {
 // Calls fn(key, FeatureView) for each map entry of a serialized Features message.
 template <typename Fn>
 Status VisitFeatures(std::span<const std::byte> features, Fn&& fn) {
-  return VisitFeatureEntries(features, [&](std::string_view key,
-                                           std::span<const std::byte> value) -> Status {
-    FeatureView feature;
-    RF_RETURN_IF_ERROR(DecodeFeature(value, &feature));
-    fn(key, feature);
-    return Status::OK();
-  });
+  return VisitFeatureEntries(features,
+                             [&](std::string_view key, std::span<const std::byte> value) -> Status {
+                               FeatureView feature;
+                               RF_RETURN_IF_ERROR(DecodeFeature(value, &feature));
+                               fn(key, feature);
+                               return Status::OK();
+                             });
 }
 
 // Calls fn(features) for every `features` (field 1) of a serialized Example.
 template <typename Fn>
 Status VisitExampleFeatures(std::span<const std::byte> example, Fn&& fn) {
-  return ForEachField(example, "Example",
-                      [&](WireReader& r, uint32_t field, uint32_t wt, Status* status) {
-                        if (field != 1) return FieldStep::kSkip;
-                        std::span<const std::byte> features;
-                        if (!ReadLengthDelimitedField(r, wt, "features has the wrong wire type",
-                                                      &features)) {
-                          return FieldStep::kMalformed;
-                        }
-                        *status = fn(features);
-                        return status->ok() ? FieldStep::kRead : FieldStep::kStop;
-                      });
+  return ForEachField(
+      example, "Example", [&](WireReader& r, uint32_t field, uint32_t wt, Status* status) {
+        if (field != 1) return FieldStep::kSkip;
+        std::span<const std::byte> features;
+        if (!ReadLengthDelimitedField(r, wt, "features has the wrong wire type", &features)) {
+          return FieldStep::kMalformed;
+        }
+        *status = fn(features);
+        return status->ok() ? FieldStep::kRead : FieldStep::kStop;
+      });
 }
 
 // Calls on_value(span) for each bytes value of a BytesList.
@@ -197,31 +193,31 @@ Status VisitFloats(std::span<const std::byte> list, Packed&& on_packed, One&& on
 // Calls on_value(int64) for each value of an Int64List.
 template <typename Fn>
 Status VisitInt64s(std::span<const std::byte> list, Fn&& on_value) {
-  return ForEachField(
-      list, "Int64List", [&](WireReader& r, uint32_t field, uint32_t wt, Status* status) {
-        if (field != 1) return FieldStep::kSkip;
-        if (wt == kLengthDelimited) {
-          std::span<const std::byte> packed;
-          if (!r.ReadLengthDelimited(&packed)) return FieldStep::kMalformed;
-          WireReader p(packed);
-          while (!p.done()) {
-            uint64_t v;
-            if (!p.ReadVarint(&v)) {
-              *status = Malformed("Int64List packed values", p);
-              return FieldStep::kStop;
-            }
-            on_value(static_cast<int64_t>(v));
-          }
-        } else if (wt == kVarint) {
-          uint64_t v;
-          if (!r.ReadVarint(&v)) return FieldStep::kMalformed;
-          on_value(static_cast<int64_t>(v));
-        } else {
-          r.FailAtTag("value has the wrong wire type");
-          return FieldStep::kMalformed;
-        }
-        return FieldStep::kRead;
-      });
+  return ForEachField(list, "Int64List",
+                      [&](WireReader& r, uint32_t field, uint32_t wt, Status* status) {
+                        if (field != 1) return FieldStep::kSkip;
+                        if (wt == kLengthDelimited) {
+                          std::span<const std::byte> packed;
+                          if (!r.ReadLengthDelimited(&packed)) return FieldStep::kMalformed;
+                          WireReader p(packed);
+                          while (!p.done()) {
+                            uint64_t v;
+                            if (!p.ReadVarint(&v)) {
+                              *status = Malformed("Int64List packed values", p);
+                              return FieldStep::kStop;
+                            }
+                            on_value(static_cast<int64_t>(v));
+                          }
+                        } else if (wt == kVarint) {
+                          uint64_t v;
+                          if (!r.ReadVarint(&v)) return FieldStep::kMalformed;
+                          on_value(static_cast<int64_t>(v));
+                        } else {
+                          r.FailAtTag("value has the wrong wire type");
+                          return FieldStep::kMalformed;
+                        }
+                        return FieldStep::kRead;
+                      });
 }
 
 // Calls fn(key, feature_list_bytes) for each entry of the `feature_lists` (field 2) of a
@@ -252,19 +248,18 @@ Status VisitFeatureLists(std::span<const std::byte> sequence_example, Fn&& fn) {
 // Calls fn(FeatureView) for each step (Feature) of a serialized FeatureList.
 template <typename Fn>
 Status VisitSteps(std::span<const std::byte> feature_list, Fn&& fn) {
-  return ForEachField(feature_list, "FeatureList",
-                      [&](WireReader& r, uint32_t field, uint32_t wt, Status* status) {
-                        if (field != 1) return FieldStep::kSkip;
-                        std::span<const std::byte> f;
-                        if (!ReadLengthDelimitedField(r, wt, "feature has the wrong wire type",
-                                                      &f)) {
-                          return FieldStep::kMalformed;
-                        }
-                        FeatureView view;
-                        *status = DecodeFeature(f, &view);
-                        if (status->ok()) *status = fn(view);
-                        return status->ok() ? FieldStep::kRead : FieldStep::kStop;
-                      });
+  return ForEachField(
+      feature_list, "FeatureList", [&](WireReader& r, uint32_t field, uint32_t wt, Status* status) {
+        if (field != 1) return FieldStep::kSkip;
+        std::span<const std::byte> f;
+        if (!ReadLengthDelimitedField(r, wt, "feature has the wrong wire type", &f)) {
+          return FieldStep::kMalformed;
+        }
+        FeatureView view;
+        *status = DecodeFeature(f, &view);
+        if (status->ok()) *status = fn(view);
+        return status->ok() ? FieldStep::kRead : FieldStep::kStop;
+      });
 }
 
 // Number of values, validating the list.

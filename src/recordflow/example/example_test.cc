@@ -15,8 +15,8 @@ std::span<const std::byte> B(const std::string& s) {
 
 Features Sample() {
   Features f;
-  f["label"] = Feature::Int64s({-1, 0, 5, std::numeric_limits<int64_t>::max(),
-                                std::numeric_limits<int64_t>::min()});
+  f["label"] = Feature::Int64s(
+      {-1, 0, 5, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()});
   f["score"] = Feature::Floats({1.5f, -0.0f, std::numeric_limits<float>::infinity(),
                                 std::numeric_limits<float>::quiet_NaN()});
   f["image/encoded"] = Feature::Bytes({std::string("\xff\xd8\x00jpeg", 7), ""});
@@ -41,10 +41,15 @@ TEST(ExampleCodecTest, KnownBytesFromTensorFlow) {
   f[""] = Feature{};
   f["a"] = Feature::Int64s({-1, 5});
   f["b"] = Feature::Int64s({});
-  std::string want =
-      std::string("\n%", 2) + std::string("\n\x04\n\x00\x12\x00", 6) +
-      std::string("\n\x14\n\x01" "a\x12\x0f\x1a\r\n\x0b\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x05", 22) +
-      std::string("\n\x07\n\x01" "b\x12\x02\x1a\x00", 9);
+  std::string want = std::string("\n%", 2) + std::string("\n\x04\n\x00\x12\x00", 6) +
+                     std::string(
+                         "\n\x14\n\x01"
+                         "a\x12\x0f\x1a\r\n\x0b\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x05",
+                         22) +
+                     std::string(
+                         "\n\x07\n\x01"
+                         "b\x12\x02\x1a\x00",
+                         9);
   EXPECT_EQ(SerializeExample(f), want);
 }
 
@@ -117,7 +122,7 @@ TEST(ExampleCodecTest, MalformedInputsNameTheProblem) {
       {std::string("\x0a\x05\x0a", 3), "length past the end"},
       {std::string("\x0a\xff\xff", 3), "truncated varint"},
       {std::string("\x08\x01", 2), "wrong wire type"},
-      {std::string("\x0a\x03\x0a\x01\x0b", 5), ""},  // entry that is itself malformed
+      {std::string("\x0a\x03\x0a\x01\x0b", 5), ""},   // entry that is itself malformed
       {std::string(70, '\x13'), "nesting too deep"},  // deep groups in unknown field 2
       {std::string("\x17", 1), "invalid wire type"},
   };

@@ -226,8 +226,8 @@ void ExpectListsEqual(const FeatureLists& got, const FeatureLists& want) {
 }
 
 std::string Trace(const GoldenRecord& r) {
-  return "record " + std::to_string(r.index) + " (" + (r.sequence ? "sequence" : "example") +
-         ", " + r.source + ")";
+  return "record " + std::to_string(r.index) + " (" + (r.sequence ? "sequence" : "example") + ", " +
+         r.source + ")";
 }
 
 // ---- tests ------------------------------------------------------------------------------------
@@ -373,15 +373,17 @@ TEST(GoldenExampleTest, BatchParserAgrees) {
       for (size_t row = 0; row < 2; ++row) {
         const size_t first = row * f.size();
         if (f.kind == ListKind::kInt64) {
-          EXPECT_EQ(std::vector<int64_t>(c.int64s.begin() + first, c.int64s.begin() + first + f.size()),
-                    f.int64s);
+          EXPECT_EQ(
+              std::vector<int64_t>(c.int64s.begin() + first, c.int64s.begin() + first + f.size()),
+              f.int64s);
         }
         if (f.kind == ListKind::kFloat && f.size() > 0) {
-          EXPECT_EQ(0, std::memcmp(c.floats.data() + first, f.floats.data(), f.size() * sizeof(float)));
+          EXPECT_EQ(
+              0, std::memcmp(c.floats.data() + first, f.floats.data(), f.size() * sizeof(float)));
         }
         for (size_t j = 0; f.kind == ListKind::kBytes && j < f.size(); ++j) {
-          EXPECT_EQ(c.bytes_data.substr(c.bytes_offsets[first + j],
-                                        c.bytes_offsets[first + j + 1] - c.bytes_offsets[first + j]),
+          EXPECT_EQ(c.bytes_data.substr(c.bytes_offsets[first + j], c.bytes_offsets[first + j + 1] -
+                                                                        c.bytes_offsets[first + j]),
                     f.bytes[j]);
         }
       }

@@ -58,8 +58,10 @@ int64_t FeatureSpec::num_elements() const {
 
 int64_t Column::num_values() const {
   switch (dtype) {
-    case DType::kInt64: return static_cast<int64_t>(int64s.size());
-    case DType::kFloat32: return static_cast<int64_t>(floats.size());
+    case DType::kInt64:
+      return static_cast<int64_t>(int64s.size());
+    case DType::kFloat32:
+      return static_cast<int64_t>(floats.size());
     case DType::kBytes:
       if (!bytes_views.empty()) return static_cast<int64_t>(bytes_views.size());
       return bytes_offsets.empty() ? 0 : static_cast<int64_t>(bytes_offsets.size()) - 1;
@@ -167,8 +169,11 @@ Result<ExampleParser> ExampleParser::Create(std::vector<FeatureSpec> specs) {
     }
     int64_t n = 1;
     for (int64_t d : spec.shape) {
-      if (d < 0) return InvalidArgumentError(where + ": negative dimension in shape " + ShapeString(spec.shape));
-      if (d > 0 && n > (int64_t{1} << 40) / d) return InvalidArgumentError(where + ": shape too large");
+      if (d < 0)
+        return InvalidArgumentError(where + ": negative dimension in shape " +
+                                    ShapeString(spec.shape));
+      if (d > 0 && n > (int64_t{1} << 40) / d)
+        return InvalidArgumentError(where + ": shape too large");
       n *= d;
     }
     if (spec.default_value) {
@@ -221,128 +226,133 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
 
   // Pass 1: find each spec'd feature in each record, check it, count it, and decode dense
   // numeric values straight into their place in the output.
-  ParallelFor(batch, options.min_records_per_thread, options.max_parallelism, [&](size_t begin,
-                                                                                  size_t end) {
-    // Records of one dataset list their keys in the same order, so the key at position i of
-    // the previous record predicts the key at position i of this one: a match skips the hash.
-    std::vector<std::pair<std::string_view, int>> previous;
-    for (size_t r = begin; r < end; ++r) {
-      Slot* row = slots.data() + r * k_count;
-      size_t position = 0;
-      Status s = internal::VisitExampleFeatures(records[r], [&](std::span<const std::byte> f) {
-        return internal::VisitFeatureEntries(
-            f, [&](std::string_view key, std::span<const std::byte> value) -> Status {
-              int k;
-              if (position < previous.size() && KeyEquals(previous[position].first, key)) {
-                k = previous[position].second;
+  ParallelFor(
+      batch, options.min_records_per_thread, options.max_parallelism,
+      [&](size_t begin, size_t end) {
+        // Records of one dataset list their keys in the same order, so the key at position i of
+        // the previous record predicts the key at position i of this one: a match skips the hash.
+        std::vector<std::pair<std::string_view, int>> previous;
+        for (size_t r = begin; r < end; ++r) {
+          Slot* row = slots.data() + r * k_count;
+          size_t position = 0;
+          Status s = internal::VisitExampleFeatures(records[r], [&](std::span<const std::byte> f) {
+            return internal::VisitFeatureEntries(
+                f, [&](std::string_view key, std::span<const std::byte> value) -> Status {
+                  int k;
+                  if (position < previous.size() && KeyEquals(previous[position].first, key)) {
+                    k = previous[position].second;
+                  } else {
+                    k = keys_.Find(key);
+                    if (position >= previous.size()) previous.resize(position + 1);
+                    previous[position] = {key, k};
+                  }
+                  ++position;
+                  if (k < 0) return Status::OK();  // not asked for: never decoded
+                  Slot& slot = row[k];
+                  RF_RETURN_IF_ERROR(internal::DecodeFeature(value, &slot.view));
+                  slot.present = slot.view.kind != ListKind::kNone;  // a repeated key: last wins
+                  return Status::OK();
+                });
+          });
+          if (!s.ok()) {
+            record_error(r, s, nullptr);
+            continue;
+          }
+          for (size_t k = 0; k < k_count; ++k) {
+            const FeatureSpec& spec = specs_[k];
+            Slot& slot = row[k];
+            Status cs;
+            if (slot.present && slot.view.kind != ListKindFor(spec.dtype)) {
+              record_error(
+                  r,
+                  InvalidArgumentError("holds " + std::string(ListKindName(slot.view.kind)) +
+                                       " values, but the spec asks for " +
+                                       std::string(DTypeName(spec.dtype))),
+                  &spec.key);
+              break;
+            }
+            const bool dense = spec.kind == FeatureSpec::Kind::kFixedLen;
+            if (slot.present && dense && spec.dtype != DType::kBytes) {
+              // Fast path: one packed run, decoded straight into the output.
+              std::span<const std::byte> packed;
+              if (SinglePackedField(slot.view.list, &packed)) {
+                const int64_t want = spec.num_elements();
+                Column& c = (*columns)[k];
+                if (spec.dtype == DType::kFloat32 &&
+                    packed.size() == static_cast<size_t>(want) * 4) {
+                  if (want > 0)
+                    std::memcpy(c.floats.data() + r * want, packed.data(), packed.size());
+                  slot.count = static_cast<uint32_t>(want);
+                  continue;
+                }
+                if (spec.dtype == DType::kInt64) {
+                  internal::WireReader p(packed);
+                  int64_t* out = c.int64s.data() + r * want;
+                  int64_t n = 0;
+                  uint64_t v;
+                  while (!p.done() && n < want && p.ReadVarint(&v))
+                    out[n++] = static_cast<int64_t>(v);
+                  if (n == want && p.done()) {
+                    slot.count = static_cast<uint32_t>(want);
+                    continue;
+                  }
+                  // Otherwise fall through: the general path reports the count or the damage.
+                }
+              }
+            }
+            if (slot.present) {
+              if (spec.dtype == DType::kBytes) {
+                cs = internal::VisitBytes(slot.view.list, [&](std::span<const std::byte> v) {
+                  ++slot.count;
+                  slot.nbytes += v.size();
+                });
               } else {
-                k = keys_.Find(key);
-                if (position >= previous.size()) previous.resize(position + 1);
-                previous[position] = {key, k};
+                Result<size_t> n = internal::CountListValues(slot.view);
+                if (n.ok()) {
+                  slot.count = static_cast<uint32_t>(*n);
+                } else {
+                  cs = n.status();
+                }
               }
-              ++position;
-              if (k < 0) return Status::OK();  // not asked for: never decoded
-              Slot& slot = row[k];
-              RF_RETURN_IF_ERROR(internal::DecodeFeature(value, &slot.view));
-              slot.present = slot.view.kind != ListKind::kNone;  // a repeated key: last wins
-              return Status::OK();
-            });
-      });
-      if (!s.ok()) {
-        record_error(r, s, nullptr);
-        continue;
-      }
-      for (size_t k = 0; k < k_count; ++k) {
-        const FeatureSpec& spec = specs_[k];
-        Slot& slot = row[k];
-        Status cs;
-        if (slot.present && slot.view.kind != ListKindFor(spec.dtype)) {
-          record_error(r,
-                       InvalidArgumentError("holds " + std::string(ListKindName(slot.view.kind)) +
-                                            " values, but the spec asks for " +
-                                            std::string(DTypeName(spec.dtype))),
-                       &spec.key);
-          break;
-        }
-        const bool dense = spec.kind == FeatureSpec::Kind::kFixedLen;
-        if (slot.present && dense && spec.dtype != DType::kBytes) {
-          // Fast path: one packed run, decoded straight into the output.
-          std::span<const std::byte> packed;
-          if (SinglePackedField(slot.view.list, &packed)) {
+              if (!cs.ok()) {
+                record_error(r, cs, &spec.key);
+                break;
+              }
+            }
+            if (!dense) continue;
             const int64_t want = spec.num_elements();
-            Column& c = (*columns)[k];
-            if (spec.dtype == DType::kFloat32 && packed.size() == static_cast<size_t>(want) * 4) {
-              if (want > 0) std::memcpy(c.floats.data() + r * want, packed.data(), packed.size());
-              slot.count = static_cast<uint32_t>(want);
-              continue;
-            }
-            if (spec.dtype == DType::kInt64) {
-              internal::WireReader p(packed);
-              int64_t* out = c.int64s.data() + r * want;
-              int64_t n = 0;
-              uint64_t v;
-              while (!p.done() && n < want && p.ReadVarint(&v)) out[n++] = static_cast<int64_t>(v);
-              if (n == want && p.done()) {
-                slot.count = static_cast<uint32_t>(want);
-                continue;
+            if (!slot.present) {
+              if (!spec.default_value) {
+                record_error(r,
+                             InvalidArgumentError("required feature is missing (the spec gives no "
+                                                  "default)"),
+                             &spec.key);
+                break;
               }
-              // Otherwise fall through: the general path reports the count or the damage.
+              continue;  // defaults are filled in pass 2
+            }
+            if (slot.count != want) {
+              record_error(
+                  r,
+                  InvalidArgumentError("has " + std::to_string(slot.count) +
+                                       " values, but the spec's shape " + ShapeString(spec.shape) +
+                                       " needs " + std::to_string(want)),
+                  &spec.key);
+              break;
+            }
+            Column& c = (*columns)[k];
+            if (spec.dtype == DType::kInt64) {
+              cs = DecodeInt64s(slot.view, std::span(c.int64s.data() + r * want, want));
+            } else if (spec.dtype == DType::kFloat32) {
+              cs = DecodeFloats(slot.view, std::span(c.floats.data() + r * want, want));
+            }
+            if (!cs.ok()) {
+              record_error(r, cs, &spec.key);
+              break;
             }
           }
         }
-        if (slot.present) {
-          if (spec.dtype == DType::kBytes) {
-            cs = internal::VisitBytes(slot.view.list, [&](std::span<const std::byte> v) {
-              ++slot.count;
-              slot.nbytes += v.size();
-            });
-          } else {
-            Result<size_t> n = internal::CountListValues(slot.view);
-            if (n.ok()) {
-              slot.count = static_cast<uint32_t>(*n);
-            } else {
-              cs = n.status();
-            }
-          }
-          if (!cs.ok()) {
-            record_error(r, cs, &spec.key);
-            break;
-          }
-        }
-        if (!dense) continue;
-        const int64_t want = spec.num_elements();
-        if (!slot.present) {
-          if (!spec.default_value) {
-            record_error(r,
-                         InvalidArgumentError("required feature is missing (the spec gives no "
-                                              "default)"),
-                         &spec.key);
-            break;
-          }
-          continue;  // defaults are filled in pass 2
-        }
-        if (slot.count != want) {
-          record_error(r,
-                       InvalidArgumentError("has " + std::to_string(slot.count) +
-                                            " values, but the spec's shape " +
-                                            ShapeString(spec.shape) + " needs " +
-                                            std::to_string(want)),
-                       &spec.key);
-          break;
-        }
-        Column& c = (*columns)[k];
-        if (spec.dtype == DType::kInt64) {
-          cs = DecodeInt64s(slot.view, std::span(c.int64s.data() + r * want, want));
-        } else if (spec.dtype == DType::kFloat32) {
-          cs = DecodeFloats(slot.view, std::span(c.floats.data() + r * want, want));
-        }
-        if (!cs.ok()) {
-          record_error(r, cs, &spec.key);
-          break;
-        }
-      }
-    }
-  });
+      });
   RF_RETURN_IF_ERROR(first_error.Take(options.error_record));
 
   // Between the passes (serial, cheap): row splits and bytes offsets from the counts.
@@ -368,7 +378,8 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
     } else if (spec.dtype == DType::kBytes) {
       // Value j's bytes start at bytes_offsets[j]; per record, the first value's offset is kept
       // in the record's first slot and the rest are filled in pass 2.
-      size_t values = dense ? batch * static_cast<size_t>(want) : static_cast<size_t>(c.row_splits[batch]);
+      size_t values =
+          dense ? batch * static_cast<size_t>(want) : static_cast<size_t>(c.row_splits[batch]);
       c.bytes_offsets.assign(values + 1, 0);
       uint64_t data_size = 0;
       size_t value = 0;
@@ -397,63 +408,69 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
     if (spec.kind == FeatureSpec::Kind::kVarLen || spec.dtype == DType::kBytes) {
       needs_pass2 = true;
     } else {
-      for (size_t r = 0; r < batch && !needs_pass2; ++r) needs_pass2 = !slots[r * k_count + k].present;
+      for (size_t r = 0; r < batch && !needs_pass2; ++r)
+        needs_pass2 = !slots[r * k_count + k].present;
     }
   }
   if (!needs_pass2) return Status::OK();
-  ParallelFor(batch, options.min_records_per_thread, options.max_parallelism, [&](size_t begin,
-                                                                                  size_t end) {
-    for (size_t r = begin; r < end; ++r) {
-      for (size_t k = 0; k < k_count; ++k) {
-        const FeatureSpec& spec = specs_[k];
-        const Slot& slot = slots[r * k_count + k];
-        Column& c = (*columns)[k];
-        const bool dense = spec.kind == FeatureSpec::Kind::kFixedLen;
-        const int64_t want = dense ? spec.num_elements() : 0;
-        const size_t first = dense ? r * static_cast<size_t>(want) : static_cast<size_t>(c.row_splits[r]);
-        Status s;
-        // Each record writes only the offsets of its own values after the first: the first
-        // (and the end) were set between the passes, so no two threads touch one entry.
-        int64_t pos =
-            spec.dtype == DType::kBytes && !options.bytes_as_views ? c.bytes_offsets[first] : 0;
-        if (dense && !slot.present) {
-          const Feature& d = *spec.default_value;
-          for (int64_t i = 0; i < want; ++i) {
-            size_t src = d.size() == 1 ? 0 : static_cast<size_t>(i);
-            if (spec.dtype == DType::kInt64) c.int64s[first + i] = d.int64s[src];
-            if (spec.dtype == DType::kFloat32) c.floats[first + i] = d.floats[src];
-            if (spec.dtype == DType::kBytes && options.bytes_as_views) {
-              c.bytes_views[first + i] = std::as_bytes(std::span(d.bytes[src]));
-            } else if (spec.dtype == DType::kBytes) {
-              const std::string& v = d.bytes[src];
-              if (!v.empty()) std::memcpy(c.bytes_data.data() + pos, v.data(), v.size());
-              pos += static_cast<int64_t>(v.size());
-              if (i + 1 < want) c.bytes_offsets[first + i + 1] = pos;
-            }
-          }
-          continue;
-        }
-        if (!slot.present) continue;
-        if (spec.dtype == DType::kBytes && options.bytes_as_views) {
-          size_t i = first;
-          s = internal::VisitBytes(slot.view.list,
-                                   [&](std::span<const std::byte> v) { c.bytes_views[i++] = v; });
-        } else if (spec.dtype == DType::kBytes) {
-          size_t i = 0;
-          s = internal::VisitBytes(slot.view.list, [&](std::span<const std::byte> v) {
-            if (!v.empty()) std::memcpy(c.bytes_data.data() + pos, v.data(), v.size());
-            pos += static_cast<int64_t>(v.size());
-            if (++i < slot.count) c.bytes_offsets[first + i] = pos;
-          });
-        } else if (!dense && spec.dtype == DType::kInt64) {
-          s = DecodeInt64s(slot.view, std::span(c.int64s.data() + first, slot.count));
-        } else if (!dense && spec.dtype == DType::kFloat32) {
-          s = DecodeFloats(slot.view, std::span(c.floats.data() + first, slot.count));
-        }
-        if (!s.ok()) record_error(r, s, &spec.key);
-      }
-    }
-  });
+  ParallelFor(batch, options.min_records_per_thread, options.max_parallelism,
+              [&](size_t begin, size_t end) {
+                for (size_t r = begin; r < end; ++r) {
+                  for (size_t k = 0; k < k_count; ++k) {
+                    const FeatureSpec& spec = specs_[k];
+                    const Slot& slot = slots[r * k_count + k];
+                    Column& c = (*columns)[k];
+                    const bool dense = spec.kind == FeatureSpec::Kind::kFixedLen;
+                    const int64_t want = dense ? spec.num_elements() : 0;
+                    const size_t first = dense ? r * static_cast<size_t>(want)
+                                               : static_cast<size_t>(c.row_splits[r]);
+                    Status s;
+                    // Each record writes only the offsets of its own values after the first: the
+                    // first (and the end) were set between the passes, so no two threads touch one
+                    // entry.
+                    int64_t pos = spec.dtype == DType::kBytes && !options.bytes_as_views
+                                      ? c.bytes_offsets[first]
+                                      : 0;
+                    if (dense && !slot.present) {
+                      const Feature& d = *spec.default_value;
+                      for (int64_t i = 0; i < want; ++i) {
+                        size_t src = d.size() == 1 ? 0 : static_cast<size_t>(i);
+                        if (spec.dtype == DType::kInt64) c.int64s[first + i] = d.int64s[src];
+                        if (spec.dtype == DType::kFloat32) c.floats[first + i] = d.floats[src];
+                        if (spec.dtype == DType::kBytes && options.bytes_as_views) {
+                          c.bytes_views[first + i] = std::as_bytes(std::span(d.bytes[src]));
+                        } else if (spec.dtype == DType::kBytes) {
+                          const std::string& v = d.bytes[src];
+                          if (!v.empty())
+                            std::memcpy(c.bytes_data.data() + pos, v.data(), v.size());
+                          pos += static_cast<int64_t>(v.size());
+                          if (i + 1 < want) c.bytes_offsets[first + i + 1] = pos;
+                        }
+                      }
+                      continue;
+                    }
+                    if (!slot.present) continue;
+                    if (spec.dtype == DType::kBytes && options.bytes_as_views) {
+                      size_t i = first;
+                      s = internal::VisitBytes(slot.view.list, [&](std::span<const std::byte> v) {
+                        c.bytes_views[i++] = v;
+                      });
+                    } else if (spec.dtype == DType::kBytes) {
+                      size_t i = 0;
+                      s = internal::VisitBytes(slot.view.list, [&](std::span<const std::byte> v) {
+                        if (!v.empty()) std::memcpy(c.bytes_data.data() + pos, v.data(), v.size());
+                        pos += static_cast<int64_t>(v.size());
+                        if (++i < slot.count) c.bytes_offsets[first + i] = pos;
+                      });
+                    } else if (!dense && spec.dtype == DType::kInt64) {
+                      s = DecodeInt64s(slot.view, std::span(c.int64s.data() + first, slot.count));
+                    } else if (!dense && spec.dtype == DType::kFloat32) {
+                      s = DecodeFloats(slot.view, std::span(c.floats.data() + first, slot.count));
+                    }
+                    if (!s.ok()) record_error(r, s, &spec.key);
+                  }
+                }
+              });
   return first_error.Take(options.error_record);
 }
 
@@ -527,58 +544,60 @@ Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records
   };
 
   // Pass 1: locate, check and count.
-  ParallelFor(batch, options.min_records_per_thread, options.max_parallelism, [&](size_t begin,
-                                                                                  size_t end) {
-    for (size_t r = begin; r < end; ++r) {
-      SequenceSlot* row = slots.data() + r * k_count;
-      Status s = internal::VisitFeatureLists(
-          records[r], [&](std::string_view key, std::span<const std::byte> list) {
-            auto it = index_.find(key);
-            if (it == index_.end()) return;
-            row[it->second].list = list;
-            row[it->second].present = true;
-          });
-      if (!s.ok()) {
-        record_error(r, s, nullptr, -1);
-        continue;
-      }
-      for (size_t k = 0; k < k_count && s.ok(); ++k) {
-        const FeatureSpec& spec = specs_[k];
-        SequenceSlot& slot = row[k];
-        if (!slot.present) continue;
-        int64_t step = 0;
-        s = internal::VisitSteps(slot.list, [&](const FeatureView& view) -> Status {
-          if (view.kind != ListKind::kNone && view.kind != ListKindFor(spec.dtype)) {
-            return InvalidArgumentError("holds " + std::string(ListKindName(view.kind)) +
-                                        " values, but the spec asks for " +
-                                        std::string(DTypeName(spec.dtype)));
-          }
-          uint64_t n = 0;
-          if (spec.dtype == DType::kBytes && view.kind == ListKind::kBytes) {
-            RF_RETURN_IF_ERROR(internal::VisitBytes(view.list, [&](std::span<const std::byte> v) {
-              ++n;
-              slot.nbytes += v.size();
-            }));
-          } else {
-            RF_ASSIGN_OR_RETURN(size_t count, internal::CountListValues(view));
-            n = count;
-          }
-          if (spec.kind == FeatureSpec::Kind::kFixedLen &&
-              n != static_cast<uint64_t>(spec.num_elements())) {
-            return InvalidArgumentError("has " + std::to_string(n) +
-                                        " values, but the spec's shape " +
-                                        ShapeString(spec.shape) + " needs " +
-                                        std::to_string(spec.num_elements()));
-          }
-          slot.values += n;
-          ++slot.steps;
-          ++step;
-          return Status::OK();
-        });
-        if (!s.ok()) record_error(r, s, &spec.key, s.code() == StatusCode::kDataLoss ? -1 : step);
-      }
-    }
-  });
+  ParallelFor(batch, options.min_records_per_thread, options.max_parallelism,
+              [&](size_t begin, size_t end) {
+                for (size_t r = begin; r < end; ++r) {
+                  SequenceSlot* row = slots.data() + r * k_count;
+                  Status s = internal::VisitFeatureLists(
+                      records[r], [&](std::string_view key, std::span<const std::byte> list) {
+                        auto it = index_.find(key);
+                        if (it == index_.end()) return;
+                        row[it->second].list = list;
+                        row[it->second].present = true;
+                      });
+                  if (!s.ok()) {
+                    record_error(r, s, nullptr, -1);
+                    continue;
+                  }
+                  for (size_t k = 0; k < k_count && s.ok(); ++k) {
+                    const FeatureSpec& spec = specs_[k];
+                    SequenceSlot& slot = row[k];
+                    if (!slot.present) continue;
+                    int64_t step = 0;
+                    s = internal::VisitSteps(slot.list, [&](const FeatureView& view) -> Status {
+                      if (view.kind != ListKind::kNone && view.kind != ListKindFor(spec.dtype)) {
+                        return InvalidArgumentError(
+                            "holds " + std::string(ListKindName(view.kind)) +
+                            " values, but the spec asks for " + std::string(DTypeName(spec.dtype)));
+                      }
+                      uint64_t n = 0;
+                      if (spec.dtype == DType::kBytes && view.kind == ListKind::kBytes) {
+                        RF_RETURN_IF_ERROR(
+                            internal::VisitBytes(view.list, [&](std::span<const std::byte> v) {
+                              ++n;
+                              slot.nbytes += v.size();
+                            }));
+                      } else {
+                        RF_ASSIGN_OR_RETURN(size_t count, internal::CountListValues(view));
+                        n = count;
+                      }
+                      if (spec.kind == FeatureSpec::Kind::kFixedLen &&
+                          n != static_cast<uint64_t>(spec.num_elements())) {
+                        return InvalidArgumentError("has " + std::to_string(n) +
+                                                    " values, but the spec's shape " +
+                                                    ShapeString(spec.shape) + " needs " +
+                                                    std::to_string(spec.num_elements()));
+                      }
+                      slot.values += n;
+                      ++slot.steps;
+                      ++step;
+                      return Status::OK();
+                    });
+                    if (!s.ok())
+                      record_error(r, s, &spec.key, s.code() == StatusCode::kDataLoss ? -1 : step);
+                  }
+                }
+              });
   RF_RETURN_IF_ERROR(first_error.Take(options.error_record));
 
   // Between the passes: splits and buffer sizes.
@@ -622,33 +641,34 @@ Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records
   }
 
   // Pass 2: decode every step into place.
-  ParallelFor(batch, options.min_records_per_thread, options.max_parallelism, [&](size_t begin,
-                                                                                  size_t end) {
-    for (size_t r = begin; r < end; ++r) {
-      for (size_t k = 0; k < k_count; ++k) {
-        const FeatureSpec& spec = specs_[k];
-        const SequenceSlot& slot = slots[r * k_count + k];
-        if (!slot.present || slot.steps == 0) continue;
-        Column& c = (*columns)[k];
-        uint64_t value = value_start[k][r];
-        const uint64_t record_end = value_start[k][r + 1];
-        int64_t byte_pos = byte_start[k][r];
-        int64_t step = c.row_splits[r];
-        const int64_t last_step = c.row_splits[r + 1];
-        Status s = internal::VisitSteps(slot.list, [&](const FeatureView& view) -> Status {
-          RF_ASSIGN_OR_RETURN(size_t n, internal::CountListValues(view));
-          RF_RETURN_IF_ERROR(DecodeStep(spec, view, n, &c, &value, &byte_pos,
-                                        value + n == record_end));
-          ++step;
-          if (spec.kind == FeatureSpec::Kind::kVarLen && step < last_step) {
-            c.step_splits[step] = static_cast<int64_t>(value);
-          }
-          return Status::OK();
-        });
-        if (!s.ok()) record_error(r, s, &spec.key, -1);
-      }
-    }
-  });
+  ParallelFor(batch, options.min_records_per_thread, options.max_parallelism,
+              [&](size_t begin, size_t end) {
+                for (size_t r = begin; r < end; ++r) {
+                  for (size_t k = 0; k < k_count; ++k) {
+                    const FeatureSpec& spec = specs_[k];
+                    const SequenceSlot& slot = slots[r * k_count + k];
+                    if (!slot.present || slot.steps == 0) continue;
+                    Column& c = (*columns)[k];
+                    uint64_t value = value_start[k][r];
+                    const uint64_t record_end = value_start[k][r + 1];
+                    int64_t byte_pos = byte_start[k][r];
+                    int64_t step = c.row_splits[r];
+                    const int64_t last_step = c.row_splits[r + 1];
+                    Status s =
+                        internal::VisitSteps(slot.list, [&](const FeatureView& view) -> Status {
+                          RF_ASSIGN_OR_RETURN(size_t n, internal::CountListValues(view));
+                          RF_RETURN_IF_ERROR(DecodeStep(spec, view, n, &c, &value, &byte_pos,
+                                                        value + n == record_end));
+                          ++step;
+                          if (spec.kind == FeatureSpec::Kind::kVarLen && step < last_step) {
+                            c.step_splits[step] = static_cast<int64_t>(value);
+                          }
+                          return Status::OK();
+                        });
+                    if (!s.ok()) record_error(r, s, &spec.key, -1);
+                  }
+                }
+              });
   return first_error.Take(options.error_record);
 }
 

@@ -115,8 +115,8 @@ TEST(ExampleParserTest, BytesAsViewsMatchCopies) {
 TEST(ExampleParserTest, UnpackedAndSplitNumericListsTakeTheGeneralPath) {
   // Int64List {value: 1 (unpacked), value: [2, 3] (packed)} and FloatList as two packed runs.
   std::string ints = std::string("\x08\x01", 2) + std::string("\x0a\x02\x02\x03", 4);
-  std::string floats = std::string("\x0a\x04\x00\x00\x80\x3f", 6) +
-                       std::string("\x0a\x04\x00\x00\x00\x40", 6);
+  std::string floats =
+      std::string("\x0a\x04\x00\x00\x80\x3f", 6) + std::string("\x0a\x04\x00\x00\x00\x40", 6);
   auto feature = [](char kind, const std::string& list) {
     return std::string(1, kind) + std::string(1, static_cast<char>(list.size())) + list;
   };
@@ -212,8 +212,8 @@ TEST(ExampleParserTest, MissingRequiredAndWrongCount) {
 }
 
 TEST(ExampleParserTest, EmptyFeatureCountsAsMissing) {
-  auto parser = ExampleParser::Create(
-      {FeatureSpec::FixedLen("k", DType::kInt64, {}, Feature::Int64s({9}))});
+  auto parser =
+      ExampleParser::Create({FeatureSpec::FixedLen("k", DType::kInt64, {}, Feature::Int64s({9}))});
   std::vector<std::string> records = {SerializeExample({{"k", Feature{}}})};
   std::vector<Column> columns;
   ASSERT_TRUE(parser->Parse(Spans(records), &columns).ok());
@@ -228,9 +228,9 @@ TEST(ExampleParserTest, InvalidSpecsRejected) {
   EXPECT_FALSE(ExampleParser::Create(
                    {FeatureSpec::FixedLen("a", DType::kInt64, {3}, Feature::Int64s({1, 2}))})
                    .ok());
-  EXPECT_FALSE(ExampleParser::Create(
-                   {FeatureSpec::FixedLen("a", DType::kInt64, {}, Feature::Floats({1}))})
-                   .ok());
+  EXPECT_FALSE(
+      ExampleParser::Create({FeatureSpec::FixedLen("a", DType::kInt64, {}, Feature::Floats({1}))})
+          .ok());
 }
 
 }  // namespace
@@ -296,8 +296,8 @@ TEST(SequenceParserTest, WrongStepCountNamesStep) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("feature list 'xy' of record 0, step 1"), std::string::npos)
       << s.message();
-  EXPECT_FALSE(SequenceParser::Create({FeatureSpec::FixedLen("xy", DType::kFloat32, {},
-                                                             Feature::Floats({0}))})
+  EXPECT_FALSE(SequenceParser::Create(
+                   {FeatureSpec::FixedLen("xy", DType::kFloat32, {}, Feature::Floats({0}))})
                    .ok());
 }
 

@@ -14,10 +14,13 @@ double Mean(uint64_t total, uint64_t count) {
 
 DType DTypeOf(ListKind kind) {
   switch (kind) {
-    case ListKind::kFloat: return DType::kFloat32;
-    case ListKind::kInt64: return DType::kInt64;
+    case ListKind::kFloat:
+      return DType::kFloat32;
+    case ListKind::kInt64:
+      return DType::kInt64;
     case ListKind::kBytes:
-    case ListKind::kNone: break;
+    case ListKind::kNone:
+      break;
   }
   return DType::kBytes;
 }
@@ -44,9 +47,7 @@ double KeyStats::mean_value_bytes() const { return Mean(total_value_bytes, bytes
 
 double Schema::mean_record_bytes() const { return Mean(total_record_bytes, records); }
 
-double Schema::presence(const KeyStats& key) const {
-  return Mean(key.records_present(), examples);
-}
+double Schema::presence(const KeyStats& key) const { return Mean(key.records_present(), examples); }
 
 std::optional<FeatureSpec> Schema::ProposeSpec(const KeyStats& key) const {
   const std::vector<ListKind> kinds = key.kinds();

@@ -343,8 +343,10 @@ TEST(SchemaInferenceTest, ProposedSpecsParseTheRecords) {
     f["boxes"] = Feature::Floats(std::vector<float>(4 * (rng() % 3)));
     if (rng() % 4 != 0) f["caption"] = Feature::Bytes({"a", "bc"});
     if (i == 17) f["pairs"] = Feature::Int64s({1, 2});
-    if (i != 30) f["score"] = Feature::Floats({0.5f});
-    else f["score"] = Feature{};  // an empty Feature counts as missing
+    if (i != 30)
+      f["score"] = Feature::Floats({0.5f});
+    else
+      f["score"] = Feature{};  // an empty Feature counts as missing
     records.push_back(SerializeExample(f));
   }
   Schema schema = Infer(records);

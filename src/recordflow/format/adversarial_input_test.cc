@@ -93,10 +93,9 @@ TEST_P(BombTest, OutputLimitIsResourceExhaustedAndKeepsEarlierRecords) {
   constexpr uint64_t kLimit = 16 << 20;
   RecordReaderOptions options;
   options.inflater = inflater;
-  auto reader = RecordReader::FromStream(
-      NewMemoryInputStream(testing::Bytes(packed), compression, "bomb.tfrecord.gz", inflater,
-                           kLimit),
-      options, compression);
+  auto reader = RecordReader::FromStream(NewMemoryInputStream(testing::Bytes(packed), compression,
+                                                              "bomb.tfrecord.gz", inflater, kLimit),
+                                         options, compression);
   int records = 0;
   std::span<const std::byte> record;
   Status status;
@@ -159,12 +158,11 @@ TEST_P(BombTest, LimitAppliesThroughOpenAndSkipStillWorksUnderIt) {
   EXPECT_FALSE(*end);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Inflaters, BombTest,
-    ::testing::Values(std::make_tuple(Compression::kGzip, Inflater::kZlib),
-                      std::make_tuple(Compression::kZlib, Inflater::kZlib),
-                      std::make_tuple(Compression::kGzip, Inflater::kIsal),
-                      std::make_tuple(Compression::kZlib, Inflater::kIsal)));
+INSTANTIATE_TEST_SUITE_P(Inflaters, BombTest,
+                         ::testing::Values(std::make_tuple(Compression::kGzip, Inflater::kZlib),
+                                           std::make_tuple(Compression::kZlib, Inflater::kZlib),
+                                           std::make_tuple(Compression::kGzip, Inflater::kIsal),
+                                           std::make_tuple(Compression::kZlib, Inflater::kIsal)));
 
 TEST(AdversarialFileTest, TruncatedOnDiskAtEveryRecordBoundaryAndInside) {
   // Every cut of a real file: at a boundary the records before it read back and the file ends
@@ -191,8 +189,8 @@ TEST(AdversarialFileTest, TruncatedOnDiskAtEveryRecordBoundaryAndInside) {
       EXPECT_TRUE(status.ok()) << "cut " << cut << ": " << status.ToString();
       EXPECT_EQ(got, static_cast<size_t>(at - boundaries.begin()));
     } else {
-      const size_t index = std::upper_bound(boundaries.begin(), boundaries.end(), cut) -
-                           boundaries.begin() - 1;
+      const size_t index =
+          std::upper_bound(boundaries.begin(), boundaries.end(), cut) - boundaries.begin() - 1;
       EXPECT_EQ(status.code(), StatusCode::kDataLoss) << "cut " << cut;
       EXPECT_EQ(got, index) << "cut " << cut;
       EXPECT_TRUE(Contains(status.message(), path)) << status.message();
@@ -514,8 +512,8 @@ TEST(AllocationFailureTest, HugeRecordUnderAnAddressSpaceLimitIsResourceExhauste
   }
   int wstatus = 0;
   ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
-  ASSERT_FALSE(WIFSIGNALED(wstatus)) << "killed by signal " << WTERMSIG(wstatus)
-                                     << " (std::bad_alloc escaped?)";
+  ASSERT_FALSE(WIFSIGNALED(wstatus))
+      << "killed by signal " << WTERMSIG(wstatus) << " (std::bad_alloc escaped?)";
   ASSERT_TRUE(WIFEXITED(wstatus));
   EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "child check failed (see the _exit codes above)";
 }
@@ -577,8 +575,8 @@ TEST_P(CompressedTailTest, ZlibFollowedByAnotherStreamOrGarbageKeepsTheFirstStre
     const ReadAllResult raise = Read(first + tail, Compression::kZlib);
     EXPECT_EQ(raise.records, a) << "got " << raise.records.size();
     EXPECT_EQ(raise.status.code(), StatusCode::kDataLoss) << raise.status.ToString();
-    EXPECT_TRUE(Contains(raise.status.message(), "compressed byte offset " +
-                                                     std::to_string(first.size())))
+    EXPECT_TRUE(
+        Contains(raise.status.message(), "compressed byte offset " + std::to_string(first.size())))
         << raise.status.message();
     const ReadAllResult skip = Read(first + tail, Compression::kZlib, CorruptionPolicy::kSkip);
     EXPECT_TRUE(skip.status.ok()) << skip.status.ToString();
@@ -607,8 +605,7 @@ TEST_P(CompressedTailTest, GzipTrailerCrcErrorIsReportedWhereTheStreamEnds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Inflaters, CompressedTailTest,
-                         ::testing::Values(Inflater::kZlib, Inflater::kIsal),
-                         [](const auto& info) {
+                         ::testing::Values(Inflater::kZlib, Inflater::kIsal), [](const auto& info) {
                            return info.param == Inflater::kZlib ? "zlib" : "isal";
                          });
 

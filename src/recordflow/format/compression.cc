@@ -51,8 +51,8 @@ class FileInputStream final : public InputStream {
     offset_ += n;
     // Short: the file shrank. The bytes read go out first; the next call reads none and fails.
     if (n < dst.size() && n == 0) {
-      return DataLossError("'" + name_ + "' ends at byte " + std::to_string(offset_) +
-                           " but was " + std::to_string(file_->size()) +
+      return DataLossError("'" + name_ + "' ends at byte " + std::to_string(offset_) + " but was " +
+                           std::to_string(file_->size()) +
                            " bytes when opened (truncated while being read?)");
     }
     return n;
@@ -122,7 +122,9 @@ int WindowBits(Compression c) { return c == Compression::kGzip ? MAX_WBITS + 16 
 class ZlibInputStream final : public InputStream {
  public:
   ZlibInputStream(std::unique_ptr<InputStream> source, Compression compression, size_t read_size)
-      : source_(std::move(source)), compression_(compression), in_(std::max<size_t>(read_size, 4096)) {
+      : source_(std::move(source)),
+        compression_(compression),
+        in_(std::max<size_t>(read_size, 4096)) {
     std::memset(&z_, 0, sizeof(z_));
     init_rc_ = inflateInit2(&z_, WindowBits(compression));
   }
@@ -174,7 +176,8 @@ class ZlibInputStream final : public InputStream {
           if (source_eof_) break;
           continue;
         }
-        if (compression_ == Compression::kZlib) return TrailingZlibData(compressed_read_ - z_.avail_in);
+        if (compression_ == Compression::kZlib)
+          return TrailingZlibData(compressed_read_ - z_.avail_in);
         // Another GZIP member follows (as `cat a.gz b.gz` makes).
         inflateReset(&z_);
         stream_end_ = false;
@@ -312,13 +315,20 @@ class IsalInputStream final : public InputStream {
   }
   static std::string IsalError(int rc) {
     switch (rc) {
-      case ISAL_INVALID_BLOCK: return "invalid deflate block";
-      case ISAL_INVALID_SYMBOL: return "invalid deflate symbol";
-      case ISAL_INVALID_LOOKBACK: return "invalid lookback distance";
-      case ISAL_INVALID_WRAPPER: return "invalid gzip/zlib header";
-      case ISAL_UNSUPPORTED_METHOD: return "unsupported compression method";
-      case ISAL_INCORRECT_CHECKSUM: return "checksum mismatch";
-      default: return "igzip error " + std::to_string(rc);
+      case ISAL_INVALID_BLOCK:
+        return "invalid deflate block";
+      case ISAL_INVALID_SYMBOL:
+        return "invalid deflate symbol";
+      case ISAL_INVALID_LOOKBACK:
+        return "invalid lookback distance";
+      case ISAL_INVALID_WRAPPER:
+        return "invalid gzip/zlib header";
+      case ISAL_UNSUPPORTED_METHOD:
+        return "unsupported compression method";
+      case ISAL_INCORRECT_CHECKSUM:
+        return "checksum mismatch";
+      default:
+        return "igzip error " + std::to_string(rc);
     }
   }
 
@@ -398,13 +408,11 @@ class RawOutputStream final : public OutputStream {
 
 class ZlibOutputStream final : public OutputStream {
  public:
-  ZlibOutputStream(std::unique_ptr<io::AtomicFileWriter> file, Compression compression,
-                   int level)
+  ZlibOutputStream(std::unique_ptr<io::AtomicFileWriter> file, Compression compression, int level)
       : file_(std::move(file)), out_(256 * 1024) {
     std::memset(&z_, 0, sizeof(z_));
     // memLevel 9, as TensorFlow's ZlibCompressionOptions: same bytes as TF's writer.
-    init_rc_ = deflateInit2(&z_, level, Z_DEFLATED, WindowBits(compression), 9,
-                            Z_DEFAULT_STRATEGY);
+    init_rc_ = deflateInit2(&z_, level, Z_DEFLATED, WindowBits(compression), 9, Z_DEFAULT_STRATEGY);
   }
   ~ZlibOutputStream() override {
     if (init_rc_ == Z_OK) deflateEnd(&z_);
@@ -439,7 +447,8 @@ class ZlibOutputStream final : public OutputStream {
       z_.next_out = reinterpret_cast<Bytef*>(out_.data());
       z_.avail_out = static_cast<uInt>(out_.size());
       int rc = deflate(&z_, flush);
-      if (rc == Z_STREAM_ERROR) return InternalError("zlib deflate failed for '" + file_->path() + "'");
+      if (rc == Z_STREAM_ERROR)
+        return InternalError("zlib deflate failed for '" + file_->path() + "'");
       size_t produced = out_.size() - z_.avail_out;
       if (produced > 0) RF_RETURN_IF_ERROR(file_->Append(std::span(out_.data(), produced)));
       if (flush == Z_FINISH ? rc == Z_STREAM_END : (z_.avail_in == 0 && z_.avail_out != 0)) {
@@ -468,9 +477,12 @@ Result<Compression> ParseCompression(std::string_view name) {
 
 std::string_view CompressionName(Compression compression) {
   switch (compression) {
-    case Compression::kNone: return "";
-    case Compression::kGzip: return "GZIP";
-    case Compression::kZlib: return "ZLIB";
+    case Compression::kNone:
+      return "";
+    case Compression::kGzip:
+      return "GZIP";
+    case Compression::kZlib:
+      return "ZLIB";
   }
   return "";
 }

@@ -84,13 +84,12 @@ TEST_P(RoundTripTest, WriteThenReadInVariousChunkSizes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, RoundTripTest,
-    ::testing::Values(StreamCase{Compression::kNone, Inflater::kAuto},
-                      StreamCase{Compression::kGzip, Inflater::kZlib},
-                      StreamCase{Compression::kGzip, Inflater::kIsal},
-                      StreamCase{Compression::kZlib, Inflater::kZlib},
-                      StreamCase{Compression::kZlib, Inflater::kIsal}));
+INSTANTIATE_TEST_SUITE_P(All, RoundTripTest,
+                         ::testing::Values(StreamCase{Compression::kNone, Inflater::kAuto},
+                                           StreamCase{Compression::kGzip, Inflater::kZlib},
+                                           StreamCase{Compression::kGzip, Inflater::kIsal},
+                                           StreamCase{Compression::kZlib, Inflater::kZlib},
+                                           StreamCase{Compression::kZlib, Inflater::kIsal}));
 
 // Every inflater passes the same tests (one contract, many implementations).
 class InflaterTest : public ::testing::TestWithParam<Inflater> {

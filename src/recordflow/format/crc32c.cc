@@ -64,8 +64,7 @@ uint32_t ExtendPortable(uint32_t crc, const std::byte* p, size_t n) {
 bool AlwaysSupported() { return true; }
 
 #if defined(__x86_64__)
-__attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const std::byte* p,
-                                                       size_t n) {
+__attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const std::byte* p, size_t n) {
   const auto* data = reinterpret_cast<const uint8_t*>(p);
   uint64_t c = ~crc;
   while (n > 0 && (reinterpret_cast<uintptr_t>(data) & 7) != 0) {

@@ -176,15 +176,15 @@ const std::vector<std::string>& GoldenPayloads() {
 
 std::string IndexText(const std::vector<IndexEntry>& entries) {
   std::string text;
-  for (const auto& e : entries) text += std::to_string(e.offset) + " " + std::to_string(e.size) + "\n";
+  for (const auto& e : entries)
+    text += std::to_string(e.offset) + " " + std::to_string(e.size) + "\n";
   return text;
 }
 
 // Inflates a whole GZIP or ZLIB file with zlib itself, not with recordflow's stream.
 std::string Inflate(const std::string& compressed, Compression compression) {
   z_stream z{};
-  EXPECT_EQ(inflateInit2(&z, compression == Compression::kGzip ? MAX_WBITS + 16 : MAX_WBITS),
-            Z_OK);
+  EXPECT_EQ(inflateInit2(&z, compression == Compression::kGzip ? MAX_WBITS + 16 : MAX_WBITS), Z_OK);
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
   z.avail_in = static_cast<uInt>(compressed.size());
   std::string out;
@@ -240,7 +240,7 @@ class GoldenWriteTest : public ::testing::Test {
 
 TEST(GoldenManifest, ListsEveryGoldenFile) {
   std::map<std::string, Compression> want = {
-      {"records.tfrecord", Compression::kNone},  {"records.tfrecord.gz", Compression::kGzip},
+      {"records.tfrecord", Compression::kNone},    {"records.tfrecord.gz", Compression::kGzip},
       {"records.tfrecord.zz", Compression::kZlib}, {"empty.tfrecord", Compression::kNone},
       {"empty.tfrecord.gz", Compression::kGzip},   {"empty.tfrecord.zz", Compression::kZlib},
       {"flushed.tfrecord.gz", Compression::kGzip},
@@ -396,8 +396,8 @@ TEST(GoldenRead, TruncatedGoldenGzipIsDataLoss) {
         if (!*more) break;
         ++n;
       }
-      EXPECT_EQ(error.code(), StatusCode::kDataLoss) << "read " << n << " records, then "
-                                                     << error.ToString();
+      EXPECT_EQ(error.code(), StatusCode::kDataLoss)
+          << "read " << n << " records, then " << error.ToString();
     }
   }
 }
@@ -409,9 +409,9 @@ TEST_F(GoldenWriteTest, UncompressedIsByteIdenticalToTensorFlow) {
   const std::string ours = Write("records.tfrecord", GoldenPayloads());
   ASSERT_EQ(ours.size(), golden.size());
   EXPECT_TRUE(ours == golden) << "first difference at byte "
-                              << std::distance(ours.begin(), std::mismatch(ours.begin(), ours.end(),
-                                                                           golden.begin())
-                                                                 .first);
+                              << std::distance(
+                                     ours.begin(),
+                                     std::mismatch(ours.begin(), ours.end(), golden.begin()).first);
 }
 
 TEST_F(GoldenWriteTest, UncompressedIsByteIdenticalWhateverTheBufferSize) {
@@ -509,8 +509,8 @@ TEST_P(GoldenCompressedWriteTest, FlushBetweenRecordsReadsBack) {
   EXPECT_EQ(ReadAll(Path("flushed.tfrecord" + ext)), GoldenPayloads());
 }
 
-INSTANTIATE_TEST_SUITE_P(GoldenGzipAndZlib, GoldenCompressedWriteTest, ::testing::Values(".gz", ".zz"),
-                         [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(GoldenGzipAndZlib, GoldenCompressedWriteTest,
+                         ::testing::Values(".gz", ".zz"), [](const auto& info) {
                            return std::string(info.param) == ".gz" ? "Gzip" : "Zlib";
                          });
 

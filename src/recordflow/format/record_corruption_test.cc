@@ -14,8 +14,8 @@ using testing::Frame;
 using testing::ReadAllFromMemory;
 
 const std::vector<std::string> kPayloads = {"first", std::string(1000, 'b'), "third"};
-constexpr size_t kRecord1 = 5 + kFramingOverhead;      // offset of record 1 (21)
-constexpr size_t kRecord2 = kRecord1 + 1000 + 16;      // offset of record 2 (1037)
+constexpr size_t kRecord1 = 5 + kFramingOverhead;  // offset of record 1 (21)
+constexpr size_t kRecord2 = kRecord1 + 1000 + 16;  // offset of record 2 (1037)
 
 RecordReaderOptions Skip() {
   RecordReaderOptions o;
@@ -183,8 +183,8 @@ TEST(CorruptionTest, LyingLengthInCompressedStreamIsBounded) {
 TEST(CorruptionTest, ErrorIsSticky) {
   std::string data = Frame(kPayloads);
   data[kRecord1 + 20] ^= 1;
-  auto reader = RecordReader::FromStream(
-      NewMemoryInputStream(testing::Bytes(data), Compression::kNone));
+  auto reader =
+      RecordReader::FromStream(NewMemoryInputStream(testing::Bytes(data), Compression::kNone));
   std::span<const std::byte> rec;
   ASSERT_TRUE(*reader->ReadRecord(&rec));
   EXPECT_EQ(reader->ReadRecord(&rec).status().code(), StatusCode::kDataLoss);
@@ -197,8 +197,8 @@ TEST(CorruptionTest, ReporterSeesEveryEvent) {
     void Report(const CorruptionEvent& e) override { events.push_back(e); }
   } reporter;
   std::string data = Frame({"a", "b", "c", "d"});
-  data[17 + 12] ^= 1;       // payload of record 1 ("b")
-  data[3 * 17 + 12] ^= 1;   // payload of record 3 ("d")
+  data[17 + 12] ^= 1;      // payload of record 1 ("b")
+  data[3 * 17 + 12] ^= 1;  // payload of record 3 ("d")
   RecordReaderOptions o = Skip();
   o.reporter = &reporter;
   auto result = ReadAllFromMemory(data, o);
@@ -257,7 +257,8 @@ class CompressedDamageTest : public ::testing::TestWithParam<Inflater> {};
 
 TEST_P(CompressedDamageTest, TruncatedStreamNamesRecordOrIsSkipped) {
   std::vector<std::string> payloads;
-  for (int i = 0; i < 50; ++i) payloads.push_back(std::string(3000, static_cast<char>('a' + i % 26)));
+  for (int i = 0; i < 50; ++i)
+    payloads.push_back(std::string(3000, static_cast<char>('a' + i % 26)));
   std::string gz = GzipBytes(testing::Frame(payloads));
   std::string cut = gz.substr(0, gz.size() * 3 / 4);
   RecordReaderOptions raise;
@@ -309,8 +310,7 @@ TEST_P(CompressedDamageTest, EveryByteFlipInGzipIsDetectedOrHarmless) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, CompressedDamageTest,
-                         ::testing::Values(Inflater::kZlib, Inflater::kIsal),
-                         [](const auto& info) {
+                         ::testing::Values(Inflater::kZlib, Inflater::kIsal), [](const auto& info) {
                            return info.param == Inflater::kZlib ? std::string("zlib")
                                                                 : std::string("isal");
                          });

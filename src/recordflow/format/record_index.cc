@@ -92,8 +92,10 @@ Status CheckIndexCoversFile(std::span<const IndexEntry> entries, uint64_t file_s
   // Anything else is an index of another (older, partial, longer) version of the file, whose
   // records would be read as missing, extra or shifted without any CRC noticing.
   auto stale = [&](const std::string& why) {
-    return DataLossError("index for '" + record_path + "' does not match the file (stale or "
-                         "incomplete index?): " + why + "; rebuild it with `recordflow index`");
+    return DataLossError("index for '" + record_path +
+                         "' does not match the file (stale or "
+                         "incomplete index?): " +
+                         why + "; rebuild it with `recordflow index`");
   };
   uint64_t expected = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -153,9 +155,8 @@ Result<std::unique_ptr<IndexedRecordReader>> IndexedRecordReader::Open(
 Result<std::span<const std::byte>> IndexedRecordReader::ReadRecord(
     uint64_t index, std::vector<std::byte>* scratch) const {
   if (index >= entries_.size()) {
-    return OutOfRangeError("record " + std::to_string(index) + " requested from '" +
-                           file_->path() + "', which has " + std::to_string(entries_.size()) +
-                           " records");
+    return OutOfRangeError("record " + std::to_string(index) + " requested from '" + file_->path() +
+                           "', which has " + std::to_string(entries_.size()) + " records");
   }
   const IndexEntry& e = entries_[index];
   auto where = [&] {

@@ -17,7 +17,8 @@ using testing::ToString;
 
 std::vector<std::string> Payloads(int n) {
   std::vector<std::string> p;
-  for (int i = 0; i < n; ++i) p.push_back(std::string(static_cast<size_t>(i * 37 % 500), 'a' + i % 26));
+  for (int i = 0; i < n; ++i)
+    p.push_back(std::string(static_cast<size_t>(i * 37 % 500), 'a' + i % 26));
   return p;
 }
 

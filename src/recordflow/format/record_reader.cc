@@ -187,10 +187,10 @@ Result<bool> RecordReader::StreamFailure(uint64_t offset, const Status& status) 
     eof_ = true;
     return false;
   }
-  error_ = DataLossError(status.message() + ", inside the record at byte offset " +
-                         std::to_string(offset) +
-                         (compressed_ ? " of the decompressed stream" : "") + " (record index " +
-                         std::to_string(record_index_) + ")");
+  error_ =
+      DataLossError(status.message() + ", inside the record at byte offset " +
+                    std::to_string(offset) + (compressed_ ? " of the decompressed stream" : "") +
+                    " (record index " + std::to_string(record_index_) + ")");
   return error_;
 }
 
@@ -236,8 +236,8 @@ Result<bool> RecordReader::ReadRecord(std::span<const std::byte>* record) {
     if (options_.verify_checksums && !HeaderCrcMatches(header)) {
       uint32_t stored = UnmaskCrc(DecodeFixed32(header + kLengthSize));
       uint32_t actual = Crc32c(std::span(header, kLengthSize));
-      std::string reason = "length CRC mismatch (stored " + Hex32(stored) + ", computed " +
-                           Hex32(actual) + ")";
+      std::string reason =
+          "length CRC mismatch (stored " + Hex32(stored) + ", computed " + Hex32(actual) + ")";
       if (options_.on_corruption == CorruptionPolicy::kRaise) {
         return Corruption(offset, 0, std::move(reason));
       }
@@ -264,10 +264,9 @@ Result<bool> RecordReader::ReadRecord(std::span<const std::byte>* record) {
       return false;
     }
     if (length > options_.max_record_size) {
-      error_ = ResourceExhaustedError("record in " + Where(offset) + " claims " +
-                                      std::to_string(length) +
-                                      " bytes, over the max_record_size limit of " +
-                                      std::to_string(options_.max_record_size));
+      error_ = ResourceExhaustedError(
+          "record in " + Where(offset) + " claims " + std::to_string(length) +
+          " bytes, over the max_record_size limit of " + std::to_string(options_.max_record_size));
       return error_;
     }
     const uint64_t framed = length + kFramingOverhead;

@@ -33,8 +33,8 @@ Result<std::unique_ptr<RecordWriter>> RecordWriter::Open(const std::string& path
     RF_ASSIGN_OR_RETURN(index_stream,
                         CreateOutputStream(options.index_path, Compression::kNone, stream_options));
   }
-  auto writer = std::unique_ptr<RecordWriter>(
-      new RecordWriter(path, std::move(options), std::move(stream)));
+  auto writer =
+      std::unique_ptr<RecordWriter>(new RecordWriter(path, std::move(options), std::move(stream)));
   writer->index_stream_ = std::move(index_stream);
   return writer;
 }

@@ -23,8 +23,8 @@
 #include <webp/decode.h>
 #endif
 
-#include "recordflow/image/image.h"
 #include "image_internal.h"
+#include "recordflow/image/image.h"
 
 namespace recordflow::image {
 namespace {
@@ -86,8 +86,8 @@ struct JpegDecodeState {
   }
 };
 
-Status DecodeJpegInto(std::span<const std::byte> data, const ImageInfo& info,
-                      int min_shorter_side, int max_scans, Image* out) {
+Status DecodeJpegInto(std::span<const std::byte> data, const ImageInfo& info, int min_shorter_side,
+                      int max_scans, Image* out) {
   auto state = std::make_unique<JpegDecodeState>();
   JpegDecodeState* s = state.get();
   s->cinfo.err = jpeg_std_error(&s->err.pub);
@@ -233,14 +233,23 @@ Status RunPngDecode(PngDecodeState* s, int desired_channels, int bits, int* widt
   const int depth = png_get_bit_depth(s->png, s->info);
   int native;
   switch (color_type) {
-    case PNG_COLOR_TYPE_GRAY: native = 1; break;
-    case PNG_COLOR_TYPE_GRAY_ALPHA: native = 2; break;
-    case PNG_COLOR_TYPE_RGB: native = 3; break;
-    case PNG_COLOR_TYPE_RGB_ALPHA: native = 4; break;
+    case PNG_COLOR_TYPE_GRAY:
+      native = 1;
+      break;
+    case PNG_COLOR_TYPE_GRAY_ALPHA:
+      native = 2;
+      break;
+    case PNG_COLOR_TYPE_RGB:
+      native = 3;
+      break;
+    case PNG_COLOR_TYPE_RGB_ALPHA:
+      native = 4;
+      break;
     case PNG_COLOR_TYPE_PALETTE:
       native = png_get_valid(s->png, s->info, PNG_INFO_tRNS) != 0 ? 4 : 3;
       break;
-    default: png_error(s->png, "bad color type");
+    default:
+      png_error(s->png, "bad color type");
   }
   if (color_type == PNG_COLOR_TYPE_PALETTE) {
     png_set_palette_to_rgb(s->png);
@@ -267,8 +276,7 @@ Status RunPngDecode(PngDecodeState* s, int desired_channels, int bits, int* widt
   const png_uint_32 w = png_get_image_width(s->png, s->info);
   const png_uint_32 h = png_get_image_height(s->png, s->info);
   const size_t row_bytes = static_cast<size_t>(w) * want * (bits / 8);
-  if (png_get_rowbytes(s->png, s->info) != row_bytes ||
-      png_get_channels(s->png, s->info) != want) {
+  if (png_get_rowbytes(s->png, s->info) != row_bytes || png_get_channels(s->png, s->info) != want) {
     png_error(s->png, "unexpected row layout after the transforms");
   }
   s->pixels.resize(row_bytes * h);
@@ -286,8 +294,8 @@ Status DecodePngInto(std::span<const std::byte> data, int desired_channels, Imag
   auto state = std::make_unique<PngDecodeState>();
   state->data = data;
   Image image;
-  RF_RETURN_IF_ERROR(RunPngDecode(state.get(), desired_channels, 8, &image.width, &image.height,
-                                  &image.channels));
+  RF_RETURN_IF_ERROR(
+      RunPngDecode(state.get(), desired_channels, 8, &image.width, &image.height, &image.channels));
   image.pixels = std::move(state->pixels);
   *out = std::move(image);
   return Status::OK();
@@ -478,8 +486,8 @@ Status DecodeGifInto(std::span<const std::byte> data, uint64_t max_pixels, Image
                               std::to_string(desc.Height) + " pixels at (" +
                               std::to_string(desc.Left) + ", " + std::to_string(desc.Top) + ")";
     if (frame_pixels > max_pixels) {
-      return ResourceExhaustedError(frame + " is over the limit of " +
-                                    std::to_string(max_pixels) + " pixels");
+      return ResourceExhaustedError(frame + " is over the limit of " + std::to_string(max_pixels) +
+                                    " pixels");
     }
     const uint64_t screen_pixels = uint64_t(image.width) * uint64_t(image.height);
     if (frame_pixels > std::max(screen_pixels, kMaxGifFrameSlack)) {
@@ -643,16 +651,21 @@ Result<Image> Decode(std::span<const std::byte> data, DecodeOptions options) {
     case ImageFormat::kPng:
       RF_RETURN_IF_ERROR(DecodePngInto(data, options.desired_channels, &image));
       break;
-    case ImageFormat::kBmp: RF_RETURN_IF_ERROR(DecodeBmpInto(data, &image)); break;
+    case ImageFormat::kBmp:
+      RF_RETURN_IF_ERROR(DecodeBmpInto(data, &image));
+      break;
 #ifdef RF_HAVE_GIF
     case ImageFormat::kGif:
       RF_RETURN_IF_ERROR(DecodeGifInto(data, options.max_pixels, &image));
       break;
 #endif
 #ifdef RF_HAVE_WEBP
-    case ImageFormat::kWebp: RF_RETURN_IF_ERROR(DecodeWebpInto(data, info, &image)); break;
+    case ImageFormat::kWebp:
+      RF_RETURN_IF_ERROR(DecodeWebpInto(data, info, &image));
+      break;
 #endif
-    default: return InternalError("unreachable image format");
+    default:
+      return InternalError("unreachable image format");
   }
   if (options.apply_orientation && info.orientation != 1) {
     image = ApplyOrientation(image, info.orientation);
@@ -674,8 +687,7 @@ Result<Image16> Decode16(std::span<const std::byte> data, DecodeOptions options)
     RF_ASSIGN_OR_RETURN(ImageInfo info, Probe(data));
     if (info.pixels() > options.max_pixels) {
       return ResourceExhaustedError("image of " + std::to_string(info.width) + "x" +
-                                    std::to_string(info.height) +
-                                    " pixels is over the limit of " +
+                                    std::to_string(info.height) + " pixels is over the limit of " +
                                     std::to_string(options.max_pixels) + " pixels");
     }
     RF_RETURN_IF_ERROR(DecodePng16Into(data, options.desired_channels, &out));

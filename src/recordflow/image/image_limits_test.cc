@@ -271,15 +271,15 @@ TEST(CropWindow, InvalidWindowsAreInvalidArgumentInEveryFormat) {
   ASSERT_TRUE(jpeg.ok());
   const std::vector<std::string> images = {*jpeg, Gif(30, 20, 30, 20, std::vector<int>(600, 1))};
   // (x, y, width, height): each one TF's decode_and_crop_jpeg and crop_to_bounding_box refuse.
-  const std::vector<Rect> bad = {{0, 0, 0, 5},  {0, 0, 5, 0},   {0, 0, -5, 5}, {-1, 0, 5, 5},
-                                 {0, -1, 5, 5}, {30, 0, 1, 1},  {0, 20, 1, 1}, {0, 15, 5, 10},
+  const std::vector<Rect> bad = {{0, 0, 0, 5},   {0, 0, 5, 0},   {0, 0, -5, 5}, {-1, 0, 5, 5},
+                                 {0, -1, 5, 5},  {30, 0, 1, 1},  {0, 20, 1, 1}, {0, 15, 5, 10},
                                  {25, 0, 10, 5}, {0, 0, 31, 20}, {0, 0, 0, 0}};
   ImageDecoder decoder;
   DecodedRegion region;
   for (const std::string& data : images) {
     for (const Rect& r : bad) {
-      SCOPED_TRACE(std::to_string(r.x) + "," + std::to_string(r.y) + "," +
-                   std::to_string(r.width) + "," + std::to_string(r.height));
+      SCOPED_TRACE(std::to_string(r.x) + "," + std::to_string(r.y) + "," + std::to_string(r.width) +
+                   "," + std::to_string(r.height));
       RegionDecodeOptions o;
       o.crop = r;
       Status s = decoder.DecodeRegion(Bytes(data), o, &region);
@@ -322,8 +322,7 @@ TEST(StructureCheck, JpegHeaderClaimingFarMoreThanItsScanHolds) {
   for (auto [w, h] : {std::pair{8000, 8000}, std::pair{2000, 1500}}) {
     Status s = Structure(WithJpegSize(*small, w, h));
     EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
-    EXPECT_TRUE(Contains(s.message(), std::to_string(w) + "x" + std::to_string(h)))
-        << s.message();
+    EXPECT_TRUE(Contains(s.message(), std::to_string(w) + "x" + std::to_string(h))) << s.message();
     // The header-only probe still reads the (lying) header.
     EXPECT_TRUE(Probe(Bytes(WithJpegSize(*small, w, h))).ok());
   }
@@ -384,8 +383,7 @@ std::string Png(uint32_t width, uint32_t height) {
   packed.resize(n);
   const std::string ihdr = Be32(width) + Be32(height) + std::string("\x08\x00\x00\x00\x00", 5);
   return std::string("\x89PNG\r\n\x1a\n", 8) + PngChunk("IHDR", ihdr) +
-         PngChunk("tEXt", std::string("k\0v", 3)) + PngChunk("IDAT", packed) +
-         PngChunk("IEND", "");
+         PngChunk("tEXt", std::string("k\0v", 3)) + PngChunk("IDAT", packed) + PngChunk("IEND", "");
 }
 
 TEST(StructureCheck, TruncatedOrCrcBrokenPng) {

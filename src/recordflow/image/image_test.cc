@@ -22,7 +22,8 @@ Image Pattern(int w, int h, int channels) {
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
       for (int c = 0; c < channels; ++c) {
-        img.row(y)[x * channels + c] = static_cast<uint8_t>((x * 255 / w + y * 128 / h + c * 40) % 256);
+        img.row(y)[x * channels + c] =
+            static_cast<uint8_t>((x * 255 / w + y * 128 / h + c * 40) % 256);
       }
     }
   }
@@ -59,9 +60,9 @@ TEST(SniffFormat, MagicNumbers) {
 }
 
 TEST(Probe, JpegHeaderWithoutDecoding) {
-  for (auto [sub, h, v] : {std::tuple{ChromaSubsampling::k420, 2, 2},
-                           std::tuple{ChromaSubsampling::k444, 1, 1},
-                           std::tuple{ChromaSubsampling::k422, 2, 1}}) {
+  for (auto [sub, h, v] :
+       {std::tuple{ChromaSubsampling::k420, 2, 2}, std::tuple{ChromaSubsampling::k444, 1, 1},
+        std::tuple{ChromaSubsampling::k422, 2, 1}}) {
     const std::string jpeg = Jpeg(123, 45, 3, sub);
     auto info = Probe(Bytes(jpeg), {.check_structure = true});
     ASSERT_TRUE(info.ok()) << info.status().ToString();
@@ -86,13 +87,15 @@ TEST(Probe, JpegHeaderWithoutDecoding) {
 
 // Inserts an APP1 Exif segment with the orientation tag after SOI.
 std::string WithOrientation(const std::string& jpeg, int orientation, bool big_endian) {
-  std::string tiff = big_endian ? std::string("MM\0\x2a\0\0\0\x08", 8) : std::string("II\x2a\0\x08\0\0\0", 8);
+  std::string tiff =
+      big_endian ? std::string("MM\0\x2a\0\0\0\x08", 8) : std::string("II\x2a\0\x08\0\0\0", 8);
   auto u16 = [&](int v) {
     return big_endian ? std::string{static_cast<char>(v >> 8), static_cast<char>(v & 255)}
                       : std::string{static_cast<char>(v & 255), static_cast<char>(v >> 8)};
   };
   tiff += u16(1);  // one entry
-  tiff += u16(0x0112) + u16(3) + (big_endian ? std::string("\0\0\0\1", 4) : std::string("\1\0\0\0", 4));
+  tiff +=
+      u16(0x0112) + u16(3) + (big_endian ? std::string("\0\0\0\1", 4) : std::string("\1\0\0\0", 4));
   tiff += u16(orientation) + std::string(2, '\0');
   tiff += std::string(4, '\0');  // next IFD
   std::string payload = std::string("Exif\0\0", 6) + tiff;
@@ -176,10 +179,10 @@ TEST(Decode, JpegRoundTripIsClose) {
 
 TEST(Decode, DctScalingKeepsTheRequestedShorterSide) {
   const std::string jpeg = Jpeg(400, 300, 3);
-  for (auto [min_side, w, h] : {std::tuple{0, 400, 300}, std::tuple{300, 400, 300},
-                                std::tuple{150, 200, 150}, std::tuple{100, 200, 150},
-                                std::tuple{75, 100, 75}, std::tuple{30, 50, 38},
-                                std::tuple{1, 50, 38}}) {
+  for (auto [min_side, w, h] :
+       {std::tuple{0, 400, 300}, std::tuple{300, 400, 300}, std::tuple{150, 200, 150},
+        std::tuple{100, 200, 150}, std::tuple{75, 100, 75}, std::tuple{30, 50, 38},
+        std::tuple{1, 50, 38}}) {
     auto img = Decode(Bytes(jpeg), {.min_shorter_side = min_side});
     ASSERT_TRUE(img.ok()) << img.status().ToString();
     EXPECT_EQ(img->width, w) << min_side;
@@ -196,10 +199,13 @@ TEST(Decode, PixelLimitRefusesBeforeAllocating) {
 TEST(Decode, Bmp24BottomUp) {
   // 2x2, 24-bit, bottom-up rows padded to 4 bytes.
   std::string bmp = "BM";
-  auto le32 = [](uint32_t v) { return std::string{char(v), char(v >> 8), char(v >> 16), char(v >> 24)}; };
+  auto le32 = [](uint32_t v) {
+    return std::string{char(v), char(v >> 8), char(v >> 16), char(v >> 24)};
+  };
   auto le16 = [](uint16_t v) { return std::string{char(v), char(v >> 8)}; };
   std::string pixels;
-  pixels += std::string("\x00\x00\xff\x00\xff\x00", 6) + std::string(2, '\0');  // bottom: red, green
+  pixels +=
+      std::string("\x00\x00\xff\x00\xff\x00", 6) + std::string(2, '\0');  // bottom: red, green
   pixels += std::string("\xff\x00\x00\xff\xff\xff", 6) + std::string(2, '\0');  // top: blue, white
   bmp += le32(54 + pixels.size()) + le32(0) + le32(54);
   bmp += le32(40) + le32(2) + le32(2) + le16(1) + le16(24) + le32(0) + le32(pixels.size()) +
@@ -240,7 +246,8 @@ TEST(Resize, ShrinkingAveragesInsteadOfAliasing) {
   board.width = board.height = 64;
   board.channels = 1;
   board.pixels.resize(64 * 64);
-  for (int y = 0; y < 64; ++y) for (int x = 0; x < 64; ++x) board.row(y)[x] = ((x + y) % 2) * 255;
+  for (int y = 0; y < 64; ++y)
+    for (int x = 0; x < 64; ++x) board.row(y)[x] = ((x + y) % 2) * 255;
   for (auto filter : {ResizeFilter::kBilinearAntialias, ResizeFilter::kArea}) {
     auto out = Resize(board, 16, 16, {filter});
     ASSERT_TRUE(out.ok());

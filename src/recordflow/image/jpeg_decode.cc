@@ -15,8 +15,8 @@
 #include <jerror.h>
 #include <jpeglib.h>
 
-#include "recordflow/image/ops.h"
 #include "image_internal.h"
+#include "recordflow/image/ops.h"
 
 namespace recordflow::image {
 
@@ -150,10 +150,9 @@ Status RunRegion(JpegState* s) {
   const uint64_t pixels = uint64_t{ci.image_width} * ci.image_height;
   if (pixels > o.max_pixels) {
     jpeg_abort_decompress(&ci);
-    return ResourceExhaustedError("image of " + std::to_string(ci.image_width) + "x" +
-                                  std::to_string(ci.image_height) +
-                                  " pixels is over the limit of " + std::to_string(o.max_pixels) +
-                                  " pixels");
+    return ResourceExhaustedError(
+        "image of " + std::to_string(ci.image_width) + "x" + std::to_string(ci.image_height) +
+        " pixels is over the limit of " + std::to_string(o.max_pixels) + " pixels");
   }
   // Refused before any scan is decoded (the progress monitor is the backstop).
   if (ci.progressive_mode && o.max_scans > 0) {
@@ -273,8 +272,8 @@ void EnsureCreated(JpegState* s) {
 
 Status CheckKnown(std::span<const std::byte> data, ImageFormat format) {
   if (format == ImageFormat::kUnknown) {
-    return InvalidArgumentError("not an image (unknown magic bytes, " + std::to_string(data.size()) +
-                                " bytes)");
+    return InvalidArgumentError("not an image (unknown magic bytes, " +
+                                std::to_string(data.size()) + " bytes)");
   }
   return Status::OK();
 }
@@ -297,11 +296,10 @@ Status CheckCropWindow(const Rect& crop, int width, int height) {
   } else {
     why = "window extends past the image";
   }
-  return InvalidArgumentError("invalid crop window x=" + std::to_string(crop.x) +
-                              " y=" + std::to_string(crop.y) + " width=" +
-                              std::to_string(crop.width) + " height=" +
-                              std::to_string(crop.height) + " for a " + std::to_string(width) +
-                              "x" + std::to_string(height) + " image: " + why);
+  return InvalidArgumentError(
+      "invalid crop window x=" + std::to_string(crop.x) + " y=" + std::to_string(crop.y) +
+      " width=" + std::to_string(crop.width) + " height=" + std::to_string(crop.height) +
+      " for a " + std::to_string(width) + "x" + std::to_string(height) + " image: " + why);
 }
 
 int ChooseScaleDenom(int crop_w, int crop_h, int target_w, int target_h) {
@@ -385,8 +383,7 @@ Status ImageDecoder::DecodeRegion(std::span<const std::byte> data,
   return Status::OK();
 }
 
-Result<Image> DecodeImageRgb(std::span<const std::byte> data, uint64_t max_pixels,
-                             int max_scans) {
+Result<Image> DecodeImageRgb(std::span<const std::byte> data, uint64_t max_pixels, int max_scans) {
   ImageDecoder decoder;
   RegionDecodeOptions options;
   options.max_pixels = max_pixels;

@@ -48,16 +48,23 @@ std::string_view KernelBackendName() { return internal::ActiveKernels().name; }
 Status SetKernelBackend(KernelBackend backend) {
   const internal::Kernels* k = nullptr;
   switch (backend) {
-    case KernelBackend::kAuto: k = internal::BestKernels(); break;
-    case KernelBackend::kScalar: k = &internal::ScalarKernels(); break;
+    case KernelBackend::kAuto:
+      k = internal::BestKernels();
+      break;
+    case KernelBackend::kScalar:
+      k = &internal::ScalarKernels();
+      break;
 #if defined(__x86_64__) || defined(__i386__)
-    case KernelBackend::kSse2: k = &internal::Sse2Kernels(); break;
+    case KernelBackend::kSse2:
+      k = &internal::Sse2Kernels();
+      break;
     case KernelBackend::kAvx2:
       if (!internal::CpuHasAvx2()) return UnimplementedError("this CPU lacks AVX2/FMA");
       k = &internal::Avx2Kernels();
       break;
 #else
-    default: return UnimplementedError("SIMD backends are x86 only");
+    default:
+      return UnimplementedError("SIMD backends are x86 only");
 #endif
   }
   internal::g_kernels.store(k, std::memory_order_release);
@@ -171,8 +178,9 @@ Result<Interpolation> ParseInterpolation(std::string_view name) {
   if (name == "bilinear") return Interpolation::kBilinear;
   if (name == "area") return Interpolation::kArea;
   if (name == "nearest") return Interpolation::kNearest;
-  return InvalidArgumentError("interpolation must be \"bilinear\", \"area\" or \"nearest\", not \"" +
-                              std::string(name) + "\"");
+  return InvalidArgumentError(
+      "interpolation must be \"bilinear\", \"area\" or \"nearest\", not \"" + std::string(name) +
+      "\"");
 }
 
 namespace {
@@ -345,17 +353,21 @@ Image FlipLeftRight(const Image& image) {
 
 std::string_view TensorTypeName(TensorType type) {
   switch (type) {
-    case TensorType::kUint8: return "uint8";
-    case TensorType::kFloat16: return "float16";
-    case TensorType::kBFloat16: return "bfloat16";
-    case TensorType::kFloat32: return "float32";
+    case TensorType::kUint8:
+      return "uint8";
+    case TensorType::kFloat16:
+      return "float16";
+    case TensorType::kBFloat16:
+      return "bfloat16";
+    case TensorType::kFloat32:
+      return "float32";
   }
   return "";
 }
 
 Result<TensorType> ParseTensorType(std::string_view name) {
-  for (TensorType t : {TensorType::kUint8, TensorType::kFloat16, TensorType::kBFloat16,
-                       TensorType::kFloat32}) {
+  for (TensorType t :
+       {TensorType::kUint8, TensorType::kFloat16, TensorType::kBFloat16, TensorType::kFloat32}) {
     if (name == TensorTypeName(t)) return t;
   }
   return InvalidArgumentError("dtype must be float32, float16, bfloat16 or uint8, not \"" +
@@ -365,15 +377,19 @@ Result<TensorType> ParseTensorType(std::string_view name) {
 Result<Layout> ParseLayout(std::string_view name) {
   if (name == "HWC" || name == "hwc") return Layout::kHWC;
   if (name == "CHW" || name == "chw") return Layout::kCHW;
-  return InvalidArgumentError("layout must be \"HWC\" or \"CHW\", not \"" + std::string(name) + "\"");
+  return InvalidArgumentError("layout must be \"HWC\" or \"CHW\", not \"" + std::string(name) +
+                              "\"");
 }
 
 size_t TensorTypeSize(TensorType type) {
   switch (type) {
-    case TensorType::kUint8: return 1;
+    case TensorType::kUint8:
+      return 1;
     case TensorType::kFloat16:
-    case TensorType::kBFloat16: return 2;
-    case TensorType::kFloat32: return 4;
+    case TensorType::kBFloat16:
+      return 2;
+    case TensorType::kFloat32:
+      return 4;
   }
   return 0;
 }

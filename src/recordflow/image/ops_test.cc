@@ -12,8 +12,8 @@
 // jpeglib.h needs FILE and size_t declared first.
 #include <jpeglib.h>
 
-#include "recordflow/image/kernels_internal.h"
 #include "recordflow/image/image.h"
+#include "recordflow/image/kernels_internal.h"
 
 namespace recordflow::image {
 namespace {
@@ -125,9 +125,14 @@ TEST_P(FusedCropTest, CropDecodeEqualsFullDecodeThenCrop) {
   auto full = Decode(Bytes(jpeg), full_opts);
   ASSERT_TRUE(full.ok()) << full.status().ToString();
   ImageDecoder decoder;  // reused across crops
-  const Rect crops[] = {{0, 0, jc.w, jc.h},      {0, 0, 1, 1},         {jc.w - 1, jc.h - 1, 1, 1},
-                        {16, 16, 32, 32},          {15, 17, 33, 31},     {1, 0, jc.w - 2, jc.h},
-                        {jc.w / 3, jc.h / 4, jc.w / 2, jc.h / 2},       {7, 9, jc.w - 7, jc.h - 9},
+  const Rect crops[] = {{0, 0, jc.w, jc.h},
+                        {0, 0, 1, 1},
+                        {jc.w - 1, jc.h - 1, 1, 1},
+                        {16, 16, 32, 32},
+                        {15, 17, 33, 31},
+                        {1, 0, jc.w - 2, jc.h},
+                        {jc.w / 3, jc.h / 4, jc.w / 2, jc.h / 2},
+                        {7, 9, jc.w - 7, jc.h - 9},
                         {jc.w - 40, 3, 40, jc.h - 3}};
   for (const Rect& r : crops) {
     RegionDecodeOptions o;
@@ -291,7 +296,8 @@ TEST(FusedDecodeTest, WarningsFailOrAreCountedByPolicy) {
   if (s.ok()) EXPECT_GT(region.warnings, 0);
 }
 
-// ---- kernels: one suite, every backend -----------------------------------------------------------
+// ---- kernels: one suite, every backend
+// -----------------------------------------------------------
 
 class BackendTest : public ::testing::TestWithParam<KernelBackend> {
  protected:
@@ -306,7 +312,8 @@ TEST_P(BackendTest, ConstantImageResamplesToTheConstant) {
   Image img;
   img.width = 37, img.height = 23, img.channels = 3;
   img.pixels.assign(img.row_bytes() * img.height, 77);
-  for (Interpolation m : {Interpolation::kBilinear, Interpolation::kArea, Interpolation::kNearest}) {
+  for (Interpolation m :
+       {Interpolation::kBilinear, Interpolation::kArea, Interpolation::kNearest}) {
     for (auto [w, h] : {std::pair{10, 7}, std::pair{37, 23}, std::pair{100, 51}}) {
       auto out = Resample(img, w, h, m);
       ASSERT_TRUE(out.ok());
@@ -317,7 +324,8 @@ TEST_P(BackendTest, ConstantImageResamplesToTheConstant) {
 
 TEST_P(BackendTest, IdentityNearestAndIntegerAreaAreExact) {
   const Image img = Photo(40, 30, 3);
-  for (Interpolation m : {Interpolation::kBilinear, Interpolation::kArea, Interpolation::kNearest}) {
+  for (Interpolation m :
+       {Interpolation::kBilinear, Interpolation::kArea, Interpolation::kNearest}) {
     auto same = Resample(img, 40, 30, m);
     ASSERT_TRUE(same.ok());
     EXPECT_TRUE(same->pixels == img.pixels);
@@ -326,7 +334,8 @@ TEST_P(BackendTest, IdentityNearestAndIntegerAreaAreExact) {
   ASSERT_TRUE(half.ok());
   for (int y = 0; y < 15; ++y) {
     for (int x = 0; x < 20; ++x) {
-      for (int c = 0; c < 3; ++c) ASSERT_EQ(half->row(y)[x * 3 + c], img.row(2 * y + 1)[(2 * x + 1) * 3 + c]);
+      for (int c = 0; c < 3; ++c)
+        ASSERT_EQ(half->row(y)[x * 3 + c], img.row(2 * y + 1)[(2 * x + 1) * 3 + c]);
     }
   }
   auto area = Resample(img, 20, 15, Interpolation::kArea);
@@ -346,7 +355,8 @@ TEST_P(BackendTest, EveryBackendGivesTheScalarBits) {
   const Image img = Photo(173, 129, 3, 5);
   const Box box{3.25, 7.5, 150.5, 100.0};
   std::vector<float> mine, ref;
-  for (Interpolation m : {Interpolation::kBilinear, Interpolation::kArea, Interpolation::kNearest}) {
+  for (Interpolation m :
+       {Interpolation::kBilinear, Interpolation::kArea, Interpolation::kNearest}) {
     // Odd and tiny widths reach the SIMD kernels' tails; 300 upsamples (two taps).
     for (auto [w, h] : {std::pair{64, 48}, std::pair{224, 224}, std::pair{31, 97}, std::pair{1, 1},
                         std::pair{2, 3}, std::pair{3, 2}, std::pair{5, 7}, std::pair{300, 20}}) {
@@ -379,8 +389,10 @@ TEST_P(BackendTest, FlippedResampleIsTheResampleMirroredBitForBit) {
   const Image img = Photo(173, 129, 3, 9);
   const Box box{2.5, 4.0, 160.0, 101.5};
   std::vector<float> plain, flipped;
-  for (Interpolation m : {Interpolation::kBilinear, Interpolation::kArea, Interpolation::kNearest}) {
-    for (auto [w, h] : {std::pair{224, 224}, std::pair{31, 9}, std::pair{1, 3}, std::pair{300, 5}}) {
+  for (Interpolation m :
+       {Interpolation::kBilinear, Interpolation::kArea, Interpolation::kNearest}) {
+    for (auto [w, h] :
+         {std::pair{224, 224}, std::pair{31, 9}, std::pair{1, 3}, std::pair{300, 5}}) {
       ASSERT_TRUE(ResampleToFloat(img, box, w, h, m, &plain).ok());
       ASSERT_TRUE(ResampleToFloat(img, box, w, h, m, &flipped, /*flip=*/true).ok());
       ASSERT_EQ(plain.size(), flipped.size());
@@ -403,18 +415,20 @@ TEST_P(BackendTest, FusedResampleNormalizeEqualsTheTwoStepsBitForBit) {
   const Box box{1.5, 6.25, 150.0, 111.0};
   std::vector<float> floats;
   for (auto [w, h] : {std::pair{224, 224}, std::pair{31, 9}, std::pair{1, 2}, std::pair{300, 7}}) {
-    for (TensorType t : {TensorType::kFloat32, TensorType::kFloat16, TensorType::kBFloat16,
-                         TensorType::kUint8}) {
+    for (TensorType t :
+         {TensorType::kFloat32, TensorType::kFloat16, TensorType::kBFloat16, TensorType::kUint8}) {
       for (Layout l : {Layout::kHWC, Layout::kCHW}) {
         for (bool flip : {false, true}) {
           NormalizeOptions o;
           o.type = t, o.layout = l, o.flip = flip;
           const size_t bytes = static_cast<size_t>(w) * h * 3 * TensorTypeSize(t);
           std::vector<std::byte> fused(bytes), two_step(bytes);
-          ASSERT_TRUE(ResampleNormalizeInto(img, box, w, h, Interpolation::kBilinear, o, fused).ok());
+          ASSERT_TRUE(
+              ResampleNormalizeInto(img, box, w, h, Interpolation::kBilinear, o, fused).ok());
           ASSERT_TRUE(ResampleToFloat(img, box, w, h, Interpolation::kBilinear, &floats).ok());
           ASSERT_TRUE(NormalizeInto(floats, w, h, o, two_step).ok());
-          ASSERT_TRUE(fused == two_step) << w << "x" << h << " " << TensorTypeName(t) << " flip " << flip;
+          ASSERT_TRUE(fused == two_step)
+              << w << "x" << h << " " << TensorTypeName(t) << " flip " << flip;
         }
       }
     }
@@ -427,8 +441,9 @@ TEST_P(BackendTest, FusedResampleNormalizeEqualsTheTwoStepsBitForBit) {
   gray.width = 4, gray.height = 4, gray.channels = 1;
   gray.pixels.assign(16, 9);
   std::vector<std::byte> out(4 * 4 * 3 * 4);
-  EXPECT_EQ(ResampleNormalizeInto(gray, Box{0, 0, 4, 4}, 4, 4, Interpolation::kBilinear, o, out).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ResampleNormalizeInto(gray, Box{0, 0, 4, 4}, 4, 4, Interpolation::kBilinear, o, out).code(),
+      StatusCode::kInvalidArgument);
 }
 
 TEST_P(BackendTest, NormalizeKnownAnswers) {
@@ -472,9 +487,9 @@ TEST(HalfTest, RoundToNearestEvenKnownAnswers) {
   EXPECT_EQ(FloatToHalfBits(65504.0f), 0x7BFF);
   EXPECT_EQ(FloatToHalfBits(65519.0f), 0x7BFF);
   EXPECT_EQ(FloatToHalfBits(65520.0f), 0x7C00);
-  EXPECT_EQ(FloatToHalfBits(1.0f + 1.0f / 2048), 0x3C00);       // tie -> even
-  EXPECT_EQ(FloatToHalfBits(1.0f + 3.0f / 2048), 0x3C02);       // tie -> even (up)
-  EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -24)), 0x0001);   // smallest subnormal
+  EXPECT_EQ(FloatToHalfBits(1.0f + 1.0f / 2048), 0x3C00);     // tie -> even
+  EXPECT_EQ(FloatToHalfBits(1.0f + 3.0f / 2048), 0x3C02);     // tie -> even (up)
+  EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -26)), 0x0000);
   EXPECT_EQ(FloatToHalfBits(0.1f), 0x2E66);
   EXPECT_EQ(FloatToHalfBits(NAN) & 0x7C00, 0x7C00);

@@ -66,8 +66,8 @@ std::string Compare(const std::vector<T>& got, const std::vector<int>& want) {
   for (size_t i = 0; i < got.size(); ++i) {
     if (static_cast<int>(got[i]) != want[i]) {
       if (wrong++ == 0) {
-        first = "sample " + std::to_string(i) + ": " + std::to_string(got[i]) + " != " +
-                std::to_string(want[i]);
+        first = "sample " + std::to_string(i) + ": " + std::to_string(got[i]) +
+                " != " + std::to_string(want[i]);
       }
     }
   }
@@ -81,8 +81,8 @@ TEST(PngGolden, ManifestCoversTheCases) {
 
 TEST(PngGolden, DecodeMatchesTensorFlow) {
   for (const GoldenDecode& g : LoadManifest()) {
-    SCOPED_TRACE(g.file + (g.sixteen ? " uint16" : " uint8") + " channels=" +
-                 std::to_string(g.channels_requested));
+    SCOPED_TRACE(g.file + (g.sixteen ? " uint16" : " uint8") +
+                 " channels=" + std::to_string(g.channels_requested));
     const std::string png = ReadFile(kPngDir + "/" + g.file);
     DecodeOptions o;
     o.desired_channels = g.channels_requested;

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "recordflow/image/image.h"
 #include "image_internal.h"
+#include "recordflow/image/image.h"
 
 namespace recordflow::image {
 namespace {
@@ -17,8 +17,12 @@ uint8_t U8(std::span<const std::byte> d, size_t i) { return static_cast<uint8_t>
 uint32_t Be16(std::span<const std::byte> d, size_t i) { return (U8(d, i) << 8) | U8(d, i + 1); }
 uint32_t Le16(std::span<const std::byte> d, size_t i) { return U8(d, i) | (U8(d, i + 1) << 8); }
 uint32_t Le24(std::span<const std::byte> d, size_t i) { return Le16(d, i) | (U8(d, i + 2) << 16); }
-uint32_t Be32(std::span<const std::byte> d, size_t i) { return (Be16(d, i) << 16) | Be16(d, i + 2); }
-uint32_t Le32(std::span<const std::byte> d, size_t i) { return Le16(d, i) | (Le16(d, i + 2) << 16); }
+uint32_t Be32(std::span<const std::byte> d, size_t i) {
+  return (Be16(d, i) << 16) | Be16(d, i + 2);
+}
+uint32_t Le32(std::span<const std::byte> d, size_t i) {
+  return Le16(d, i) | (Le16(d, i + 2) << 16);
+}
 
 bool HasPrefix(std::span<const std::byte> d, size_t at, std::string_view prefix) {
   return d.size() >= at + prefix.size() &&
@@ -150,8 +154,10 @@ Result<ImageInfo> ProbeJpeg(std::span<const std::byte> d, const ProbeOptions& op
       if (!saw_sof) return DataLossError("malformed JPEG: end of image before a frame header");
       if (options.check_structure) {
         if (info.scans == 0) {
-          return DataLossError("malformed JPEG: no scan (no entropy-coded data) before the end "
-                               "of image at byte " + std::to_string(pos - 2));
+          return DataLossError(
+              "malformed JPEG: no scan (no entropy-coded data) before the end "
+              "of image at byte " +
+              std::to_string(pos - 2));
         }
         if (!arithmetic && entropy_bytes * 8 < needed_bits) {
           return DataLossError(
@@ -166,15 +172,14 @@ Result<ImageInfo> ProbeJpeg(std::span<const std::byte> d, const ProbeOptions& op
     }
     if ((marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) continue;  // no length
     if (marker == 0xD8 || marker == 0x00) {
-      return DataLossError("malformed JPEG: unexpected marker 0x" +
-                           std::string(1, "0123456789ABCDEF"[marker >> 4]) +
-                           std::string(1, "0123456789ABCDEF"[marker & 15]) + " at byte " +
-                           std::to_string(pos - 1));
+      return DataLossError(
+          "malformed JPEG: unexpected marker 0x" + std::string(1, "0123456789ABCDEF"[marker >> 4]) +
+          std::string(1, "0123456789ABCDEF"[marker & 15]) + " at byte " + std::to_string(pos - 1));
     }
     if (pos + 2 > d.size()) return Truncated("JPEG", "segment length");
     const uint32_t length = Be16(d, pos);
-    if (length < 2) return DataLossError("malformed JPEG: segment length < 2 at byte " +
-                                         std::to_string(pos));
+    if (length < 2)
+      return DataLossError("malformed JPEG: segment length < 2 at byte " + std::to_string(pos));
     if (pos + length > d.size()) {
       if (!saw_sof) return Truncated("JPEG", "segment runs past the end");
       return DataLossError("truncated JPEG: segment at byte " + std::to_string(pos) +
@@ -274,12 +279,28 @@ Result<ImageInfo> ProbePng(std::span<const std::byte> d) {
   info.width = static_cast<int>(w);
   info.height = static_cast<int>(h);
   switch (U8(d, 25)) {
-    case 0: info.channels = 1; info.colorspace = ColorSpace::kGray; break;
-    case 2: info.channels = 3; info.colorspace = ColorSpace::kRGB; break;
-    case 3: info.channels = 3; info.colorspace = ColorSpace::kRGB; break;  // palette
-    case 4: info.channels = 2; info.colorspace = ColorSpace::kGrayAlpha; break;
-    case 6: info.channels = 4; info.colorspace = ColorSpace::kRGBA; break;
-    default: return DataLossError("malformed PNG: bad color type " + std::to_string(U8(d, 25)));
+    case 0:
+      info.channels = 1;
+      info.colorspace = ColorSpace::kGray;
+      break;
+    case 2:
+      info.channels = 3;
+      info.colorspace = ColorSpace::kRGB;
+      break;
+    case 3:
+      info.channels = 3;
+      info.colorspace = ColorSpace::kRGB;
+      break;  // palette
+    case 4:
+      info.channels = 2;
+      info.colorspace = ColorSpace::kGrayAlpha;
+      break;
+    case 6:
+      info.channels = 4;
+      info.colorspace = ColorSpace::kRGBA;
+      break;
+    default:
+      return DataLossError("malformed PNG: bad color type " + std::to_string(U8(d, 25)));
   }
   return info;
 }
@@ -336,8 +357,8 @@ Status CheckPngStructure(std::span<const std::byte> d, const ImageInfo& info,
     const uint32_t length = Be32(d, pos);
     std::string type(reinterpret_cast<const char*>(d.data()) + pos + 4, 4);
     if (length > 0x7FFFFFFFu) {
-      return DataLossError("malformed PNG: chunk length " + std::to_string(length) +
-                           " at byte " + std::to_string(pos));
+      return DataLossError("malformed PNG: chunk length " + std::to_string(length) + " at byte " +
+                           std::to_string(pos));
     }
     for (char c : type) {
       if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))) {
@@ -389,12 +410,12 @@ Status CheckPngStructure(std::span<const std::byte> d, const ImageInfo& info,
   }
   if (!saw_iend) return DataLossError("truncated PNG: no IEND chunk (file cut short?)");
   if (!saw_idat) return DataLossError("malformed PNG: no IDAT chunk");
-  if (color_type == 3 && !saw_plte) return DataLossError("malformed PNG: palette image without PLTE");
+  if (color_type == 3 && !saw_plte)
+    return DataLossError("malformed PNG: palette image without PLTE");
   if (inflate_idat && inflated < expected) {
     return DataLossError("truncated PNG: the image data inflates to " + std::to_string(inflated) +
                          " bytes, the " + std::to_string(info.width) + "x" +
-                         std::to_string(info.height) + " header needs " +
-                         std::to_string(expected) +
+                         std::to_string(info.height) + " header needs " + std::to_string(expected) +
                          (stream_end ? "" : " (the zlib stream does not end)"));
   }
   return Status::OK();
@@ -454,10 +475,9 @@ Status CheckGifStructure(std::span<const std::byte> d) {
       RF_RETURN_IF_ERROR(sub_blocks());
       ++images;
     } else {
-      return DataLossError("malformed GIF: unknown block 0x" +
-                           std::string(1, "0123456789ABCDEF"[kind >> 4]) +
-                           std::string(1, "0123456789ABCDEF"[kind & 15]) + " at byte " +
-                           std::to_string(pos - 1));
+      return DataLossError(
+          "malformed GIF: unknown block 0x" + std::string(1, "0123456789ABCDEF"[kind >> 4]) +
+          std::string(1, "0123456789ABCDEF"[kind & 15]) + " at byte " + std::to_string(pos - 1));
     }
   }
   if (images == 0) return DataLossError("malformed GIF: no image");
@@ -588,7 +608,7 @@ int CountJpegScans(std::span<const std::byte> d, int stop_after) {
     while (pos < d.size() && U8(d, pos) == 0xFF) ++pos;  // fill bytes
     if (pos >= d.size()) break;
     const uint8_t marker = U8(d, pos++);
-    if (marker == 0xD9) break;                                            // EOI
+    if (marker == 0xD9) break;                                           // EOI
     if ((marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) continue;  // no length
     if (pos + 2 > d.size()) break;
     const size_t next = pos + Be16(d, pos);
@@ -607,26 +627,40 @@ int CountJpegScans(std::span<const std::byte> d, int stop_after) {
 
 std::string_view ImageFormatName(ImageFormat format) {
   switch (format) {
-    case ImageFormat::kJpeg: return "JPEG";
-    case ImageFormat::kPng: return "PNG";
-    case ImageFormat::kGif: return "GIF";
-    case ImageFormat::kBmp: return "BMP";
-    case ImageFormat::kWebp: return "WEBP";
-    case ImageFormat::kUnknown: break;
+    case ImageFormat::kJpeg:
+      return "JPEG";
+    case ImageFormat::kPng:
+      return "PNG";
+    case ImageFormat::kGif:
+      return "GIF";
+    case ImageFormat::kBmp:
+      return "BMP";
+    case ImageFormat::kWebp:
+      return "WEBP";
+    case ImageFormat::kUnknown:
+      break;
   }
   return "";
 }
 
 std::string_view ColorSpaceName(ColorSpace colorspace) {
   switch (colorspace) {
-    case ColorSpace::kGray: return "Gray";
-    case ColorSpace::kGrayAlpha: return "GrayAlpha";
-    case ColorSpace::kRGB: return "RGB";
-    case ColorSpace::kRGBA: return "RGBA";
-    case ColorSpace::kYCbCr: return "YCbCr";
-    case ColorSpace::kCMYK: return "CMYK";
-    case ColorSpace::kYCCK: return "YCCK";
-    case ColorSpace::kUnknown: break;
+    case ColorSpace::kGray:
+      return "Gray";
+    case ColorSpace::kGrayAlpha:
+      return "GrayAlpha";
+    case ColorSpace::kRGB:
+      return "RGB";
+    case ColorSpace::kRGBA:
+      return "RGBA";
+    case ColorSpace::kYCbCr:
+      return "YCbCr";
+    case ColorSpace::kCMYK:
+      return "CMYK";
+    case ColorSpace::kYCCK:
+      return "YCCK";
+    case ColorSpace::kUnknown:
+      break;
   }
   return "";
 }
@@ -650,7 +684,8 @@ ImageFormat SniffFormat(std::span<const std::byte> d) {
 Result<ImageInfo> Probe(std::span<const std::byte> data, ProbeOptions options) {
   Result<ImageInfo> info = InvalidArgumentError("");
   switch (SniffFormat(data)) {
-    case ImageFormat::kJpeg: return ProbeJpeg(data, options);
+    case ImageFormat::kJpeg:
+      return ProbeJpeg(data, options);
     case ImageFormat::kPng:
       info = ProbePng(data);
       if (info.ok() && options.check_structure) {
@@ -675,11 +710,13 @@ Result<ImageInfo> Probe(std::span<const std::byte> data, ProbeOptions options) {
                              std::to_string(data.size()));
       }
       return info;
-    case ImageFormat::kUnknown: break;
+    case ImageFormat::kUnknown:
+      break;
   }
   if (data.empty()) return InvalidArgumentError("not an image: empty file");
-  return InvalidArgumentError("not an image: unknown format (no JPEG, PNG, GIF, BMP or WebP "
-                              "signature)");
+  return InvalidArgumentError(
+      "not an image: unknown format (no JPEG, PNG, GIF, BMP or WebP "
+      "signature)");
 }
 
 Result<ChromaSubsampling> ParseChromaSubsampling(std::string_view name) {
@@ -692,9 +729,12 @@ Result<ChromaSubsampling> ParseChromaSubsampling(std::string_view name) {
 
 std::string_view ChromaSubsamplingName(ChromaSubsampling subsampling) {
   switch (subsampling) {
-    case ChromaSubsampling::k420: return "4:2:0";
-    case ChromaSubsampling::k422: return "4:2:2";
-    case ChromaSubsampling::k444: return "4:4:4";
+    case ChromaSubsampling::k420:
+      return "4:2:0";
+    case ChromaSubsampling::k422:
+      return "4:2:2";
+    case ChromaSubsampling::k444:
+      return "4:4:4";
   }
   return "4:2:0";
 }

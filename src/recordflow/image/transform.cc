@@ -53,13 +53,34 @@ Image ApplyOrientation(const Image& image, int orientation) {
     for (int x = 0; x < out.width; ++x) {
       int sx = x, sy = y;
       switch (orientation) {
-        case 2: sx = w - 1 - x; sy = y; break;
-        case 3: sx = w - 1 - x; sy = h - 1 - y; break;
-        case 4: sx = x; sy = h - 1 - y; break;
-        case 5: sx = y; sy = x; break;
-        case 6: sx = y; sy = h - 1 - x; break;
-        case 7: sx = w - 1 - y; sy = h - 1 - x; break;
-        case 8: sx = w - 1 - y; sy = x; break;
+        case 2:
+          sx = w - 1 - x;
+          sy = y;
+          break;
+        case 3:
+          sx = w - 1 - x;
+          sy = h - 1 - y;
+          break;
+        case 4:
+          sx = x;
+          sy = h - 1 - y;
+          break;
+        case 5:
+          sx = y;
+          sy = x;
+          break;
+        case 6:
+          sx = y;
+          sy = h - 1 - x;
+          break;
+        case 7:
+          sx = w - 1 - y;
+          sy = h - 1 - x;
+          break;
+        case 8:
+          sx = w - 1 - y;
+          sy = x;
+          break;
       }
       std::memcpy(dst + static_cast<size_t>(x) * c, image.row(sy) + static_cast<size_t>(sx) * c, c);
     }
@@ -108,8 +129,8 @@ Coefficients ComputeCoefficients(int in_size, int out_size, ResizeFilter filter)
       double weight;
       if (filter == ResizeFilter::kArea && shrinking) {
         // Overlap of input pixel [i, i+1) with the footprint [center - s, center + s).
-        weight = std::max(0.0, std::min<double>(i + 1, center + support) -
-                                   std::max<double>(i, center - support));
+        weight = std::max(
+            0.0, std::min<double>(i + 1, center + support) - std::max<double>(i, center - support));
       } else {
         const double t = std::abs((i + 0.5 - center) / (shrinking ? scale : 1.0));
         weight = t < 1.0 ? 1.0 - t : 0.0;
@@ -125,8 +146,8 @@ Coefficients ComputeCoefficients(int in_size, int out_size, ResizeFilter filter)
     }
     k.first[o] = lo;
     k.count[o] = n;
-    for (int j = 0; j < n; ++j) k.weights[static_cast<size_t>(o) * k.max_count + j] =
-        static_cast<float>(w[j] / total);
+    for (int j = 0; j < n; ++j)
+      k.weights[static_cast<size_t>(o) * k.max_count + j] = static_cast<float>(w[j] / total);
   }
   return k;
 }
@@ -189,10 +210,12 @@ Result<Image> Resize(const Image& image, int width, int height, ResizeOptions op
 void SizeForShorterSide(int width, int height, int shorter, int* out_width, int* out_height) {
   if (width <= height) {
     *out_width = shorter;
-    *out_height = std::max(1, static_cast<int>(std::lround(static_cast<double>(height) * shorter / width)));
+    *out_height =
+        std::max(1, static_cast<int>(std::lround(static_cast<double>(height) * shorter / width)));
   } else {
     *out_height = shorter;
-    *out_width = std::max(1, static_cast<int>(std::lround(static_cast<double>(width) * shorter / height)));
+    *out_width =
+        std::max(1, static_cast<int>(std::lround(static_cast<double>(width) * shorter / height)));
   }
 }
 

@@ -1,6 +1,6 @@
 #include "recordflow/io/file.h"
-#include "recordflow/io/local_file_internal.h"
 #include "recordflow/io/filesystem.h"
+#include "recordflow/io/local_file_internal.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -137,8 +137,8 @@ Result<size_t> LocalRandomAccessFile::ReadAt(uint64_t offset, std::span<std::byt
   if (dst.size() > kMaxOffset - offset) dst = dst.first(static_cast<size_t>(kMaxOffset - offset));
   size_t done = 0;
   while (done < dst.size()) {
-    ssize_t n = ::pread(fd_, dst.data() + done, dst.size() - done,
-                        static_cast<off_t>(offset + done));
+    ssize_t n =
+        ::pread(fd_, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoToStatus(errno, "read failed at offset " + std::to_string(offset + done) + " of",

@@ -100,8 +100,7 @@ TEST(AtomicFileWriterTest, RefusesToReplaceANonRegularFile) {
   auto writer = AtomicFileWriter::Create(fifo);
   ASSERT_FALSE(writer.ok());
   EXPECT_EQ(writer.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(writer.status().message().find("FIFO"), std::string::npos)
-      << writer.status().message();
+  EXPECT_NE(writer.status().message().find("FIFO"), std::string::npos) << writer.status().message();
   EXPECT_EQ(CountEntries(dir), 1);
 }
 

@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <algorithm>
 #include <cmath>
-#include <dirent.h>
 #include <mutex>
 
 #include "filesystem_internal.h"
@@ -58,8 +58,8 @@ class LocalFileSystem final : public FileSystem {
 }  // namespace
 
 std::chrono::milliseconds BackoffDelay(const RetryOptions& options, int attempt, double u) {
-  double d = static_cast<double>(options.initial_backoff.count()) *
-             std::pow(2.0, std::min(attempt, 30));
+  double d =
+      static_cast<double>(options.initial_backoff.count()) * std::pow(2.0, std::min(attempt, 30));
   d = std::min(d, static_cast<double>(options.max_backoff.count()));
   u = std::clamp(u, 0.0, 1.0);
   return std::chrono::milliseconds(static_cast<int64_t>(d * (0.5 + 0.5 * u)));
@@ -112,7 +112,8 @@ Result<FileSystem*> FileSystemForPath(std::string_view path) {
   if (u.scheme == "s3") return internal::S3FileSystemInstance();
   if (u.scheme == "http" || u.scheme == "https") return internal::HttpFileSystemInstance();
   return InvalidArgumentError("unsupported URL scheme '" + u.scheme + "://' in '" +
-                              std::string(path) + "' (supported: s3://, http://, https://, and "
+                              std::string(path) +
+                              "' (supported: s3://, http://, https://, and "
                               "local paths)");
 }
 

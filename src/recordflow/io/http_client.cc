@@ -136,8 +136,7 @@ Attempt HttpClient::Perform(const HttpRequest& request, const RetryOptions& opti
     curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(curl, CURLOPT_READFUNCTION, OnUpload);
     curl_easy_setopt(curl, CURLOPT_READDATA, &t);
-    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE,
-                     static_cast<curl_off_t>(request.body.size()));
+    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
     if (request.method == "POST") curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "POST");
   } else if (request.method != "GET") {
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
@@ -157,14 +156,12 @@ Attempt HttpClient::Perform(const HttpRequest& request, const RetryOptions& opti
   // (refused, reset, timeout, partial body, TLS handshake) may pass on another attempt.
   const bool retryable = rc != CURLE_URL_MALFORMAT && rc != CURLE_UNSUPPORTED_PROTOCOL &&
                          rc != CURLE_COULDNT_RESOLVE_HOST && rc != CURLE_WRITE_ERROR;
-  return {IOError(std::string(request.method) + " " + request.url + " failed: " +
-                  curl_easy_strerror(rc)),
+  return {IOError(std::string(request.method) + " " + request.url +
+                  " failed: " + curl_easy_strerror(rc)),
           retryable};
 }
 
-bool IsRetryableHttpStatus(long status) {
-  return status >= 500 || status == 408 || status == 429;
-}
+bool IsRetryableHttpStatus(long status) { return status >= 500 || status == 408 || status == 429; }
 
 std::string XmlValue(std::string_view xml, std::string_view tag, size_t* pos) {
   const std::string open = "<" + std::string(tag) + ">";
@@ -194,14 +191,22 @@ std::string XmlValue(std::string_view xml, std::string_view tag, size_t* pos) {
       continue;
     }
     std::string_view ent = raw.substr(i + 1, semi - i - 1);
-    if (ent == "amp") out.push_back('&');
-    else if (ent == "lt") out.push_back('<');
-    else if (ent == "gt") out.push_back('>');
-    else if (ent == "quot") out.push_back('"');
-    else if (ent == "apos") out.push_back('\'');
-    else if (ent.starts_with("#x")) out.push_back(static_cast<char>(std::stoi(std::string(ent.substr(2)), nullptr, 16)));
-    else if (ent.starts_with("#")) out.push_back(static_cast<char>(std::stoi(std::string(ent.substr(1)))));
-    else out.append(raw.substr(i, semi - i + 1));
+    if (ent == "amp")
+      out.push_back('&');
+    else if (ent == "lt")
+      out.push_back('<');
+    else if (ent == "gt")
+      out.push_back('>');
+    else if (ent == "quot")
+      out.push_back('"');
+    else if (ent == "apos")
+      out.push_back('\'');
+    else if (ent.starts_with("#x"))
+      out.push_back(static_cast<char>(std::stoi(std::string(ent.substr(2)), nullptr, 16)));
+    else if (ent.starts_with("#"))
+      out.push_back(static_cast<char>(std::stoi(std::string(ent.substr(1)))));
+    else
+      out.append(raw.substr(i, semi - i + 1));
     i = semi;
   }
   return out;
@@ -211,7 +216,8 @@ Status HttpErrorStatus(const HttpResponse& response, std::string_view url, std::
   std::string code = XmlValue(response.body, "Code");
   std::string detail = "HTTP " + std::to_string(response.status) + (code.empty() ? "" : " " + code);
   std::string msg = std::string(what) + " " + std::string(url) + ": " + detail;
-  if (response.status == 404) return NotFoundError("no such object: " + std::string(url) + " (" + detail + ")");
+  if (response.status == 404)
+    return NotFoundError("no such object: " + std::string(url) + " (" + detail + ")");
   if (response.status == 401 || response.status == 403) {
     return PermissionDeniedError("access denied: " + msg +
                                  " (check the credentials and their permissions)");
@@ -229,7 +235,8 @@ Status RunWithRetries(const RetryOptions& options, const std::function<Attempt()
     ++n;
     if (a.status.ok() || !a.retryable) return a.status;
     const auto elapsed = std::chrono::steady_clock::now() - start;
-    const auto delay = BackoffDelay(options, n - 1, std::uniform_real_distribution<double>(0, 1)(rng));
+    const auto delay =
+        BackoffDelay(options, n - 1, std::uniform_real_distribution<double>(0, 1)(rng));
     if (n >= options.max_attempts || elapsed + delay > options.max_total) {
       const double secs = std::chrono::duration<double>(elapsed).count();
       char buf[32];

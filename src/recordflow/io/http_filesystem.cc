@@ -11,8 +11,8 @@ class HttpFileSystem final : public FileSystem {
   Result<std::unique_ptr<RandomAccessFile>> OpenRandomAccess(const std::string& path) override {
     const RemoteOptions options = GetRemoteOptions();
     RF_ASSIGN_OR_RETURN(FileInfo info, Stat(path));
-    auto fetch = [url = path, etag = info.etag, retry = options.retry](
-                     uint64_t offset, std::span<std::byte> dst) {
+    auto fetch = [url = path, etag = info.etag, retry = options.retry](uint64_t offset,
+                                                                       std::span<std::byte> dst) {
       return FetchRange(url, retry, offset, dst, [&](uint64_t first, uint64_t last) {
         HttpRequest r;
         r.url = url;
@@ -49,7 +49,8 @@ class HttpFileSystem final : public FileSystem {
     if (!s.ok()) return s;
     const std::string length = response.Header("content-length");
     if (length.empty()) {
-      return UnimplementedError("'" + path + "' has no Content-Length; recordflow reads HTTP "
+      return UnimplementedError("'" + path +
+                                "' has no Content-Length; recordflow reads HTTP "
                                 "resources of known size only");
     }
     FileInfo info;

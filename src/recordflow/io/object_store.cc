@@ -43,7 +43,8 @@ Result<size_t> FetchRange(const std::string& url, const RetryOptions& options, u
               false};
     }
     if (response.status < 200 || response.status >= 300) {
-      Status s = HttpErrorStatus(response, url, "GET at byte offset " + std::to_string(first) + " of");
+      Status s =
+          HttpErrorStatus(response, url, "GET at byte offset " + std::to_string(first) + " of");
       return {s, IsRetryableHttpStatus(response.status)};
     }
     at_end = true;  // a complete 2xx transfer: what it did not give does not exist

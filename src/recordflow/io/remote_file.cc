@@ -36,8 +36,7 @@ void RemoteRandomAccessFile::Worker() const {
   while (true) {
     cv_.wait(lock, [this] {
       if (stop_) return true;
-      return std::any_of(window_.begin(), window_.end(),
-                         [](const auto& p) { return !p->started; });
+      return std::any_of(window_.begin(), window_.end(), [](const auto& p) { return !p->started; });
     });
     if (stop_) return;
     std::shared_ptr<Part> part;

@@ -26,8 +26,7 @@ using RangeFetcher = std::function<Result<size_t>(uint64_t offset, std::span<std
 // Thread safety: thread-safe. Lifetime: joins its read-ahead threads on destruction.
 class RemoteRandomAccessFile final : public RandomAccessFile {
  public:
-  RemoteRandomAccessFile(std::string url, uint64_t size, RangeFetcher fetch,
-                         RemoteOptions options);
+  RemoteRandomAccessFile(std::string url, uint64_t size, RangeFetcher fetch, RemoteOptions options);
   ~RemoteRandomAccessFile() override;
   Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> dst) const override;
   void AdviseSequential() const override;

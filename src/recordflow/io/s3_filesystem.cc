@@ -247,8 +247,8 @@ class S3Writer final : public AtomicFileWriter {
   Status CommitInner() {
     if (upload_id_.empty()) {
       // One request: the object appears whole or not at all.
-      return Send([&] { return S3Request(config_, "PUT", bucket_, key_, "", buffer_, {}); },
-                  path(), "upload", options_.retry)
+      return Send([&] { return S3Request(config_, "PUT", bucket_, key_, "", buffer_, {}); }, path(),
+                  "upload", options_.retry)
           .status();
     }
     if (!buffer_.empty()) RF_RETURN_IF_ERROR(UploadPart(buffer_));
@@ -258,11 +258,12 @@ class S3Writer final : public AtomicFileWriter {
              "</ETag></Part>";
     }
     xml += "</CompleteMultipartUpload>";
-    RF_RETURN_IF_ERROR(Send([&] {
-                         return S3Request(config_, "POST", bucket_, key_,
-                                          Q("uploadId", upload_id_), xml, {});
-                       },
-                            path(), "complete multipart upload of", options_.retry)
+    RF_RETURN_IF_ERROR(Send(
+                           [&] {
+                             return S3Request(config_, "POST", bucket_, key_,
+                                              Q("uploadId", upload_id_), xml, {});
+                           },
+                           path(), "complete multipart upload of", options_.retry)
                            .status());
     upload_id_.clear();
     return Status::OK();
@@ -270,9 +271,10 @@ class S3Writer final : public AtomicFileWriter {
 
   Status UploadPart(std::string_view part) {
     if (upload_id_.empty()) {
-      RF_ASSIGN_OR_RETURN(HttpResponse r,
-                          Send([&] { return S3Request(config_, "POST", bucket_, key_, "uploads=", {}, {}); },
-                               path(), "start multipart upload of", options_.retry));
+      RF_ASSIGN_OR_RETURN(
+          HttpResponse r,
+          Send([&] { return S3Request(config_, "POST", bucket_, key_, "uploads=", {}, {}); },
+               path(), "start multipart upload of", options_.retry));
       upload_id_ = XmlValue(r.body, "UploadId");
       if (upload_id_.empty()) return IOError("no UploadId in the answer for " + path());
     }
@@ -284,7 +286,8 @@ class S3Writer final : public AtomicFileWriter {
         Send([&] { return S3Request(config_, "PUT", bucket_, key_, query, part, {}); }, path(),
              "upload part " + std::to_string(number) + " of", options_.retry));
     std::string etag = r.Header("etag");
-    if (etag.empty()) return IOError("no ETag for part " + std::to_string(number) + " of " + path());
+    if (etag.empty())
+      return IOError("no ETag for part " + std::to_string(number) + " of " + path());
     etags_.push_back(std::move(etag));
     return Status::OK();
   }
@@ -342,9 +345,9 @@ class S3FileSystem final : public FileSystem {
   Status Delete(const std::string& path) override {
     RF_ASSIGN_OR_RETURN(auto bk, SplitBucketKey(path));
     const S3Config config = ResolveS3Config();
-    Result<HttpResponse> r = Send(
-        [&] { return S3Request(config, "DELETE", bk.first, bk.second, "", {}, {}); }, path,
-        "delete", GetRemoteOptions().retry);
+    Result<HttpResponse> r =
+        Send([&] { return S3Request(config, "DELETE", bk.first, bk.second, "", {}, {}); }, path,
+             "delete", GetRemoteOptions().retry);
     if (!r.ok() && r.status().code() != StatusCode::kNotFound) return r.status();
     return Status::OK();
   }
@@ -385,9 +388,9 @@ class S3FileSystem final : public FileSystem {
     if (key.empty() || key.back() == '/') {
       return InvalidArgumentError("'" + url + "' names no object (empty key or ending in '/')");
     }
-    Result<HttpResponse> r = Send(
-        [&] { return S3Request(config, "HEAD", bucket, key, "", {}, {}); }, url, "stat",
-        options.retry);
+    Result<HttpResponse> r =
+        Send([&] { return S3Request(config, "HEAD", bucket, key, "", {}, {}); }, url, "stat",
+             options.retry);
     if (!r.ok()) {
       if (r.status().code() == StatusCode::kNotFound) {
         // A "folder": keys exist under key + "/".

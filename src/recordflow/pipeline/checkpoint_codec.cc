@@ -55,7 +55,8 @@ Result<uint64_t> StateReader::U64(const char* what) {
     return DataLossError(std::string("checkpoint state ends while reading ") + what);
   }
   uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(in_[pos_ + i])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    v |= static_cast<uint64_t>(static_cast<uint8_t>(in_[pos_ + i])) << (8 * i);
   pos_ += 8;
   return v;
 }

@@ -132,7 +132,8 @@ Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last, bool opt
       case K::kRepeat:
         if (repeated) return UnimplementedError("two repeats after batch/parse/map");
         if (plan.take >= 0 || plan.skip > 0) {
-          return UnimplementedError("take/skip before repeat after batch/parse/map: put them before the batch");
+          return UnimplementedError(
+              "take/skip before repeat after batch/parse/map: put them before the batch");
         }
         repeated = true;
         plan.tail_repeat = std::max<int64_t>(n->as<stage::Repeat>().count, -1);
@@ -140,7 +141,7 @@ Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last, bool opt
         break;
       case K::kTake:
         plan.take = plan.take < 0 ? n->as<stage::Take>().count
-                                : std::min(plan.take, n->as<stage::Take>().count);
+                                  : std::min(plan.take, n->as<stage::Take>().count);
         tail.push_back(n);
         break;
       case K::kSkip:
@@ -149,7 +150,8 @@ Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last, bool opt
         tail.push_back(n);
         break;
       default:
-        return UnimplementedError(n->Describe() + " after batch/parse/map is not supported: "
+        return UnimplementedError(n->Describe() +
+                                  " after batch/parse/map is not supported: "
                                   "apply it to the records before them");
     }
   }
@@ -163,7 +165,9 @@ Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last, bool opt
     if (interleave != nullptr && !interleave->options.deterministic) plan.deterministic = false;
   }
   std::string exec = Join(plan.pre_batch);
-  if (plan.batch_size > 0) exec += (exec.empty() ? "" : " -> ") + std::string("batch(") + std::to_string(plan.batch_size) + ")";
+  if (plan.batch_size > 0)
+    exec += (exec.empty() ? "" : " -> ") + std::string("batch(") + std::to_string(plan.batch_size) +
+            ")";
   if (!plan.post_batch.empty()) exec += (exec.empty() ? "" : " -> ") + Join(plan.post_batch);
   plan.stream_description = Join(stream_nodes);
   plan.executor_description = exec.empty() ? "pass-through" : exec;
@@ -188,7 +192,6 @@ Result<internal::Plan> Compile(const std::shared_ptr<const Node>& last, bool opt
 
 }  // namespace recordflow::pipeline
 
-
 namespace recordflow::pipeline {
 
 Result<Dataset> Dataset::FromFiles(std::vector<std::string> paths, FilesOptions options) {
@@ -198,13 +201,14 @@ Result<Dataset> Dataset::FromFiles(std::vector<std::string> paths, FilesOptions 
 }
 
 Dataset Dataset::FromRecords(std::vector<std::string> records) {
-  return Dataset(Derive(
-      nullptr, stage::Memory{std::make_shared<const std::vector<std::string>>(std::move(records))}));
+  return Dataset(Derive(nullptr, stage::Memory{std::make_shared<const std::vector<std::string>>(
+                                     std::move(records))}));
 }
 
 Result<Dataset> Dataset::Shard(int num_shards, int index) const {
   if (num_shards < 1 || index < 0 || index >= num_shards) {
-    return InvalidArgumentError("shard(" + std::to_string(num_shards) + ", " + std::to_string(index) +
+    return InvalidArgumentError("shard(" + std::to_string(num_shards) + ", " +
+                                std::to_string(index) +
                                 "): need num_shards >= 1 and 0 <= index < num_shards");
   }
   return Dataset(Derive(node_, stage::Shard{num_shards, index}));
@@ -219,7 +223,8 @@ bool OnFiles(const Node* n) {
 
 Result<Dataset> Dataset::Interleave(InterleaveOptions options) const {
   if (!OnFiles(node_.get())) {
-    return InvalidArgumentError("interleave applies to files: use it right after from_files (or shard)");
+    return InvalidArgumentError(
+        "interleave applies to files: use it right after from_files (or shard)");
   }
   if ((options.cycle_length < 1 && options.cycle_length != kAutotune) || options.block_length < 1 ||
       (options.num_parallel < 0 && options.num_parallel != kAutotune)) {
@@ -235,13 +240,16 @@ Result<Dataset> Dataset::Shuffle(ShuffleOptions options) const {
 
 Result<Dataset> Dataset::GlobalShuffle(std::optional<uint64_t> seed, bool reshuffle) const {
   if (!OnFiles(node_.get())) {
-    return InvalidArgumentError("global_shuffle reads records by index: use it right after from_files (or shard)");
+    return InvalidArgumentError(
+        "global_shuffle reads records by index: use it right after from_files (or shard)");
   }
   const auto& files =
       (node_->kind() == K::kFiles ? node_.get() : node_->input.get())->as<stage::Files>();
   for (const std::string& f : files.files) {
-    if (files.options.compression.value_or(format::CompressionFromPath(f)) != format::Compression::kNone) {
-      return InvalidArgumentError("global_shuffle needs uncompressed files; '" + f + "' is compressed");
+    if (files.options.compression.value_or(format::CompressionFromPath(f)) !=
+        format::Compression::kNone) {
+      return InvalidArgumentError("global_shuffle needs uncompressed files; '" + f +
+                                  "' is compressed");
     }
   }
   return Dataset(Derive(node_, stage::GlobalShuffle{seed, reshuffle}));
@@ -251,9 +259,7 @@ Dataset Dataset::Repeat(int64_t count) const {
   return Dataset(Derive(node_, stage::Repeat{count < 0 ? -1 : count}));
 }
 
-Dataset Dataset::Take(int64_t count) const {
-  return Dataset(Derive(node_, stage::Take{count}));
-}
+Dataset Dataset::Take(int64_t count) const { return Dataset(Derive(node_, stage::Take{count})); }
 
 Dataset Dataset::Skip(int64_t count) const {
   return Dataset(Derive(node_, stage::Skip{std::max<int64_t>(count, 0)}));
@@ -264,10 +270,11 @@ Result<Dataset> Dataset::Cache(std::string path) const {
 }
 
 Result<Dataset> Dataset::Parse(std::vector<example::FeatureSpec> specs, bool bytes_as_views) const {
-  RF_ASSIGN_OR_RETURN(example::ExampleParser parser, example::ExampleParser::Create(std::move(specs)));
-  return Dataset(Derive(
-      node_, stage::Parse{std::make_shared<const example::ExampleParser>(std::move(parser)),
-                          bytes_as_views}));
+  RF_ASSIGN_OR_RETURN(example::ExampleParser parser,
+                      example::ExampleParser::Create(std::move(specs)));
+  return Dataset(
+      Derive(node_, stage::Parse{std::make_shared<const example::ExampleParser>(std::move(parser)),
+                                 bytes_as_views}));
 }
 
 Result<Dataset> Dataset::Map(MapFn fn, std::string name, int num_parallel,
@@ -323,7 +330,8 @@ Result<std::unique_ptr<Iterator>> Dataset::Restore(std::span<const std::byte> st
                                                    IteratorOptions options) const {
   RF_ASSIGN_OR_RETURN(internal::Plan plan, Compile(node_, options.optimize));
   auto it = std::make_unique<internal::PipelineIterator>(std::move(plan), options);
-  internal::StateReader reader(std::string_view(reinterpret_cast<const char*>(state.data()), state.size()));
+  internal::StateReader reader(
+      std::string_view(reinterpret_cast<const char*>(state.data()), state.size()));
   RF_RETURN_IF_ERROR(it->Start(internal::SeedTable{}, &reader));
   return std::unique_ptr<Iterator>(std::move(it));
 }

@@ -39,7 +39,8 @@ struct Files {
   std::vector<int> counts;
 };
 
-Files WriteFiles(std::vector<int> counts, const std::string& suffix = ".tfrecord", bool index = true) {
+Files WriteFiles(std::vector<int> counts, const std::string& suffix = ".tfrecord",
+                 bool index = true) {
   Files f;
   f.dir = MakeTempDir();
   f.counts = counts;
@@ -128,10 +129,13 @@ struct Case {
 };
 
 std::vector<Case> Battery() {
-  auto files = [](const Files& f, FilesOptions o = {}) { return Ok(Dataset::FromFiles(f.paths, o)); };
+  auto files = [](const Files& f, FilesOptions o = {}) {
+    return Ok(Dataset::FromFiles(f.paths, o));
+  };
   return {
       {"files", [=](const Files& f) { return files(f); }},
-      {"shuffled_files", [=](const Files& f) {
+      {"shuffled_files",
+       [=](const Files& f) {
          FilesOptions o;
          o.shuffle_files = true;
          o.seed = 7;
@@ -139,30 +143,36 @@ std::vector<Case> Battery() {
        }},
       {"shard_by_file", [=](const Files& f) { return Ok(files(f).Shard(2, 1)); }},
       {"shard_by_record", [=](const Files& f) { return Ok(files(f).Take(1000).Shard(3, 2)); }},
-      {"interleave_sync", [=](const Files& f) {
+      {"interleave_sync",
+       [=](const Files& f) {
          return Ok(files(f).Interleave({.cycle_length = 2, .block_length = 3, .num_parallel = 0}));
        }},
-      {"interleave_parallel", [=](const Files& f) {
+      {"interleave_parallel",
+       [=](const Files& f) {
          return Ok(files(f).Interleave({.cycle_length = 3, .block_length = 2, .num_parallel = 3}));
        }},
-      {"shuffle_repeat", [=](const Files& f) {
+      {"shuffle_repeat",
+       [=](const Files& f) {
          return Ok(files(f).Shuffle({.buffer_size = 50, .seed = 3})).Repeat(3);
        }},
-      {"repeat_shuffle", [=](const Files& f) {
+      {"repeat_shuffle",
+       [=](const Files& f) {
          return Ok(files(f).Repeat(2).Shuffle({.buffer_size = 64, .seed = 4}));
        }},
       {"global_shuffle", [=](const Files& f) { return Ok(files(f).GlobalShuffle(11)).Repeat(2); }},
       {"take_skip", [=](const Files& f) { return files(f).Skip(5).Take(100); }},
-      {"memory_cache_repeat", [=](const Files& f) {
+      {"memory_cache_repeat",
+       [=](const Files& f) {
          return Ok(Ok(files(f).Take(60).Cache()).Shuffle({.buffer_size = 10, .seed = 1})).Repeat(3);
        }},
-      {"batch_parse", [=](const Files& f) {
+      {"batch_parse",
+       [=](const Files& f) {
          return Ok(Ok(Ok(files(f).Shuffle({.buffer_size = 20, .seed = 9})).Batch(7)).Parse(Spec()));
        }},
-      {"parse_batch_drop_repeat", [=](const Files& f) {
-         return Ok(Ok(files(f).Parse(Spec())).Batch(16, true)).Repeat(2);
-       }},
-      {"batch_take_prefetch", [=](const Files& f) {
+      {"parse_batch_drop_repeat",
+       [=](const Files& f) { return Ok(Ok(files(f).Parse(Spec())).Batch(16, true)).Repeat(2); }},
+      {"batch_take_prefetch",
+       [=](const Files& f) {
          return Ok(Ok(Ok(files(f).Batch(5)).Parse(Spec())).Prefetch(1)).Skip(2).Take(9);
        }},
   };
@@ -179,7 +189,8 @@ TEST_P(BatteryTest, CheckpointRestoreAtSeveralPointsGivesTheUninterruptedSequenc
   ASSERT_FALSE(full.empty());
   // Deterministic: a second run gives the same elements.
   EXPECT_EQ(RunAll(ds), full);
-  for (size_t k : {size_t{0}, size_t{1}, full.size() / 3, full.size() / 2, full.size() - 1, full.size()}) {
+  for (size_t k :
+       {size_t{0}, size_t{1}, full.size() / 3, full.size() / 2, full.size() - 1, full.size()}) {
     SCOPED_TRACE("checkpoint after " + std::to_string(k));
     auto it = Ok(ds.MakeIterator());
     auto head = Drain(*it, static_cast<int>(k));
@@ -272,7 +283,8 @@ TEST(PipelineTest, ShuffleIsASeededPermutationThatMixesWell) {
   // A full-buffer shuffle is a uniform permutation: the mean absolute displacement of n items
   // is (n^2 - 1) / (3n) ~ 667 for n = 2000; its standard deviation over permutations is ~10.
   double displacement = 0;
-  for (size_t i = 0; i < a.size(); ++i) displacement += std::abs(static_cast<double>(a[i]) - static_cast<double>(i));
+  for (size_t i = 0; i < a.size(); ++i)
+    displacement += std::abs(static_cast<double>(a[i]) - static_cast<double>(i));
   displacement /= static_cast<double>(a.size());
   EXPECT_NEAR(displacement, (2000.0 * 2000 - 1) / 6000, 60);
   // Adjacent outputs are uncorrelated: about half of them ascend.
@@ -284,7 +296,9 @@ TEST(PipelineTest, ShuffleIsASeededPermutationThatMixesWell) {
   auto flat = Flat(epochs);
   EXPECT_NE(std::vector<int64_t>(flat.begin(), flat.begin() + 2000),
             std::vector<int64_t>(flat.begin() + 2000, flat.end()));
-  auto same = Flat(RunAll(Ok(ds.Shuffle({.buffer_size = 2000, .seed = 5, .reshuffle_each_iteration = false})).Repeat(2)));
+  auto same = Flat(
+      RunAll(Ok(ds.Shuffle({.buffer_size = 2000, .seed = 5, .reshuffle_each_iteration = false}))
+                 .Repeat(2)));
   EXPECT_EQ(std::vector<int64_t>(same.begin(), same.begin() + 2000),
             std::vector<int64_t>(same.begin() + 2000, same.end()));
 }
@@ -307,7 +321,8 @@ TEST(PipelineTest, GlobalShuffleIsAPermutationPerEpochAcrossFiles) {
   for (size_t i = 0; i < 40; ++i) files_seen.insert(ids[i] / 1000);
   EXPECT_GE(files_seen.size(), 3u);
   Files gz = WriteFiles({3}, ".tfrecord.gz");
-  EXPECT_EQ(Ok(Dataset::FromFiles(gz.paths)).GlobalShuffle(1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Ok(Dataset::FromFiles(gz.paths)).GlobalShuffle(1).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(PipelineTest, BatchParseColumnsAndDropRemainder) {
@@ -370,7 +385,8 @@ TEST(PipelineTest, CorruptFileErrorArrivesInOrderWithFileAndOffset) {
   EXPECT_NE(got.status().message().find("offset"), std::string::npos);
   // Everything before the bad record arrived, in order.
   ASSERT_GE(ids.size(), 5u);
-  EXPECT_EQ(std::vector<int64_t>(ids.begin(), ids.begin() + 5), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(std::vector<int64_t>(ids.begin(), ids.begin() + 5),
+            (std::vector<int64_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(it->GetNext(&e).status().code(), StatusCode::kFailedPrecondition);
   // With on_corruption=skip the stream goes on.
   FilesOptions skip;
@@ -423,13 +439,14 @@ TEST(PipelineTest, MapRunsNativeOpsInParallelInOrder) {
     for (int64_t& v : e.columns[0].int64s) v *= 2;
     return Status();
   };
-  auto ds = Ok(Ok(Ok(Ok(Dataset::FromFiles(f.paths)).Batch(10)).Parse(Spec())).Map(double_ids, "double", 2));
+  auto ds = Ok(
+      Ok(Ok(Ok(Dataset::FromFiles(f.paths)).Batch(10)).Parse(Spec())).Map(double_ids, "double", 2));
   auto ids = Flat(RunAll(ds));
   ASSERT_EQ(ids.size(), 300u);
   for (size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], static_cast<int64_t>(2 * i));
   EXPECT_EQ(calls.load(), 30);
-  auto failing = Ok(Ok(Dataset::FromFiles(f.paths)).Map(
-      [](Element&) { return InvalidArgumentError("bad pixel"); }, "decode"));
+  auto failing = Ok(Ok(Dataset::FromFiles(f.paths))
+                        .Map([](Element&) { return InvalidArgumentError("bad pixel"); }, "decode"));
   auto it = Ok(failing.MakeIterator());
   Element e;
   Result<bool> got = it->GetNext(&e);
@@ -571,8 +588,9 @@ TEST(PipelineTest, EachIterationOfASeededPipelineIsANewDeterministicOrder) {
     for (const RecordPosition& p : e.positions) epochs_seen.push_back(p.epoch);
     return Status();
   };
-  auto ds = Ok(Ok(Ok(Ok(Dataset::FromFiles(f.paths, fo)).Shuffle({.buffer_size = 30, .seed = 5}))
-                      .Batch(10)).Map(record_epochs, "epochs", 1));
+  auto ds = Ok(
+      Ok(Ok(Ok(Dataset::FromFiles(f.paths, fo)).Shuffle({.buffer_size = 30, .seed = 5})).Batch(10))
+          .Map(record_epochs, "epochs", 1));
   auto run = [&](uint64_t iteration) {
     IteratorOptions o;
     o.iteration = iteration;

@@ -26,7 +26,8 @@ uint64_t ElementBytes(const Element& e) {
   uint64_t n = 0;
   if (e.parsed) {
     for (const example::Column& c : e.columns) {
-      n += c.int64s.size() * sizeof(int64_t) + c.floats.size() * sizeof(float) + c.bytes_data.size();
+      n +=
+          c.int64s.size() * sizeof(int64_t) + c.floats.size() * sizeof(float) + c.bytes_data.size();
       for (const auto& v : c.bytes_views) n += v.size();
     }
   } else {
@@ -261,8 +262,9 @@ Result<DiagnoseReport> Diagnose(const PipelinePlan& plan, const DiagnoseOptions&
     if (s.id == "read") s.utilization_note = report.verdict.read_note;
   }
   if (!report.verdict.rule_cause.id.empty()) {
-    internal::VariantContext context{plan, m, report.verdict.rule_cause, step,
-                                     options.try_variants ? variant_seconds : 0.0, log};
+    internal::VariantContext context{
+        plan, m, report.verdict.rule_cause, step, options.try_variants ? variant_seconds : 0.0,
+        log};
     report.recommendations = internal::Recommend(context);
   }
   SortRecommendations(report.recommendations);

@@ -24,9 +24,6 @@ std::string WithThousands(double value, int decimals);
 // "-" for none.
 std::string FormatRate(double value);
 
-
-
-
 // Cores this process may run on.
 int Cores();
 

@@ -27,17 +27,17 @@ struct Json {
   std::variant<std::nullptr_t, bool, double, int64_t, std::string, Raw, Array, Object> v;
 
   Json() : v(nullptr) {}
-  Json(std::nullptr_t) : v(nullptr) {}           // NOLINT(google-explicit-constructor)
-  Json(bool b) : v(b) {}                          // NOLINT(google-explicit-constructor)
-  Json(double d) : v(d) {}                        // NOLINT(google-explicit-constructor)
-  Json(int64_t i) : v(i) {}                       // NOLINT(google-explicit-constructor)
-  Json(int i) : v(int64_t{i}) {}                  // NOLINT(google-explicit-constructor)
+  Json(std::nullptr_t) : v(nullptr) {}              // NOLINT(google-explicit-constructor)
+  Json(bool b) : v(b) {}                            // NOLINT(google-explicit-constructor)
+  Json(double d) : v(d) {}                          // NOLINT(google-explicit-constructor)
+  Json(int64_t i) : v(i) {}                         // NOLINT(google-explicit-constructor)
+  Json(int i) : v(int64_t{i}) {}                    // NOLINT(google-explicit-constructor)
   Json(uint64_t i) : v(static_cast<int64_t>(i)) {}  // NOLINT(google-explicit-constructor)
-  Json(std::string s) : v(std::move(s)) {}        // NOLINT(google-explicit-constructor)
-  Json(const char* s) : v(std::string(s)) {}      // NOLINT(google-explicit-constructor)
-  Json(Raw r) : v(std::move(r)) {}                // NOLINT(google-explicit-constructor)
-  Json(Array a) : v(std::move(a)) {}              // NOLINT(google-explicit-constructor)
-  Json(Object o) : v(std::move(o)) {}             // NOLINT(google-explicit-constructor)
+  Json(std::string s) : v(std::move(s)) {}          // NOLINT(google-explicit-constructor)
+  Json(const char* s) : v(std::string(s)) {}        // NOLINT(google-explicit-constructor)
+  Json(Raw r) : v(std::move(r)) {}                  // NOLINT(google-explicit-constructor)
+  Json(Array a) : v(std::move(a)) {}                // NOLINT(google-explicit-constructor)
+  Json(Object o) : v(std::move(o)) {}               // NOLINT(google-explicit-constructor)
   template <typename T>
   static Json Opt(const std::optional<T>& o) {
     return o ? Json(*o) : Json();
@@ -48,11 +48,21 @@ void AppendString(std::string& out, std::string_view s) {
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           out += Format("\\u%04x", c);
@@ -78,8 +88,10 @@ void AppendDouble(std::string& out, double d) {
 }
 
 void Dump(const Json& j, std::string& out, int indent, int depth) {
-  const std::string pad = indent > 0 ? "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ') : "";
-  const std::string end_pad = indent > 0 ? "\n" + std::string(static_cast<size_t>(indent * depth), ' ') : "";
+  const std::string pad =
+      indent > 0 ? "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ') : "";
+  const std::string end_pad =
+      indent > 0 ? "\n" + std::string(static_cast<size_t>(indent * depth), ' ') : "";
   const char* sep = indent > 0 ? "," : ", ";
   if (std::holds_alternative<std::nullptr_t>(j.v)) {
     out += "null";
@@ -249,12 +261,23 @@ std::string HtmlEscape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#x27;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#x27;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -291,37 +314,52 @@ std::string TimelineSvg(const std::vector<double>& waits, const std::vector<doub
   const double y_max = y_ticks.back() > 0 ? y_ticks.back() : 1e-9;
   const double sx = plot_w / x_max, sy = plot_h / y_max;
   const int base = top + plot_h;
-  std::string svg = Format("<svg role=\"img\" aria-label=\"per-step wait and compute timeline\" "
-                           "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-                           "style=\"max-width:100%%;height:auto\">", width, height, width, height);
+  std::string svg = Format(
+      "<svg role=\"img\" aria-label=\"per-step wait and compute timeline\" "
+      "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+      "style=\"max-width:100%%;height:auto\">",
+      width, height, width, height);
   double t = 0;
   for (size_t i = 0; i < waits.size(); ++i) {
     const double w = waits[i], c = computes[i];
     const double x = left + t * sx, bw = std::max((w + c) * sx, 0.5);
     const double h_c = 1e3 * c * sy, h_w = 1e3 * w * sy;
-    svg += Format("<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#4c78a8\">"
-                  "<title>step %zu: compute %.1f ms</title></rect>", x, base - h_c, bw, h_c, i, 1e3 * c);
-    svg += Format("<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#e45756\">"
-                  "<title>step %zu: wait %.1f ms</title></rect>", x, base - h_c - h_w, bw, h_w, i, 1e3 * w);
+    svg += Format(
+        "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#4c78a8\">"
+        "<title>step %zu: compute %.1f ms</title></rect>",
+        x, base - h_c, bw, h_c, i, 1e3 * c);
+    svg += Format(
+        "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#e45756\">"
+        "<title>step %zu: wait %.1f ms</title></rect>",
+        x, base - h_c - h_w, bw, h_w, i, 1e3 * w);
     t += w + c;
   }
-  svg += Format("<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>", left, base, left + plot_w, base);
-  svg += Format("<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>", left, top, left, base);
+  svg += Format("<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>", left, base,
+                left + plot_w, base);
+  svg += Format("<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>", left, top, left,
+                base);
   for (double v : x_ticks) {
     const double x = left + v * sx;
-    svg += Format("<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\"/>", x, base, x, base + 5);
-    svg += Format("<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"12\">%g</text>", x, base + 18, v);
+    svg += Format("<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\"/>", x, base, x,
+                  base + 5);
+    svg += Format("<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"12\">%g</text>", x,
+                  base + 18, v);
   }
   for (double v : y_ticks) {
     const double y = base - v * sy;
-    svg += Format("<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#333\"/>", left - 5, y, left, y);
-    svg += Format("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" font-size=\"12\">%g</text>", left - 8, y + 4, v);
+    svg += Format("<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#333\"/>", left - 5,
+                  y, left, y);
+    svg += Format("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" font-size=\"12\">%g</text>",
+                  left - 8, y + 4, v);
   }
-  svg += Format("<text class=\"axis-title\" x=\"%.0f\" y=\"%d\" text-anchor=\"middle\" "
-                "font-size=\"13\">time since the first step (s)</text>", left + plot_w / 2.0, height - 6);
-  svg += Format("<text class=\"axis-title\" x=\"14\" y=\"%.0f\" text-anchor=\"middle\" "
-                "font-size=\"13\" transform=\"rotate(-90 14 %.0f)\">step time (ms)</text>",
-                top + plot_h / 2.0, top + plot_h / 2.0);
+  svg += Format(
+      "<text class=\"axis-title\" x=\"%.0f\" y=\"%d\" text-anchor=\"middle\" "
+      "font-size=\"13\">time since the first step (s)</text>",
+      left + plot_w / 2.0, height - 6);
+  svg += Format(
+      "<text class=\"axis-title\" x=\"14\" y=\"%.0f\" text-anchor=\"middle\" "
+      "font-size=\"13\" transform=\"rotate(-90 14 %.0f)\">step time (ms)</text>",
+      top + plot_h / 2.0, top + plot_h / 2.0);
   return svg + "</svg>";
 }
 
@@ -343,7 +381,8 @@ std::string RenderText(const DiagnoseReport& report) {
   std::string ceiling =
       internal::FormatRate(rate * static_cast<double>(m.batch_size.value_or(1))) + " elements/s";
   if (m.batch_size) {
-    ceiling += " (" + internal::FormatRate(rate) + " batches/s of " + std::to_string(*m.batch_size) + ")";
+    ceiling +=
+        " (" + internal::FormatRate(rate) + " batches/s of " + std::to_string(*m.batch_size) + ")";
   }
   add("  input ceiling: " + ceiling + Format(", measured alone for %.1f s", m.alone.seconds) +
       (m.alone.exhausted ? "  (dataset ended early)" : ""));
@@ -352,7 +391,8 @@ std::string RenderText(const DiagnoseReport& report) {
     const StepRun& s = *m.step;
     add("  with the step (" + m.step_mode + ")" +
         Format(": %llu steps, %.1f steps/s, wait %.1f ms + compute %.1f ms per step",
-               static_cast<unsigned long long>(s.steps), s.steps_per_s, s.mean_wait_ms, s.mean_compute_ms));
+               static_cast<unsigned long long>(s.steps), s.steps_per_s, s.mean_wait_ms,
+               s.mean_compute_ms));
     add(Format("  time waiting for data: %.1f%% of step time", 100 * s.wait_fraction));
   }
   add("");
@@ -379,7 +419,8 @@ std::string RenderText(const DiagnoseReport& report) {
         Pad(threads, 7) + " " + Pad(buf, 9) + "  [" + s.id + "] " + s.name + per +
         (s.id == v.slowest_stage ? "  <- slowest" : ""));
     if (!s.utilization_note.empty()) {
-      add("  " + std::string(6 + 1 + 9 + 1 + 8 + 1 + 7 + 1 + 9, ' ') + "  (" + s.utilization_note + ")");
+      add("  " + std::string(6 + 1 + 9 + 1 + 8 + 1 + 7 + 1 + 9, ' ') + "  (" + s.utilization_note +
+          ")");
     }
   }
   add("");
@@ -420,9 +461,10 @@ std::string RenderHtml(const DiagnoseReport& report, const std::string& json) {
   std::string timeline = "<h2>Per-step timeline</h2>";
   if (m.step && !m.step->waits.empty()) {
     const size_t shown = m.step->waits.size(), drawn = std::min(shown, kHtmlMaxSteps);
-    const std::vector<double> waits(m.step->waits.begin(), m.step->waits.begin() + static_cast<std::ptrdiff_t>(drawn));
-    const std::vector<double> computes(m.step->computes.begin(),
-                                       m.step->computes.begin() + static_cast<std::ptrdiff_t>(drawn));
+    const std::vector<double> waits(m.step->waits.begin(),
+                                    m.step->waits.begin() + static_cast<std::ptrdiff_t>(drawn));
+    const std::vector<double> computes(
+        m.step->computes.begin(), m.step->computes.begin() + static_cast<std::ptrdiff_t>(drawn));
     timeline +=
         "<p>Each bar is one training step: its width the step's wall time (x: seconds since the "
         "first step), its height the step's time in milliseconds (y), split into <span "
@@ -443,17 +485,19 @@ std::string RenderHtml(const DiagnoseReport& report, const std::string& json) {
               "</td></tr>";
   }
   stages += "</table>";
-  page += "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>recordflow doctor</title>\n"
-          "<style>\n"
-          "body{font-family:sans-serif;margin:2em;max-width:72em;line-height:1.4}\n"
-          "pre{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}\n"
-          "code{white-space:pre-wrap;overflow-wrap:anywhere;background:#f0f0f0;padding:0 .2em}\n"
-          ".verdict{font-size:1.3em} td,th{text-align:left;padding:.2em .6em;vertical-align:top;\n"
-          "overflow-wrap:anywhere} li{margin-bottom:.6em}\n"
-          "</style>\n</head><body>\n<h1>recordflow doctor</h1>\n";
+  page +=
+      "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>recordflow doctor</title>\n"
+      "<style>\n"
+      "body{font-family:sans-serif;margin:2em;max-width:72em;line-height:1.4}\n"
+      "pre{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}\n"
+      "code{white-space:pre-wrap;overflow-wrap:anywhere;background:#f0f0f0;padding:0 .2em}\n"
+      ".verdict{font-size:1.3em} td,th{text-align:left;padding:.2em .6em;vertical-align:top;\n"
+      "overflow-wrap:anywhere} li{margin-bottom:.6em}\n"
+      "</style>\n</head><body>\n<h1>recordflow doctor</h1>\n";
   page += verdict + "\n" + helps + "\n" + timeline + "\n" + stages + "\n";
   page += "<h2>Report</h2>\n<pre>" + HtmlEscape(RenderText(report)) + "</pre>\n";
-  page += "<details><summary>JSON</summary>\n<pre>" + HtmlEscape(json.empty() ? RenderJson(report) : json) +
+  page += "<details><summary>JSON</summary>\n<pre>" +
+          HtmlEscape(json.empty() ? RenderJson(report) : json) +
           "</pre>\n</details>\n</body></html>\n";
   return page;
 }

@@ -111,15 +111,15 @@ Verdict JudgeMeasurements(const Measurements& m) {
   if (slowest->id == "read" && m.read_alone_records_per_s &&
       *m.read_alone_records_per_s >= kReadHeadroom * rate * records_per_element) {
     const double ratio = *m.read_alone_records_per_s / (rate * records_per_element);
-    v.read_note = "alone the stream gives " + internal::WithThousands(*m.read_alone_records_per_s, 0) +
-                  " records/s, " + Format("%.1f", ratio) +
-                  "x what the pipeline delivers: not the limit";
+    v.read_note = "alone the stream gives " +
+                  internal::WithThousands(*m.read_alone_records_per_s, 0) + " records/s, " +
+                  Format("%.1f", ratio) + "x what the pipeline delivers: not the limit";
     if (const StageMeasurement* next = Slowest(m.stages, "read")) slowest = next;
   }
   v.slowest_stage = slowest->id;
-  const std::string slowest_text =
-      "the slowest stage, [" + slowest->id + "] " + slowest->name + " (" +
-      Format("%.0f", 100 * slowest->utilization.value_or(0)) + "% busy)";
+  const std::string slowest_text = "the slowest stage, [" + slowest->id + "] " + slowest->name +
+                                   " (" + Format("%.0f", 100 * slowest->utilization.value_or(0)) +
+                                   "% busy)";
   v.cause = StageCause(*slowest);
 
   if (!m.step) {
@@ -136,22 +136,27 @@ Verdict JudgeMeasurements(const Measurements& m) {
   const double over = rate / demand;
   if (!*v.input_bound) {
     v.verdict = "not input-bound";
-    v.detail = Format("the step waits for data %.1f%% of the time; the pipeline's ceiling is "
-                      "%.1fx what the step consumes: speed up the step, not the input",
-                      wait_pct, over);
-    v.cause = Cause{"step", std::nullopt,
-                    "the training step sets the pace; the pipeline has headroom (" +
-                        slowest_text + ")",
-                    over, false};
+    v.detail = Format(
+        "the step waits for data %.1f%% of the time; the pipeline's ceiling is "
+        "%.1fx what the step consumes: speed up the step, not the input",
+        wait_pct, over);
+    v.cause =
+        Cause{"step", std::nullopt,
+              "the training step sets the pace; the pipeline has headroom (" + slowest_text + ")",
+              over, false};
     if (over < kKeepsUpMargin) {
       // Waiting little now, but with no margin: a faster step would wait.
       v.cause.borderline = true;
-      v.cause.explanation = Format("the training step sets the pace, but only just: the "
-                                   "pipeline's ceiling alone is %.2fx the step's rate, "
-                                   "limited by ", over) + slowest_text;
-      v.detail = Format("the step waits for data %.1f%% of the time, but the pipeline has no "
-                        "margin (%.2fx the step's rate): a faster step would wait",
-                        wait_pct, over);
+      v.cause.explanation = Format(
+                                "the training step sets the pace, but only just: the "
+                                "pipeline's ceiling alone is %.2fx the step's rate, "
+                                "limited by ",
+                                over) +
+                            slowest_text;
+      v.detail = Format(
+          "the step waits for data %.1f%% of the time, but the pipeline has no "
+          "margin (%.2fx the step's rate): a faster step would wait",
+          wait_pct, over);
       v.rule_cause = StageCause(*slowest);
     }
     return v;
@@ -173,26 +178,31 @@ Verdict JudgeMeasurements(const Measurements& m) {
     v.cause = Cause{costliest->kind, costliest->id,
                     "[" + costliest->id + "] " + costliest->name +
                         Format(" runs on the consuming thread, in series with the step: %.2f ms "
-                               "of the %.2f ms each step waits", 1e3 * cost, 1e3 * mean_wait),
+                               "of the %.2f ms each step waits",
+                               1e3 * cost, 1e3 * mean_wait),
                     over, false};
   } else if (over >= kKeepsUpMargin) {
     v.cause = Cause{"prefetch", "prefetch",
                     Format("the pipeline is fast enough on average (%.1fx the step's rate) but "
                            "the prefetch buffer is too small to absorb the step's bursts: the "
-                           "step waits after every burst of short steps", over),
+                           "step waits after every burst of short steps",
+                           over),
                     over, false};
   } else {
     v.cause.ceiling_over_demand = over;
-    v.cause.explanation = Format("the pipeline cannot keep up (%.2fx the step's rate); it is "
-                                 "limited by ", over) + slowest_text;
+    v.cause.explanation = Format(
+                              "the pipeline cannot keep up (%.2fx the step's rate); it is "
+                              "limited by ",
+                              over) +
+                          slowest_text;
   }
   v.rule_cause = v.cause;
   return v;
 }
 
 Recommendation MakeRecommendation(std::string id, std::optional<std::string> stage,
-                                  std::string title, std::string detail,
-                                  std::optional<double> gain, bool measured) {
+                                  std::string title, std::string detail, std::optional<double> gain,
+                                  bool measured) {
   Recommendation r;
   r.id = std::move(id);
   r.stage = std::move(stage);
@@ -220,7 +230,8 @@ double FreeGain(const std::vector<StageMeasurement>& stages, const std::string& 
   double bound = kGainCap;
   for (const StageMeasurement& s : stages) {
     if (s.id == stage_id || !s.utilization) continue;
-    if (s.alone_records_per_s && *s.alone_records_per_s > 0 && records_per_s && *records_per_s > 0) {
+    if (s.alone_records_per_s && *s.alone_records_per_s > 0 && records_per_s &&
+        *records_per_s > 0) {
       bound = std::min(bound, *s.alone_records_per_s / *records_per_s);
     } else if (*s.utilization > 0.1) {
       bound = std::min(bound, 1.0 / *s.utilization);

@@ -123,7 +123,7 @@ TEST(DiagnoseRulesTest, NotInputBoundWithoutMarginIsBorderlineAndAdvisedOnTheSlo
 
 TEST(DiagnoseRulesTest, AStreamFarFasterAloneIsNotTheSlowestStage) {
   Measurements m = Recorded();
-  m.stages[0].utilization = 0.99;  // read looks busiest ...
+  m.stages[0].utilization = 0.99;               // read looks busiest ...
   m.read_alone_records_per_s = 100 * 32 * 1.5;  // ... but alone gives 1.5x the records
   Verdict v = JudgeMeasurements(m);
   EXPECT_EQ(v.slowest_stage, "process");
@@ -149,12 +149,11 @@ TEST(DiagnoseRulesTest, APythonStageInSeriesWithTheStepIsTheCause) {
 }
 
 TEST(DiagnoseRulesTest, RecommendationsHelpingFirstThenEstimatesThenNoGain) {
-  std::vector<Recommendation> recs = {
-      MakeRecommendation("no_gain", "read", "t", "d", 1.05, true),
-      MakeRecommendation("estimate", "read", "t", "d", 3.0, false),
-      MakeRecommendation("small_help", "read", "t", "d", 1.2, true),
-      MakeRecommendation("big_help", "read", "t", "d", 2.5, true),
-      MakeRecommendation("no_number", "read", "t", "d")};
+  std::vector<Recommendation> recs = {MakeRecommendation("no_gain", "read", "t", "d", 1.05, true),
+                                      MakeRecommendation("estimate", "read", "t", "d", 3.0, false),
+                                      MakeRecommendation("small_help", "read", "t", "d", 1.2, true),
+                                      MakeRecommendation("big_help", "read", "t", "d", 2.5, true),
+                                      MakeRecommendation("no_number", "read", "t", "d")};
   EXPECT_EQ(recs[0].helps, false);
   EXPECT_EQ(recs[3].helps, true);
   EXPECT_FALSE(recs[1].helps.has_value());
@@ -204,7 +203,8 @@ TEST(DiagnoseReportTest, TextJsonAndHtmlOfARecordedReport) {
   report.recommendations.push_back(r);
   const std::string text = RenderText(report);
   EXPECT_NE(text.find("VERDICT: INPUT-BOUND - the step waits for data 80.0% of the time"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("3,200 elements/s (100 batches/s of 32)"), std::string::npos) << text;
   EXPECT_NE(text.find("estimated up to 10x or more (capped)"), std::string::npos);
   EXPECT_NE(text.find("<- slowest"), std::string::npos);
@@ -249,8 +249,8 @@ TEST(DiagnoseReportTest, ReshardCommandIsOneGlobAndShardsFollowTheBytes) {
                      "/resharded --shards 3 --compression GZIP");
   auto [one, n1] = ReshardCommand({paths[0], paths[1]}, 10);  // the glob would match 3: listed
   EXPECT_EQ(n1, 1u);
-  EXPECT_EQ(one, "recordflow reshard " + paths[0] + " " + paths[1] + " " + dir +
-                     "/resharded --shards 1");
+  EXPECT_EQ(
+      one, "recordflow reshard " + paths[0] + " " + paths[1] + " " + dir + "/resharded --shards 1");
 }
 
 std::vector<std::string> WriteFiles(const std::string& dir, int files, int records) {
@@ -337,7 +337,8 @@ TEST(DiagnoseTest, ReadCauseOnManyFilesAdvisesParallelReadsAndMeasuresThem) {
   internal::VariantContext advice{plan, m, cause, no_step, 0.0, [](const std::string&) {}};
   std::vector<Recommendation> recs = internal::Recommend(advice);
   auto find = [&](const std::string& id) {
-    return std::find_if(recs.begin(), recs.end(), [&](const Recommendation& r) { return r.id == id; });
+    return std::find_if(recs.begin(), recs.end(),
+                        [&](const Recommendation& r) { return r.id == id; });
   };
   ASSERT_NE(find("parallel_reads"), recs.end());
   EXPECT_EQ(find("parallel_reads")->title,
@@ -355,7 +356,8 @@ TEST(DiagnoseTest, ReadCauseOnManyFilesAdvisesParallelReadsAndMeasuresThem) {
   EXPECT_GT(*find("parallel_reads")->variant, 0);
   EXPECT_EQ(find("parallel_reads")->metric, "elements_per_s");
   EXPECT_TRUE(find("cache")->measured) << find("cache")->error.value_or("");
-  EXPECT_TRUE(find("fewer_larger_files")->measured) << find("fewer_larger_files")->error.value_or("");
+  EXPECT_TRUE(find("fewer_larger_files")->measured)
+      << find("fewer_larger_files")->error.value_or("");
   EXPECT_FALSE(std::filesystem::exists(dir + "/resharded"));  // advice only, nothing written there
 }
 

@@ -37,7 +37,9 @@ constexpr uint64_t kMaxPrefetchBytes = uint64_t{1} << 30;
 class Variants {
  public:
   explicit Variants(const internal::VariantContext& c)
-      : c_(c), m_(c.measurements), sid_(c.cause.stage.value_or("")),
+      : c_(c),
+        m_(c.measurements),
+        sid_(c.cause.stage.value_or("")),
         base_(m_.alone.elements_per_s),
         records_rate_(base_ * static_cast<double>(m_.batch_size.value_or(1))) {}
 
@@ -119,8 +121,9 @@ class Variants {
     } else if (!interleaves.empty()) {
       const size_t i = interleaves.back();
       const InterleaveOptions& op = c_.plan.steps[i].interleave;
-      const int cycle = std::min(std::max(static_cast<int>(paths.size()), 1),
-                                 std::max(op.cycle_length > 0 ? 2 * op.cycle_length : cores, cores));
+      const int cycle =
+          std::min(std::max(static_cast<int>(paths.size()), 1),
+                   std::max(op.cycle_length > 0 ? 2 * op.cycle_length : cores, cores));
       if (op.cycle_length != kAutotune &&
           (op.cycle_length < cycle || (op.num_parallel != kAutotune && op.num_parallel < cores))) {
         PipelinePlan v = c_.plan;
@@ -135,7 +138,8 @@ class Variants {
     FileLayout();
     const auto& steps = c_.plan.steps;
     auto has = [&](K kind) {
-      return std::any_of(steps.begin(), steps.end(), [&](const PlanStep& s) { return s.kind == kind; });
+      return std::any_of(steps.begin(), steps.end(),
+                         [&](const PlanStep& s) { return s.kind == kind; });
     };
     if (has(K::kRepeat) && !has(K::kCache)) recs_.push_back(CacheVariant());
   }
@@ -170,7 +174,8 @@ void Variants::FileLayout() {
   auto fewer_title = [&](uint64_t n, const std::string& cmd, const char* files_word) {
     return Format("fewer, larger files (now %zu%s of %.1f MiB%s; %llu of about %.0f MiB): ",
                   paths.size(), files_word, mean / mib, *files_word ? " on average" : "",
-                  static_cast<unsigned long long>(n), total_bytes / static_cast<double>(n) / mib) + cmd;
+                  static_cast<unsigned long long>(n), total_bytes / static_cast<double>(n) / mib) +
+           cmd;
   };
   if (c_.seconds <= 0) {  // the rules' advice, without numbers
     if (compressed) {
@@ -213,8 +218,8 @@ void Variants::FileLayout() {
   c_.log(Format("trying file layouts on a sample of %zu file(s), %.1f MiB ...", sample.size(),
                 static_cast<double>(total) / mib));
   Result<Dataset> base_ds = Sample(sample, compression).Build();
-  Result<AloneRun> base = base_ds.ok() ? RunAlone(*base_ds, c_.seconds)
-                                       : Result<AloneRun>(base_ds.status());
+  Result<AloneRun> base =
+      base_ds.ok() ? RunAlone(*base_ds, c_.seconds) : Result<AloneRun>(base_ds.status());
   if (!base.ok() || tmp.path().empty()) {
     Recommendation r = Make(failed_id, "rewrite the files", "");
     r.error = base.ok() ? "IOError: cannot create a temporary directory" : ErrorText(base.status());
@@ -223,7 +228,8 @@ void Variants::FileLayout() {
   }
   const std::string detail_tail = Format(
       " Measured on a sample (%zu file(s), %.1f MiB of records) rewritten that way, against the "
-      "same sample as it is.", sample.size(), static_cast<double>(total) / mib);
+      "same sample as it is.",
+      sample.size(), static_cast<double>(total) / mib);
   // Uncompressed size of all the files, from the sample's ratio.
   const double plain_bytes = total_bytes * static_cast<double>(framed) /
                              static_cast<double>(std::max<uint64_t>(sample_file_bytes, 1));
@@ -250,8 +256,10 @@ void Variants::FileLayout() {
   if (small) {
     const std::string joined = tmp.path() + "/joined.tfrecord" + (compressed ? ".gz" : "");
     std::vector<std::string> all;
-    for (const auto& file_records : records) all.insert(all.end(), file_records.begin(), file_records.end());
-    const format::Compression out = compressed ? format::Compression::kGzip : format::Compression::kNone;
+    for (const auto& file_records : records)
+      all.insert(all.end(), file_records.begin(), file_records.end());
+    const format::Compression out =
+        compressed ? format::Compression::kGzip : format::Compression::kNone;
     const Status written = WriteRecords(joined, all, out);
     auto [cmd, n] = ReshardCommand(paths, total_bytes, keep);
     if (!written.ok()) {
@@ -299,8 +307,8 @@ Recommendation Variants::CacheVariant() {
   }
   c_.log(Format("trying: .cache() on a sample of %zu file(s) ...", sample.size()));
   Result<Dataset> base_ds = base_plan.Build();
-  Result<AloneRun> base = base_ds.ok() ? RunAlone(*base_ds, c_.seconds)
-                                       : Result<AloneRun>(base_ds.status());
+  Result<AloneRun> base =
+      base_ds.ok() ? RunAlone(*base_ds, c_.seconds) : Result<AloneRun>(base_ds.status());
   if (!base.ok()) {
     Recommendation r = Make("cache", title, detail);
     r.error = ErrorText(base.status());
@@ -308,7 +316,8 @@ Recommendation Variants::CacheVariant() {
   }
   return MeasureAlone(cached, base->elements_per_s, "cache", title,
                       detail + Format(" Measured on a sample of %zu file(s) against the same "
-                                      "sample uncached.", sample.size()),
+                                      "sample uncached.",
+                                      sample.size()),
                       false);
 }
 
@@ -344,10 +353,9 @@ void Variants::Process() {
     if (parallel == kAutotune || parallel >= m_.cores) continue;
     PipelinePlan v = c_.plan;
     v.steps[i].map_options.num_parallel = kAutotune;
-    recs_.push_back(MeasureAlone(v, base_, "map_parallel",
-                                 "more parallel map work: .map(op, num_parallel=rf.AUTOTUNE)",
-                                 Format("The native map runs on %d thread(s) of %d cores.",
-                                        parallel, m_.cores)));
+    recs_.push_back(MeasureAlone(
+        v, base_, "map_parallel", "more parallel map work: .map(op, num_parallel=rf.AUTOTUNE)",
+        Format("The native map runs on %d thread(s) of %d cores.", parallel, m_.cores)));
   }
   std::optional<int> target;
   for (size_t i : maps) {
@@ -355,10 +363,11 @@ void Variants::Process() {
   }
   if (target) {
     const double upper = FreeGain(m_.stages, sid_, records_rate_);
-    recs_.push_back(Make("decode_on_gpu", "decode JPEGs on the GPU (nvJPEG, e.g. DALI's mixed decoder)",
-                         "Decode + crop + resize is the pipeline's work; on a GPU it leaves the CPU. "
-                         "Estimated gain: the pipeline if this stage cost nothing (upper bound).",
-                         upper, false));
+    recs_.push_back(
+        Make("decode_on_gpu", "decode JPEGs on the GPU (nvJPEG, e.g. DALI's mixed decoder)",
+             "Decode + crop + resize is the pipeline's work; on a GPU it leaves the CPU. "
+             "Estimated gain: the pipeline if this stage cost nothing (upper bound).",
+             upper, false));
     // The first images of the first file, headers only.
     std::vector<std::pair<int, int>> dims;
     if (!c_.plan.files.empty()) {
@@ -366,11 +375,13 @@ void Variants::Process() {
           ReadRecords(c_.plan.files[0], c_.plan.files_options.compression, 256);
       for (size_t i = 0; records.ok() && i < records->size() && dims.size() < 16; ++i) {
         const std::string& r = (*records)[i];
-        Result<example::Features> f = example::ParseExample(std::as_bytes(std::span(r.data(), r.size())));
+        Result<example::Features> f =
+            example::ParseExample(std::as_bytes(std::span(r.data(), r.size())));
         if (!f.ok()) break;
         std::optional<std::string> bytes = ImageBytes(*f, "image/encoded");
         if (!bytes) continue;
-        Result<image::ImageInfo> info = image::Probe(std::as_bytes(std::span(bytes->data(), bytes->size())));
+        Result<image::ImageInfo> info =
+            image::Probe(std::as_bytes(std::span(bytes->data(), bytes->size())));
         if (info.ok()) dims.emplace_back(info->width, info->height);
       }
     }
@@ -391,13 +402,16 @@ void Variants::Process() {
             Format("pre-resize at conversion: recordflow convert --resize-shorter %d", *target);
         const std::string detail = Format(
             "The images average %.0fx%.0f px, %.1fx the pixels they would have after the "
-            "resize; decode cost grows with pixels.", sum_w / count, sum_h / count, ratio);
+            "resize; decode cost grows with pixels.",
+            sum_w / count, sum_h / count, ratio);
         std::optional<Recommendation> measured = PreResize(*target, title, detail);
-        recs_.push_back(measured ? std::move(*measured)
-                                 : Make("pre_resize", title,
-                                        detail + " Estimated gain: the smaller of that ratio and "
-                                        "the stage's upper bound (DCT-scaled decoding already "
-                                        "wins part of it).", std::min(ratio, upper), false));
+        recs_.push_back(measured
+                            ? std::move(*measured)
+                            : Make("pre_resize", title,
+                                   detail + " Estimated gain: the smaller of that ratio and "
+                                            "the stage's upper bound (DCT-scaled decoding already "
+                                            "wins part of it).",
+                                   std::min(ratio, upper), false));
       }
     }
   }
@@ -420,11 +434,13 @@ std::optional<Recommendation> Variants::PreResize(int target, const std::string&
         ReadRecords(path, c_.plan.files_options.compression, 128 - original.size());
     if (!records.ok()) return std::nullopt;
     for (const std::string& r : *records) {
-      Result<example::Features> f = example::ParseExample(std::as_bytes(std::span(r.data(), r.size())));
+      Result<example::Features> f =
+          example::ParseExample(std::as_bytes(std::span(r.data(), r.size())));
       if (!f.ok()) return std::nullopt;
       std::optional<std::string> bytes = ImageBytes(*f, key);
       if (!bytes) return std::nullopt;
-      Result<image::Image> img = image::Decode(std::as_bytes(std::span(bytes->data(), bytes->size())));
+      Result<image::Image> img =
+          image::Decode(std::as_bytes(std::span(bytes->data(), bytes->size())));
       if (!img.ok()) return std::nullopt;
       const int h = img->height, w = img->width, shorter = std::min(h, w);
       if (shorter > target) {
@@ -453,8 +469,8 @@ std::optional<Recommendation> Variants::PreResize(int target, const std::string&
   }
   c_.log(Format("trying: pre-resized images on a sample of %zu records ...", original.size()));
   Result<Dataset> base_ds = Sample({a}, format::Compression::kNone).Build();
-  Result<AloneRun> base = base_ds.ok() ? RunAlone(*base_ds, c_.seconds)
-                                       : Result<AloneRun>(base_ds.status());
+  Result<AloneRun> base =
+      base_ds.ok() ? RunAlone(*base_ds, c_.seconds) : Result<AloneRun>(base_ds.status());
   if (!base.ok()) {
     Recommendation r = Make("pre_resize", title, detail);
     r.error = ErrorText(base.status());
@@ -463,13 +479,15 @@ std::optional<Recommendation> Variants::PreResize(int target, const std::string&
   return MeasureAlone(Sample({b}, format::Compression::kNone), base->elements_per_s, "pre_resize",
                       title,
                       detail + Format(" Measured on a sample of %zu records re-encoded that way, "
-                                      "against the same records as they are.", original.size()),
+                                      "against the same records as they are.",
+                                      original.size()),
                       false);
 }
 
 void Variants::Prefetch() {
   const uint64_t element = std::max<uint64_t>(m_.alone.element_bytes, 1);
-  const int n = static_cast<int>(std::min<uint64_t>(64, std::max<uint64_t>(8, kMaxPrefetchBytes / element)));
+  const int n =
+      static_cast<int>(std::min<uint64_t>(64, std::max<uint64_t>(8, kMaxPrefetchBytes / element)));
   std::optional<int64_t> current;
   for (const PlanStep& s : c_.plan.steps) {
     if (s.kind == K::kPrefetch) current = s.count;
@@ -480,12 +498,16 @@ void Variants::Prefetch() {
     return;
   }
   c_.log(Format("trying: prefetch(%d) with the step ...", n));
-  const std::string title = Format("a bigger prefetch buffer: .prefetch(%d) (or .prefetch() to autotune)", n);
+  const std::string title =
+      Format("a bigger prefetch buffer: .prefetch(%d) (or .prefetch() to autotune)", n);
   const std::string detail =
       Format("The pipeline keeps up on average (%.1fx the step's rate) but its buffer ",
              c_.cause.ceiling_over_demand.value_or(0)) +
-      (current && *current != kAutotune ? Format("(prefetch(%lld)) ", static_cast<long long>(*current)) : "") +
-      "is too small to absorb the step's bursts; a bigger one lets it work ahead during long steps.";
+      (current && *current != kAutotune
+           ? Format("(prefetch(%lld)) ", static_cast<long long>(*current))
+           : "") +
+      "is too small to absorb the step's bursts; a bigger one lets it work ahead during long "
+      "steps.";
   PipelinePlan v = c_.plan;
   auto last = std::find_if(v.steps.rbegin(), v.steps.rend(),
                            [](const PlanStep& s) { return s.kind == K::kPrefetch; });
@@ -498,7 +520,7 @@ void Variants::Prefetch() {
     v.steps.push_back(p);
   }
   Result<Dataset> ds = v.Build();
-  Result<StepRun> run = !c_.step ? Result<StepRun>(InvalidArgumentError("no step"))
+  Result<StepRun> run = !c_.step  ? Result<StepRun>(InvalidArgumentError("no step"))
                         : ds.ok() ? RunWithStep(*ds, c_.step, c_.seconds)
                                   : Result<StepRun>(ds.status());
   if (!run.ok() || !m_.step) {

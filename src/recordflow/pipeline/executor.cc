@@ -45,8 +45,11 @@ size_t UnitBytes(const std::vector<Record>& records, const std::vector<Element>&
 }
 
 PipelineIterator::PipelineIterator(Plan plan, IteratorOptions options)
-    : plan_(std::move(plan)), options_(options), start_(Clock::now()),
-      memory_(options.memory_budget), iteration_(options.iteration) {
+    : plan_(std::move(plan)),
+      options_(options),
+      start_(Clock::now()),
+      memory_(options.memory_budget),
+      iteration_(options.iteration) {
   ctx_.fetcher = MakeFetcher(plan_.stream_end);
   ctx_.memory = &memory_;
   const int cores = ThreadPool::Default().num_threads();
@@ -67,7 +70,8 @@ Status PipelineIterator::Start(SeedTable seeds, StateReader* restore_from) {
   if (restore_from != nullptr) {
     RF_RETURN_IF_ERROR(RestoreState(*restore_from));
   } else {
-    RF_ASSIGN_OR_RETURN(stream_, MakeRecordIterator(plan_.stream_end, SeedEpoch(epoch_), &ctx_, &seeds_));
+    RF_ASSIGN_OR_RETURN(stream_,
+                        MakeRecordIterator(plan_.stream_end, SeedEpoch(epoch_), &ctx_, &seeds_));
   }
   producer_ = std::thread([this] { ProduceLoop(); });
   return Status();
@@ -257,7 +261,8 @@ Status PipelineIterator::Process(Unit& u) {
       e.records.push_back(keep_payloads_ ? u.records[i].data : std::move(u.records[i].data));
       e.positions.push_back(u.records[i].position);
       // The stream's repeat passes, then the executor's (a repeat after batch).
-      e.positions.back().epoch = e.positions.back().epoch * 0x9E3779B97F4A7C15ull + SeedEpoch(u.epoch);
+      e.positions.back().epoch =
+          e.positions.back().epoch * 0x9E3779B97F4A7C15ull + SeedEpoch(u.epoch);
     }
     return e;
   };
@@ -433,7 +438,8 @@ PipelineStats PipelineIterator::stats() const {
   pf.elements = delivered_;
   pf.bytes = delivered_bytes_;
   pf.buffer_size = static_cast<int>(Capacity());
-  pf.buffer_fill = ready_samples_ > 0 ? ready_sum_ / ready_samples_ / std::max<size_t>(Capacity(), 1) : 0;
+  pf.buffer_fill =
+      ready_samples_ > 0 ? ready_sum_ / ready_samples_ / std::max<size_t>(Capacity(), 1) : 0;
   p.stages.push_back(pf);
   p.elements_delivered = delivered_;
   p.memory_budget = memory_.budget();
@@ -467,11 +473,11 @@ std::string PipelineStats::Report() const {
   std::snprintf(line, sizeof(line),
                 "delivered %llu elements in %.3f s; consumer waited %.3f s (%.0f%% of the time)\n",
                 static_cast<unsigned long long>(elements_delivered), wall_seconds,
-                consumer_wait_seconds, 100.0 * consumer_wait_seconds / std::max(wall_seconds, 1e-9));
+                consumer_wait_seconds,
+                100.0 * consumer_wait_seconds / std::max(wall_seconds, 1e-9));
   out += line;
   if (memory_budget > 0) {
-    std::snprintf(line, sizeof(line),
-                  "memory: held %.1f MiB, peak %.1f MiB of a %.1f MiB budget (",
+    std::snprintf(line, sizeof(line), "memory: held %.1f MiB, peak %.1f MiB of a %.1f MiB budget (",
                   memory_held / 1048576.0, memory_peak / 1048576.0, memory_budget / 1048576.0);
     out += line;
     for (size_t i = 0; i < memory.size(); ++i) {

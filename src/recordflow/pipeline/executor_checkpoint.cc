@@ -39,7 +39,8 @@ Result<std::string> PipelineIterator::Checkpoint() {
   size_t count = pending.size() + replay_.size();
   w.U64(count);
   auto save_unit = [&](const Unit& u, size_t from_output) -> Status {
-    if (!u.status.ok()) return FailedPreconditionError("checkpoint with an error pending: " + u.status.ToString());
+    if (!u.status.ok())
+      return FailedPreconditionError("checkpoint with an error pending: " + u.status.ToString());
     w.U64(u.epoch);
     const size_t first = plan_.batch_size == 0 ? from_output : 0;
     w.U64(u.records.size() - first);
@@ -86,7 +87,8 @@ Status PipelineIterator::RestoreState(StateReader& r) {
   RF_RETURN_IF_ERROR(r.VerifyChecksum());
   RF_ASSIGN_OR_RETURN(uint64_t fp, r.U64("fingerprint"));
   if (fp != plan_.fingerprint) {
-    return InvalidArgumentError("checkpoint was taken from a different pipeline (fingerprint mismatch)");
+    return InvalidArgumentError(
+        "checkpoint was taken from a different pipeline (fingerprint mismatch)");
   }
   RF_ASSIGN_OR_RETURN(uint64_t nseeds, r.U64("seed count"));
   seeds_.seeds.clear();
@@ -124,7 +126,8 @@ Status PipelineIterator::RestoreState(StateReader& r) {
     replay_.push_back(std::move(u));
   }
   // The stream of the saved epoch, at its saved place.
-  RF_ASSIGN_OR_RETURN(stream_, MakeRecordIterator(plan_.stream_end, SeedEpoch(epoch_), &ctx_, &seeds_));
+  RF_ASSIGN_OR_RETURN(stream_,
+                      MakeRecordIterator(plan_.stream_end, SeedEpoch(epoch_), &ctx_, &seeds_));
   if (done) {
     replay_done_ = true;
   } else {

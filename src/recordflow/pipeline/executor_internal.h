@@ -16,11 +16,11 @@ namespace recordflow::pipeline::internal {
 // A Dataset's chain split into the record stream and the executor's work (dataset.cc).
 // Made once per iterator by Compile(), which also applies the static rewrites.
 struct Plan {
-  std::shared_ptr<const Node> last;  // keeps every node below alive for the iterator
-  std::vector<const Node*> nodes;  // source first; ordinals used in checkpoints
-  const Node* stream_end = nullptr;  // last record-stream stage
-  std::vector<const Node*> pre_batch;   // parse / map on single records
-  size_t batch_size = 0;                // 0: no batch
+  std::shared_ptr<const Node> last;    // keeps every node below alive for the iterator
+  std::vector<const Node*> nodes;      // source first; ordinals used in checkpoints
+  const Node* stream_end = nullptr;    // last record-stream stage
+  std::vector<const Node*> pre_batch;  // parse / map on single records
+  size_t batch_size = 0;               // 0: no batch
   bool drop_remainder = false;
   std::vector<const Node*> post_batch;  // parse / map on batches
   // A post-batch map splits each batch over the threads itself: process one unit at a time.
@@ -57,7 +57,7 @@ struct Unit {
   Status status;
   bool done = false;
   size_t bytes = 0;
-  size_t charged = 0;  // bytes charged to the memory account (records, then outputs)
+  size_t charged = 0;      // bytes charged to the memory account (records, then outputs)
   bool scheduled = false;  // handed to the pool (or done without it)
 };
 
@@ -81,8 +81,7 @@ class PipelineIterator final : public Iterator {
   Status Start(SeedTable seeds, StateReader* restore_from);
 
   Result<bool> GetNext(Element* out) override;
-  Result<bool> GetNextFor(Element* out, std::chrono::nanoseconds timeout,
-                          bool* timed_out) override;
+  Result<bool> GetNextFor(Element* out, std::chrono::nanoseconds timeout, bool* timed_out) override;
   Result<std::string> Checkpoint() override;
   PipelineStats stats() const override;
   uint64_t iteration() const override { return iteration_; }
@@ -90,7 +89,8 @@ class PipelineIterator final : public Iterator {
  private:
   void ProduceLoop() RF_EXCLUDES(mu_);
   // GetNext with an optional deadline (GetNextFor).
-  Result<bool> NextElement(Element* out, std::optional<std::chrono::steady_clock::time_point> deadline,
+  Result<bool> NextElement(Element* out,
+                           std::optional<std::chrono::steady_clock::time_point> deadline,
                            bool* timed_out) RF_EXCLUDES(mu_);
   Status PullUnit(Unit* u, bool* end_of_stream);
   // Starts processing queued units: all of them, or the oldest when one runs at a time.
@@ -141,7 +141,8 @@ class PipelineIterator final : public Iterator {
   bool failed_ RF_GUARDED_BY(mu_) = false;
   int running_ RF_GUARDED_BY(mu_) = 0;
   bool ended_ RF_GUARDED_BY(mu_) = false;
-  std::chrono::steady_clock::time_point end_ RF_GUARDED_BY(mu_);  // when GetNext first reported the end
+  std::chrono::steady_clock::time_point end_
+      RF_GUARDED_BY(mu_);  // when GetNext first reported the end
   uint64_t delivered_ RF_GUARDED_BY(mu_) = 0;
   int64_t skipped_ RF_GUARDED_BY(mu_) = 0;
   uint64_t delivered_bytes_ RF_GUARDED_BY(mu_) = 0;

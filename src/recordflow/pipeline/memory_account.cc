@@ -5,12 +5,18 @@ namespace recordflow::pipeline::internal {
 
 const char* MemoryAccount::StageName(int stage) {
   switch (stage) {
-    case kShuffle: return "shuffle";
-    case kInterleave: return "interleave read-ahead";
-    case kCache: return "cache";
-    case kExecutor: return "executor";
-    case kReaders: return "record readers";
-    default: return "?";
+    case kShuffle:
+      return "shuffle";
+    case kInterleave:
+      return "interleave read-ahead";
+    case kCache:
+      return "cache";
+    case kExecutor:
+      return "executor";
+    case kReaders:
+      return "record readers";
+    default:
+      return "?";
   }
 }
 

@@ -12,7 +12,8 @@ std::string Count(int n) { return n == kAutotune ? "autotune" : std::to_string(n
 std::string Describe(const stage::Files& p) {
   std::string s = "files(" + std::to_string(p.files.size());
   if (p.options.shuffle_files) s += ", shuffle_files, seed=" + Seed(p.options.seed);
-  if (p.options.compression) s += ", " + std::string(format::CompressionName(*p.options.compression));
+  if (p.options.compression)
+    s += ", " + std::string(format::CompressionName(*p.options.compression));
   return s + ")";
 }
 std::string Describe(const stage::Memory& p) {
@@ -23,9 +24,9 @@ std::string Describe(const stage::Shard& p) {
 }
 std::string Describe(const stage::Interleave& p) {
   const InterleaveOptions& o = p.options;
-  return "interleave(cycle=" + Count(o.cycle_length) + ", block=" +
-         std::to_string(o.block_length) + ", parallel=" + Count(o.num_parallel) +
-         (o.deterministic ? "" : ", nondeterministic") + ")";
+  return "interleave(cycle=" + Count(o.cycle_length) + ", block=" + std::to_string(o.block_length) +
+         ", parallel=" + Count(o.num_parallel) + (o.deterministic ? "" : ", nondeterministic") +
+         ")";
 }
 std::string Describe(const stage::Shuffle& p) {
   const ShuffleOptions& o = p.options;

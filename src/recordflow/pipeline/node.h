@@ -71,13 +71,25 @@ struct Prefetch {
 struct Node {
   // In the order of Params' alternatives: kind() is the alternative's index.
   enum class Kind {
-    kFiles, kMemory, kShard, kInterleave, kShuffle, kGlobalShuffle, kRepeat, kTake, kSkip,
-    kCache, kParse, kMap, kBatch, kPrefetch,
+    kFiles,
+    kMemory,
+    kShard,
+    kInterleave,
+    kShuffle,
+    kGlobalShuffle,
+    kRepeat,
+    kTake,
+    kSkip,
+    kCache,
+    kParse,
+    kMap,
+    kBatch,
+    kPrefetch,
   };
-  using Params = std::variant<stage::Files, stage::Memory, stage::Shard, stage::Interleave,
-                              stage::Shuffle, stage::GlobalShuffle, stage::Repeat, stage::Take,
-                              stage::Skip, stage::Cache, stage::Parse, stage::Map, stage::Batch,
-                              stage::Prefetch>;
+  using Params =
+      std::variant<stage::Files, stage::Memory, stage::Shard, stage::Interleave, stage::Shuffle,
+                   stage::GlobalShuffle, stage::Repeat, stage::Take, stage::Skip, stage::Cache,
+                   stage::Parse, stage::Map, stage::Batch, stage::Prefetch>;
 
   Node(Params p, std::shared_ptr<const Node> in) : params(std::move(p)), input(std::move(in)) {}
 

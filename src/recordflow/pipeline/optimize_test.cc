@@ -84,7 +84,8 @@ void ExpectSameBatches(const std::vector<Element>& a, const std::vector<Element>
     ASSERT_EQ(a[i].tensors[0].shape, b[i].tensors[0].shape);
     ASSERT_EQ(a[i].tensors[0].size_bytes, b[i].tensors[0].size_bytes);
     EXPECT_EQ(std::memcmp(a[i].tensors[0].data.get(), b[i].tensors[0].data.get(),
-                          a[i].tensors[0].size_bytes), 0);
+                          a[i].tensors[0].size_bytes),
+              0);
     ASSERT_EQ(a[i].columns.size(), 1u);
     EXPECT_EQ(a[i].columns[0].key, b[i].columns[0].key);
     EXPECT_EQ(a[i].columns[0].int64s, b[i].columns[0].int64s);
@@ -96,7 +97,8 @@ void ExpectSameBatches(const std::vector<Element>& a, const std::vector<Element>
   }
 }
 
-vision::VisionOp Train(uint64_t seed, format::CorruptionPolicy policy = format::CorruptionPolicy::kRaise) {
+vision::VisionOp Train(uint64_t seed,
+                       format::CorruptionPolicy policy = format::CorruptionPolicy::kRaise) {
   vision::ImagenetTrainOptions o;
   o.size = 24;
   o.seed = seed;
@@ -226,7 +228,8 @@ TEST(OptimizeTest, CheckpointsRestoreAcrossTheRewrite) {
       it.reset();
       IteratorOptions load;
       load.optimize = !save_optimized;
-      auto restored = Ok(batched.Restore(std::as_bytes(std::span(state.data(), state.size())), load));
+      auto restored =
+          Ok(batched.Restore(std::as_bytes(std::span(state.data(), state.size())), load));
       for (Element& e : Drain(*restored)) got.push_back(std::move(e));
       ExpectSameBatches(got, want);
     }

@@ -54,15 +54,16 @@ Result<std::string> RecordFetcher::Fetch(const RecordPosition& p) const {
   }
   std::string data(length, '\0');
   std::byte footer[format::kFooterSize];
-  RF_ASSIGN_OR_RETURN(got, file->ReadAt(p.offset + format::kHeaderSize,
-                                        std::as_writable_bytes(std::span(data.data(), data.size()))));
+  RF_ASSIGN_OR_RETURN(got,
+                      file->ReadAt(p.offset + format::kHeaderSize,
+                                   std::as_writable_bytes(std::span(data.data(), data.size()))));
   if (got != length) return DataLossError("record from checkpoint truncated at " + where);
   RF_ASSIGN_OR_RETURN(got, file->ReadAt(p.offset + format::kHeaderSize + length, footer));
   uint32_t data_crc = 0;
   std::memcpy(&data_crc, footer, 4);
   if (got != format::kFooterSize ||
-      (options_.verify_checksums &&
-       format::MaskCrc(format::Crc32c(std::as_bytes(std::span(data.data(), data.size())))) != data_crc)) {
+      (options_.verify_checksums && format::MaskCrc(format::Crc32c(std::as_bytes(
+                                        std::span(data.data(), data.size())))) != data_crc)) {
     return DataLossError("record from checkpoint: bad data CRC at " + where);
   }
   return data;

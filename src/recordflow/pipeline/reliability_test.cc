@@ -140,8 +140,7 @@ TEST(GlobReliabilityTest, UnreadableAndVanishedFilesMatchedByAGlob) {
   auto n = Drain(*it);
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.status().code(), StatusCode::kNotFound) << n.status().ToString();
-  EXPECT_TRUE(Contains(n.status().message(), dir + "/part-110.tfrecord"))
-      << n.status().message();
+  EXPECT_TRUE(Contains(n.status().message(), dir + "/part-110.tfrecord")) << n.status().message();
 
   if (::geteuid() != 0) {  // root reads files whatever their mode
     ASSERT_EQ(::unlink((dir + "/part-110.tfrecord").c_str()), 0);
@@ -161,7 +160,8 @@ TEST(GlobReliabilityTest, UnreadableAndVanishedFilesMatchedByAGlob) {
 // batches what is left). Two bounds: the pipeline's own account never passes the budget, and
 // the process's RSS grows by at most the budget plus kRssSlackMiB (allocator caching and
 // per-thread arenas, the element the consumer holds, the parser's scratch: measured 4-8 MiB
-// above the accounted peak, see docs/reliability.md). The shuffle-free run of the same pipeline has the same bounds.
+// above the accounted peak, see docs/reliability.md). The shuffle-free run of the same pipeline has
+// the same bounds.
 TEST(MemoryBoundTest, LargeShuffleOver100kRecordsStaysUnderItsBound) {
   constexpr double kRssSlackMiB = 12.0;
   const std::string dir = MakeTempDir();
@@ -176,8 +176,8 @@ TEST(MemoryBoundTest, LargeShuffleOver100kRecordsStaysUnderItsBound) {
   // 40 MiB, of which the shuffle takes ~84% and the 4 open readers' 1 MiB buffers 10% (first:
   // its RSS growth is measured from a heap that no earlier run has grown); 64 MiB without and
   // with the shuffle.
-  for (auto [shuffle, budget] : {std::pair<size_t, size_t>{50'000, 40 << 20}, {0, 64 << 20},
-                                 {50'000, 64 << 20}}) {
+  for (auto [shuffle, budget] :
+       {std::pair<size_t, size_t>{50'000, 40 << 20}, {0, 64 << 20}, {50'000, 64 << 20}}) {
     IteratorOptions options;
     options.memory_budget = budget;
     const double budget_mib = static_cast<double>(options.memory_budget) / (1 << 20);

@@ -63,10 +63,14 @@ struct ParseScratch {
 
 Tensor::DType TensorDType(image::TensorType t) {
   switch (t) {
-    case image::TensorType::kUint8: return Tensor::DType::kUint8;
-    case image::TensorType::kFloat16: return Tensor::DType::kFloat16;
-    case image::TensorType::kBFloat16: return Tensor::DType::kBFloat16;
-    case image::TensorType::kFloat32: return Tensor::DType::kFloat32;
+    case image::TensorType::kUint8:
+      return Tensor::DType::kUint8;
+    case image::TensorType::kFloat16:
+      return Tensor::DType::kFloat16;
+    case image::TensorType::kBFloat16:
+      return Tensor::DType::kBFloat16;
+    case image::TensorType::kFloat32:
+      return Tensor::DType::kFloat32;
   }
   return Tensor::DType::kFloat32;
 }
@@ -99,8 +103,8 @@ Status ProcessImage(const Preset& p, const Element& e, size_t i, std::span<const
   image::NormalizeOptions norm = p.normalize;
   Box want;  // in image pixels
   if (p.mode == Mode::kTrain) {
-    const pipeline::RecordPosition pos = i < e.positions.size() ? e.positions[i]
-                                                                : pipeline::RecordPosition{};
+    const pipeline::RecordPosition pos =
+        i < e.positions.size() ? e.positions[i] : pipeline::RecordPosition{};
     image::Rng rng(image::ElementSeed(p.seed, pos.file, pos.index, pos.epoch));
     const Rect r = image::RandomResizedCropRect(header.width, header.height, p.train.crop, rng);
     norm.flip = rng.Uniform(0.0, 1.0) < p.train.flip_probability;
@@ -129,8 +133,8 @@ Status ProcessImage(const Preset& p, const Element& e, size_t i, std::span<const
   box.width = std::min(box.width, s.region.image.width - box.x);
   box.height = std::min(box.height, s.region.image.height - box.y);
   // Resample and normalise row by row (the flip by mirrored taps), straight into the batch.
-  return image::ResampleNormalizeInto(s.region.image, box, size, size, p.common.interpolation,
-                                      norm, out);
+  return image::ResampleNormalizeInto(s.region.image, box, size, size, p.common.interpolation, norm,
+                                      out);
 }
 
 Status Run(const Preset& p, Element& e, const pipeline::MapContext& context) {
@@ -171,7 +175,8 @@ Status Run(const Preset& p, Element& e, const pipeline::MapContext& context) {
     const int64_t b = images->bytes_offsets[i], end = images->bytes_offsets[i + 1];
     return std::as_bytes(std::span(images->bytes_data.data() + b, static_cast<size_t>(end - b)));
   };
-  const size_t per_image = static_cast<size_t>(c.size) * c.size * 3 * image::TensorTypeSize(c.dtype);
+  const size_t per_image =
+      static_cast<size_t>(c.size) * c.size * 3 * image::TensorTypeSize(c.dtype);
   Tensor t;
   t.key = c.image_output;
   t.dtype = TensorDType(c.dtype);
@@ -192,8 +197,7 @@ Status Run(const Preset& p, Element& e, const pipeline::MapContext& context) {
     // After an error that stops the batch the rest need not be decoded, but every image
     // claimed is: claims go in order, so the first failing image of the batch is always met.
     size_t i = 0;
-    while (!(!skip && any_failed.load(std::memory_order_relaxed)) &&
-           !context.cancelled() &&
+    while (!(!skip && any_failed.load(std::memory_order_relaxed)) && !context.cancelled() &&
            (i = next.fetch_add(1, std::memory_order_relaxed)) < n) {
       std::span<std::byte> out(t.data.get() + i * per_image, per_image);
       Status st = ProcessImage(p, e, i, image_bytes(i), mine, out);
@@ -220,7 +224,8 @@ Status Run(const Preset& p, Element& e, const pipeline::MapContext& context) {
       }
       // The first failing record in the batch, whichever thread met it first.
       const Status& st = failed[i];
-      return Status(st.code(), "image '" + c.image_key + "' of " + Where(e, i) + ": " + st.message());
+      return Status(st.code(),
+                    "image '" + c.image_key + "' of " + Where(e, i) + ": " + st.message());
     }
     if (kept != i) {
       std::memmove(t.data.get() + kept * per_image, t.data.get() + i * per_image, per_image);
@@ -260,7 +265,8 @@ Result<VisionOp> Make(std::shared_ptr<Preset> p, std::string name) {
   if (p->common.default_label) def = example::Feature::Int64s({*p->common.default_label});
   specs.push_back(
       example::FeatureSpec::FixedLen(p->common.label_key, example::DType::kInt64, {}, def));
-  RF_ASSIGN_OR_RETURN(example::ExampleParser parser, example::ExampleParser::Create(std::move(specs)));
+  RF_ASSIGN_OR_RETURN(example::ExampleParser parser,
+                      example::ExampleParser::Create(std::move(specs)));
   p->parser.emplace(std::move(parser));
   p->normalize.mean = p->common.mean;
   p->normalize.std = p->common.std;
@@ -268,7 +274,7 @@ Result<VisionOp> Make(std::shared_ptr<Preset> p, std::string name) {
   p->normalize.layout = p->common.layout;
   p->skipped = std::make_shared<std::atomic<uint64_t>>(0);
   p->outputs = internal::BufferPool::Create(kIdleOutputBuffers, kSurplusOutputBuffers,
-                                             kSurplusWindowBatches);
+                                            kSurplusWindowBatches);
   VisionOp op;
   op.skipped = p->skipped;
   op.name = std::move(name);
@@ -299,11 +305,12 @@ Box EvalCropBox(int width, int height, int resize, int size) {
 Result<VisionOp> ImagenetTrain(ImagenetTrainOptions options) {
   RF_RETURN_IF_ERROR(CheckCommon(options));
   const auto& cr = options.crop;
-  if (!(cr.scale[0] > 0 && cr.scale[0] <= cr.scale[1]) || !(cr.ratio[0] > 0 && cr.ratio[0] <= cr.ratio[1])) {
+  if (!(cr.scale[0] > 0 && cr.scale[0] <= cr.scale[1]) ||
+      !(cr.ratio[0] > 0 && cr.ratio[0] <= cr.ratio[1])) {
     return InvalidArgumentError("scale and ratio must be increasing positive ranges");
   }
-  auto p = std::make_shared<Preset>(Preset{Mode::kTrain, options, options, 0, 0,
-                                           std::nullopt, {}, {}, {}});
+  auto p = std::make_shared<Preset>(
+      Preset{Mode::kTrain, options, options, 0, 0, std::nullopt, {}, {}, {}});
   p->seed = options.seed ? *options.seed : std::random_device{}() * 0x100000001ull;
   return Make(std::move(p), "imagenet_train(" + std::to_string(options.size) + ")");
 }
@@ -311,8 +318,8 @@ Result<VisionOp> ImagenetTrain(ImagenetTrainOptions options) {
 Result<VisionOp> ImagenetEval(ImagenetEvalOptions options) {
   RF_RETURN_IF_ERROR(CheckCommon(options));
   if (options.resize <= 0) return InvalidArgumentError("resize must be positive");
-  auto p = std::make_shared<Preset>(Preset{Mode::kEval, options, {}, options.resize, 0,
-                                           std::nullopt, {}, {}, {}});
+  auto p = std::make_shared<Preset>(
+      Preset{Mode::kEval, options, {}, options.resize, 0, std::nullopt, {}, {}, {}});
   return Make(std::move(p), "imagenet_eval(" + std::to_string(options.size) + ", " +
                                 std::to_string(options.resize) + ")");
 }

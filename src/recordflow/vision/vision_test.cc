@@ -25,7 +25,8 @@ std::string JpegOf(int w, int h, int seed) {
   image::Image img;
   img.width = w, img.height = h, img.channels = 3;
   img.pixels.resize(img.row_bytes() * h);
-  for (size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = static_cast<uint8_t>((i * 7 + seed * 13 + i / 97) % 251);
+  for (size_t i = 0; i < img.pixels.size(); ++i)
+    img.pixels[i] = static_cast<uint8_t>((i * 7 + seed * 13 + i / 97) % 251);
   return Ok(image::EncodeJpeg(img));
 }
 
@@ -76,18 +77,22 @@ TEST(VisionTest, TrainPresetMakesBatchesOfNormalizedImagesAndLabels) {
     ASSERT_LE(v[i], 2.7f);
   }
   // Same seed, same tensors; the map before batch gives the same as after it.
-  std::vector<Element> again = RunAll(Ok(Ok(Dataset::FromRecords(Records(10)).Map(op.fn, op.name)).Batch(4)));
+  std::vector<Element> again =
+      RunAll(Ok(Ok(Dataset::FromRecords(Records(10)).Map(op.fn, op.name)).Batch(4)));
   ASSERT_EQ(again.size(), 3u);
   for (size_t b = 0; b < 3; ++b) {
     ASSERT_EQ(again[b].tensors[0].shape, out[b].tensors[0].shape);
     EXPECT_EQ(std::memcmp(again[b].tensors[0].data.get(), out[b].tensors[0].data.get(),
-                          out[b].tensors[0].size_bytes), 0);
+                          out[b].tensors[0].size_bytes),
+              0);
   }
   // Another epoch gives other crops.
-  std::vector<Element> two = RunAll(Ok(Dataset::FromRecords(Records(4)).Repeat(2).Batch(4)).Map(op.fn, op.name).value());
+  std::vector<Element> two =
+      RunAll(Ok(Dataset::FromRecords(Records(4)).Repeat(2).Batch(4)).Map(op.fn, op.name).value());
   ASSERT_EQ(two.size(), 2u);
   EXPECT_NE(std::memcmp(two[0].tensors[0].data.get(), two[1].tensors[0].data.get(),
-                        two[0].tensors[0].size_bytes), 0);
+                        two[0].tensors[0].size_bytes),
+            0);
 }
 
 // The flip is fused into the resample: with the same seed (same crops), flip_probability 1 gives
@@ -114,8 +119,9 @@ TEST(VisionTest, TrainFlipIsTheExactMirrorOfTheUnflippedCrop) {
           for (int x = 0; x < S; ++x) {
             for (int c = 0; c < 3; ++c) {
               auto at = [&](int xx) {
-                return layout == image::Layout::kHWC ? ((static_cast<size_t>(n) * S + y) * S + xx) * 3 + c
-                                                     : ((static_cast<size_t>(n) * 3 + c) * S + y) * S + xx;
+                return layout == image::Layout::kHWC
+                           ? ((static_cast<size_t>(n) * S + y) * S + xx) * 3 + c
+                           : ((static_cast<size_t>(n) * 3 + c) * S + y) * S + xx;
               };
               ASSERT_EQ(mirrored[at(x)], plain[at(S - 1 - x)]) << "batch " << b << " image " << n;
             }
@@ -134,7 +140,8 @@ TEST(VisionTest, EvalPresetMatchesDecodeResizeCenterCrop) {
   o.dct_scaling = false;
   VisionOp op = Ok(ImagenetEval(o));
   std::vector<std::string> recs = Records(2);
-  std::vector<Element> out = RunAll(Ok(Ok(Dataset::FromRecords(recs).Batch(2)).Map(op.fn, op.name)));
+  std::vector<Element> out =
+      RunAll(Ok(Ok(Dataset::FromRecords(recs).Batch(2)).Map(op.fn, op.name)));
   ASSERT_EQ(out.size(), 1u);
   const uint8_t* got = reinterpret_cast<const uint8_t*>(out[0].tensors[0].data.get());
   // Reference: decode, resize shorter side to 40 (torchvision sizes), center crop 32.
@@ -143,7 +150,8 @@ TEST(VisionTest, EvalPresetMatchesDecodeResizeCenterCrop) {
   image::Image resized = Ok(image::Resample(full, 53, 40, image::Interpolation::kBilinear));
   image::Image want = Ok(image::CenterCrop(resized, 32, 32));
   int max_diff = 0;
-  for (size_t i = 0; i < want.pixels.size(); ++i) max_diff = std::max(max_diff, std::abs(int{got[i]} - int{want.pixels[i]}));
+  for (size_t i = 0; i < want.pixels.size(); ++i)
+    max_diff = std::max(max_diff, std::abs(int{got[i]} - int{want.pixels[i]}));
   EXPECT_LE(max_diff, 1);
 }
 
@@ -161,10 +169,12 @@ TEST(VisionTest, CorruptImageNamesTheRecordOrIsSkipped) {
   Result<bool> got = it->GetNext(&e);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), StatusCode::kDataLoss);
-  EXPECT_NE(got.status().message().find("record 1 of file #0"), std::string::npos) << got.status().message();
+  EXPECT_NE(got.status().message().find("record 1 of file #0"), std::string::npos)
+      << got.status().message();
   o.on_corruption = format::CorruptionPolicy::kSkip;
   VisionOp skip = Ok(ImagenetTrain(o));
-  std::vector<Element> out = RunAll(Ok(Ok(Dataset::FromRecords(recs).Batch(3)).Map(skip.fn, skip.name)));
+  std::vector<Element> out =
+      RunAll(Ok(Ok(Dataset::FromRecords(recs).Batch(3)).Map(skip.fn, skip.name)));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].tensors[0].shape[0], 2);
   EXPECT_EQ(out[0].columns[0].int64s, (std::vector<int64_t>{0, 2}));
@@ -190,7 +200,9 @@ void ExpectSameBatches(const std::vector<Element>& a, const std::vector<Element>
     ASSERT_EQ(a[i].tensors[0].shape, b[i].tensors[0].shape) << "batch " << i;
     ASSERT_EQ(a[i].tensors[0].size_bytes, b[i].tensors[0].size_bytes);
     EXPECT_EQ(std::memcmp(a[i].tensors[0].data.get(), b[i].tensors[0].data.get(),
-                          a[i].tensors[0].size_bytes), 0) << "batch " << i;
+                          a[i].tensors[0].size_bytes),
+              0)
+        << "batch " << i;
     EXPECT_EQ(a[i].columns[0].int64s, b[i].columns[0].int64s) << "batch " << i;
   }
 }

@@ -45,18 +45,21 @@ Status ConcatColumns(std::vector<example::Column>& to, std::vector<example::Colu
     to = std::move(from);
     return Status();
   }
-  if (to.size() != from.size()) return InvalidArgumentError("cannot batch elements of different features");
+  if (to.size() != from.size())
+    return InvalidArgumentError("cannot batch elements of different features");
   for (size_t i = 0; i < to.size(); ++i) {
     example::Column& a = to[i];
     example::Column& b = from[i];
     if (a.dtype != b.dtype || a.ragged != b.ragged || a.shape.size() != b.shape.size() ||
         !std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1)) {
-      return InvalidArgumentError("cannot batch feature '" + a.key +
-                                  "': elements differ in type or shape (use padded batching or VarLen)");
+      return InvalidArgumentError(
+          "cannot batch feature '" + a.key +
+          "': elements differ in type or shape (use padded batching or VarLen)");
     }
     if (a.ragged) {
       const int64_t base = a.row_splits.back();
-      for (size_t j = 1; j < b.row_splits.size(); ++j) a.row_splits.push_back(base + b.row_splits[j]);
+      for (size_t j = 1; j < b.row_splits.size(); ++j)
+        a.row_splits.push_back(base + b.row_splits[j]);
       a.shape[0] += b.shape.empty() ? 0 : b.shape[0];
     } else if (!a.shape.empty()) {
       a.shape[0] += b.shape[0];
@@ -66,7 +69,8 @@ Status ConcatColumns(std::vector<example::Column>& to, std::vector<example::Colu
     if (!b.bytes_offsets.empty()) {
       if (a.bytes_offsets.empty()) a.bytes_offsets.push_back(0);
       const int64_t base = a.bytes_offsets.back();
-      for (size_t j = 1; j < b.bytes_offsets.size(); ++j) a.bytes_offsets.push_back(base + b.bytes_offsets[j]);
+      for (size_t j = 1; j < b.bytes_offsets.size(); ++j)
+        a.bytes_offsets.push_back(base + b.bytes_offsets[j]);
       a.bytes_data += b.bytes_data;
     }
   }

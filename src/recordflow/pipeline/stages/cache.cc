@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "recordflow/io/filesystem.h"
 #include "recordflow/format/record_writer.h"
+#include "recordflow/io/filesystem.h"
 #include "stage.h"
 
 namespace recordflow::pipeline::internal {
@@ -16,7 +16,7 @@ struct CacheStore {
   }
   std::vector<Record> records;  // memory cache
   MemoryAccount* memory = nullptr;
-  size_t held = 0;  // bytes of `records` charged to `memory`
+  size_t held = 0;                               // bytes of `records` charged to `memory`
   std::unique_ptr<format::RecordWriter> writer;  // file cache being written
   bool complete = false;
 };
@@ -27,8 +27,11 @@ class CacheIterator final : public RecordIterator {
  public:
   CacheIterator(const Node* node, std::shared_ptr<CacheStore> store,
                 std::unique_ptr<RecordIterator> input, StreamContext* ctx, uint32_t cache_file_id)
-      : path_(node->as<stage::Cache>().path), store_(std::move(store)), input_(std::move(input)),
-        ctx_(ctx), cache_file_id_(cache_file_id) {
+      : path_(node->as<stage::Cache>().path),
+        store_(std::move(store)),
+        input_(std::move(input)),
+        ctx_(ctx),
+        cache_file_id_(cache_file_id) {
     replaying_ = store_->complete;
   }
 
@@ -47,7 +50,8 @@ class CacheIterator final : public RecordIterator {
       if (!store_->writer) {
         RF_ASSIGN_OR_RETURN(store_->writer, format::RecordWriter::Open(path_));
       }
-      RF_RETURN_IF_ERROR(store_->writer->WriteRecord(std::as_bytes(std::span(out->data.data(), out->data.size()))));
+      RF_RETURN_IF_ERROR(store_->writer->WriteRecord(
+          std::as_bytes(std::span(out->data.data(), out->data.size()))));
     }
     return true;
   }

@@ -13,8 +13,7 @@ namespace {
 // Every record of every file exactly once per epoch, in a seeded random order, read by index.
 class GlobalShuffleIterator final : public RecordIterator {
  public:
-  static Result<std::unique_ptr<GlobalShuffleIterator>> Make(const FileSource& src,
-                                                             uint64_t seed) {
+  static Result<std::unique_ptr<GlobalShuffleIterator>> Make(const FileSource& src, uint64_t seed) {
     auto it = std::unique_ptr<GlobalShuffleIterator>(new GlobalShuffleIterator());
     const std::vector<uint32_t> files = ShardFiles(src);
     uint64_t total = 0;
@@ -25,8 +24,7 @@ class GlobalShuffleIterator final : public RecordIterator {
       // exactly (stale, incomplete) is replaced by an index built in memory from the file.
       RF_ASSIGN_OR_RETURN(auto file, io::RandomAccessFile::Open(path));
       Result<std::vector<format::IndexEntry>> from_file = format::ReadIndexFile(path + ".idx");
-      if (from_file.ok() &&
-          format::CheckIndexCoversFile(*from_file, file->size(), path).ok()) {
+      if (from_file.ok() && format::CheckIndexCoversFile(*from_file, file->size(), path).ok()) {
         entries = std::move(from_file).value();
       } else {
         RF_ASSIGN_OR_RETURN(entries, format::BuildIndex(path, ReaderOptions(src.files->options)));
@@ -47,7 +45,8 @@ class GlobalShuffleIterator final : public RecordIterator {
   Result<bool> Next(Record* out) override {
     if (next_ >= perm_.size()) return false;
     const uint64_t g = perm_[next_];
-    const size_t f = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), g) - starts_.begin());
+    const size_t f =
+        static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), g) - starts_.begin());
     const uint64_t local = g - (f == 0 ? 0 : starts_[f - 1]);
     RF_ASSIGN_OR_RETURN(auto data, readers_[f]->ReadRecord(local, &scratch_));
     out->data.assign(reinterpret_cast<const char*>(data.data()), data.size());

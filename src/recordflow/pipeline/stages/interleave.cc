@@ -150,7 +150,8 @@ class InterleaveIterator final : public RecordIterator {
       Slot& s = *sp;
       if (s.open) {
         if (!s.reader && !Filling(s)) {
-          RF_ASSIGN_OR_RETURN(s.reader, OpenAt(ctx_, src_, s.file, s.consumed_offset, s.consumed_index));
+          RF_ASSIGN_OR_RETURN(s.reader,
+                              OpenAt(ctx_, src_, s.file, s.consumed_offset, s.consumed_index));
         }
         continue;
       }

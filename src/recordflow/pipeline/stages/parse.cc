@@ -21,11 +21,11 @@ Status ParseElement(const stage::Parse& p, Element& e, const ParseCall& call) {
     if (failed < e.positions.size()) {
       const RecordPosition& pos = e.positions[failed];
       const std::vector<std::string>& files = *call.files;
-      where = " [record " + std::to_string(failed) + " of the batch is " +
-              (pos.file < files.size() ? "'" + files[pos.file] + "' record "
-                                       : "in-memory record ") +
-              std::to_string(pos.index) + " at byte offset " + std::to_string(pos.offset) +
-              ", epoch " + std::to_string(call.epoch) + "]";
+      where =
+          " [record " + std::to_string(failed) + " of the batch is " +
+          (pos.file < files.size() ? "'" + files[pos.file] + "' record " : "in-memory record ") +
+          std::to_string(pos.index) + " at byte offset " + std::to_string(pos.offset) + ", epoch " +
+          std::to_string(call.epoch) + "]";
     }
     return Status(s.code(), "parse: " + s.message() + where);
   }

@@ -23,7 +23,8 @@ Result<FileSource> FileSourceOf(const Node* node) {
     src.node = node;
     src.files = files;
   } else {
-    return InvalidArgumentError("expects files as its input (Dataset::FromFiles, optionally shard)");
+    return InvalidArgumentError(
+        "expects files as its input (Dataset::FromFiles, optionally shard)");
   }
   return src;
 }
@@ -53,13 +54,14 @@ Status ReaderCharge::Reserve(const std::string& path, size_t bytes, uint64_t rec
   const size_t fixed = m->held(MemoryAccount::kShuffle) + m->held(MemoryAccount::kCache) +
                        m->held(MemoryAccount::kReaders);
   if (fixed + bytes > m->budget()) {
-    return ResourceExhaustedError(
-        "record readers: the record in '" + path + "' at byte offset " +
-        std::to_string(record_offset) + " (record index " + std::to_string(record_index) +
-        ") needs its read buffer to grow by " + std::to_string(bytes) + " bytes, with " +
-        std::to_string(fixed) + " bytes already held by readers, shuffle buffers and caches: "
-        "over the iterator's memory_budget of " + std::to_string(m->budget()) +
-        " bytes; raise memory_budget");
+    return ResourceExhaustedError("record readers: the record in '" + path + "' at byte offset " +
+                                  std::to_string(record_offset) + " (record index " +
+                                  std::to_string(record_index) +
+                                  ") needs its read buffer to grow by " + std::to_string(bytes) +
+                                  " bytes, with " + std::to_string(fixed) +
+                                  " bytes already held by readers, shuffle buffers and caches: "
+                                  "over the iterator's memory_budget of " +
+                                  std::to_string(m->budget()) + " bytes; raise memory_budget");
   }
   m->Charge(MemoryAccount::kReaders, bytes);
   charged_ += bytes;

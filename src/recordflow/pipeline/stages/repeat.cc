@@ -7,7 +7,10 @@ namespace {
 class RepeatIterator final : public RecordIterator {
  public:
   RepeatIterator(const Node* node, uint64_t outer_epoch, StreamContext* ctx, SeedTable* seeds)
-      : node_(node), count_(node->as<stage::Repeat>().count), outer_(outer_epoch), ctx_(ctx),
+      : node_(node),
+        count_(node->as<stage::Repeat>().count),
+        outer_(outer_epoch),
+        ctx_(ctx),
         seeds_(seeds) {}
 
   Result<bool> Next(Record* out) override {

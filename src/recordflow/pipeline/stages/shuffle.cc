@@ -11,8 +11,7 @@ class ShuffleIterator final : public RecordIterator {
  public:
   ShuffleIterator(std::unique_ptr<RecordIterator> input, size_t buffer_size, uint64_t seed,
                   StreamContext* ctx)
-      : input_(std::move(input)), size_(std::max<size_t>(buffer_size, 1)), rng_(seed),
-        ctx_(ctx) {}
+      : input_(std::move(input)), size_(std::max<size_t>(buffer_size, 1)), rng_(seed), ctx_(ctx) {}
 
   Result<bool> Next(Record* out) override {
     while (!input_done_ && buffer_.size() < size_) {

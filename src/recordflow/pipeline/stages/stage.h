@@ -147,9 +147,8 @@ Result<std::unique_ptr<RecordIterator>> MakeGlobalShuffleStream(const FileSource
                                                                 uint64_t seed);
 std::unique_ptr<RecordIterator> MakeRepeatStream(const Node* node, uint64_t outer_epoch,
                                                  StreamContext* ctx, SeedTable* seeds);
-std::unique_ptr<RecordIterator> MakeTakeSkipStream(std::unique_ptr<RecordIterator> input,
-                                                   bool take, int64_t count,
-                                                   const StreamContext* ctx);
+std::unique_ptr<RecordIterator> MakeTakeSkipStream(std::unique_ptr<RecordIterator> input, bool take,
+                                                   int64_t count, const StreamContext* ctx);
 Result<std::unique_ptr<RecordIterator>> MakeCacheStream(const Node* node, uint64_t epoch,
                                                         StreamContext* ctx, SeedTable* seeds);
 
@@ -165,8 +164,7 @@ struct ParseCall {
 Status ParseElement(const stage::Parse& p, Element& e, const ParseCall& call);
 // Runs a map on `e` with the MapContext of `threads` and `cancelled`. Errors carry the map's
 // name.
-Status MapElement(const stage::Map& m, Element& e, int threads,
-                  const std::atomic<bool>* cancelled);
+Status MapElement(const stage::Map& m, Element& e, int threads, const std::atomic<bool>* cancelled);
 // Appends `from` (a batch of parsed rows) to `to`: dense columns grow along dimension 0,
 // ragged ones get shifted row_splits. Errors: kInvalidArgument when shapes differ.
 Status ConcatColumns(std::vector<example::Column>& to, std::vector<example::Column>&& from);

@@ -47,9 +47,8 @@ class TakeSkipIterator final : public RecordIterator {
 
 }  // namespace
 
-std::unique_ptr<RecordIterator> MakeTakeSkipStream(std::unique_ptr<RecordIterator> input,
-                                                   bool take, int64_t count,
-                                                   const StreamContext* ctx) {
+std::unique_ptr<RecordIterator> MakeTakeSkipStream(std::unique_ptr<RecordIterator> input, bool take,
+                                                   int64_t count, const StreamContext* ctx) {
   return std::make_unique<TakeSkipIterator>(std::move(input), take, count, ctx);
 }
 
