@@ -69,7 +69,7 @@ def test_s3_glob_from_files_global_shuffle_and_checkpoint(s3):
     _write(_url(s3, "g/other.tfrecord"), [b"not matched"])
     everything = sorted(r for recs in shards.values() for r in recs)
     ds = rf.Dataset.from_files(_url(s3, "g/train-*.tfrecord"))
-    assert ds._source_paths() == [_url(s3, k) for k in sorted(shards)]
+    assert ds.stages[0].expanded_paths() == [_url(s3, k) for k in sorted(shards)]
     assert sorted(ds) == everything
     shuffled = ds.global_shuffle(seed=7)
     full = list(shuffled.iterator(epoch=0))
