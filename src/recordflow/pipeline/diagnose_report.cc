@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "diagnose_internal.h"
+#include "recordflow/core/json.h"
 #include "recordflow/pipeline/diagnose.h"
 
 namespace recordflow::pipeline {
@@ -44,35 +45,7 @@ struct Json {
   }
 };
 
-void AppendString(std::string& out, std::string_view s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += Format("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
+void AppendString(std::string& out, std::string_view s) { out += JsonQuote(s); }
 
 void AppendDouble(std::string& out, double d) {
   if (!std::isfinite(d)) {
