@@ -12,6 +12,10 @@ The native pieces do the work: records are read by the C++ reader (CRC checked, 
 parsed by the C++ Example parser into NumPy buffers that become Arrow arrays without a copy
 of numeric data, and written by the C++ writer from Arrow column buffers
 (``_core.serialize_columns``). See docs/spark.md for the schema table and the commit protocol.
+
+This module is over 600 lines: reader, writer, commit protocol, schema mapping and convert
+share the Arrow/Example column mapping defined here; a package split along those lines is
+planned.
 """
 
 from __future__ import annotations

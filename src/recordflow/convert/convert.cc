@@ -1,5 +1,9 @@
 // The parallel writer: workers read, check and transcode inputs; the calling thread writes
 // each shard's records in plan order, so the bytes never depend on thread timing.
+//
+// Over 600 lines: planning, resume (state files), the atomic overwrite swap and the writer loop
+// are one sequence that shares the shard state; splitting them is planned with the input-source
+// interface (Python data through this converter).
 #include "recordflow/convert/convert.h"
 
 #include <fcntl.h>

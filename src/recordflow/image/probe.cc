@@ -1,5 +1,8 @@
 // Format sniffing and header probes. Every read is bounds-checked through Reader: the input
 // is untrusted (see fuzz/image_probe_fuzzer.cc).
+//
+// Over 600 lines: one probe and one structure check per format (JPEG, PNG, GIF, BMP, WebP),
+// all on the bounds-checked Reader defined here; one file per format is the planned split.
 #include <zlib.h>
 
 #include <algorithm>
