@@ -130,3 +130,34 @@ def test_cli_count_cat_verify_index_on_s3(s3):
         r = subprocess.run([_cli(), *cmd], env=env, capture_output=True, timeout=60)
         assert r.returncode == 0, (cmd, r.stderr)
     assert len(rf.IndexedRecordReader(url)) == 25
+
+
+_READ_ALL = """
+import sys, recordflow as rf
+recs = list(rf.RecordReader(sys.argv[1]))
+sys.stdout.write(repr([len(recs), sum(len(r) for r in recs), recs[0][:4], recs[-1][:4]]))
+"""
+
+
+@pytest.mark.parametrize("fault", [
+    dict(fail_count=2, fail_status=503),
+    dict(fail_count=2, fail_status=429),          # S3's SlowDown body
+    dict(drop_after_bytes=150_000, drop_count=2),  # connection cut mid-response, twice
+])
+def test_retries_through_the_fault_proxy_lose_and_duplicate_nothing(s3, fault_proxy, fault):
+    # A 1.2 MB object read through a proxy that answers 503 / 429 or cuts the connection
+    # mid-body: the reader retries (resuming at the byte it reached) and every record arrives
+    # once, in order, its CRC checked. A subprocess, so the endpoint is the proxy's from the start.
+    recs = _records(400, 3000)
+    url = _url(s3, "faults.tfrecord")
+    _write(url, recs)
+    fault_proxy.configure(match_method="GET", **fault)
+    out = subprocess.run([sys.executable, "-c", _READ_ALL, url], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, **fault_proxy.env))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout == repr([400, 400 * 3000, recs[0][:4], recs[-1][:4]])
+    stats = fault_proxy.stats()
+    if "fail_count" in fault:
+        assert stats["failed"] == 2
+    else:
+        assert stats["dropped"] == 2
