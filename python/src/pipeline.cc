@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,8 @@ nb::object TensorToPython(pipeline::Tensor&& t) {
     case DT::kInt64:
       dt = nb::dtype<int64_t>();
       break;
+    case DT::kBytes:  // a dense Tensor never holds bytes (variable-length values are Columns)
+      throw std::logic_error("native map produced a bytes Tensor '" + t.key + "'");
   }
   auto* owned = new std::shared_ptr<std::byte[]>(std::move(t.data));
   nb::capsule owner(owned,

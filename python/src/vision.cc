@@ -239,7 +239,7 @@ void RegisterVision(nb::module_& m) {
         o.layout = ValueOrThrow(image::ParseLayout(layout));
         o.flip = flip;
         std::vector<float> f(img.pixels.begin(), img.pixels.end());
-        std::string out(f.size() * image::TensorTypeSize(o.type), '\0');
+        std::string out(f.size() * DTypeSize(o.type), '\0');
         Status s;
         {
           nb::gil_scoped_release release;

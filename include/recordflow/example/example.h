@@ -31,17 +31,20 @@
 #include <string_view>
 #include <vector>
 
+#include "recordflow/core/dtype.h"
 #include "recordflow/core/status.h"
 
 namespace recordflow::example {
 
-// The value type of a feature, as TensorFlow's parsing ops name them.
-enum class DType : uint8_t { kInt64, kFloat32, kBytes };
+// The value type of a feature is core's DType (core/dtype.h), restricted to the three types a
+// tf.train.Feature holds: kInt64, kFloat32, kBytes (its names "int64", "float32", "bytes").
+using DType = recordflow::DType;
+using recordflow::DTypeName;
 
-// "int64", "float32", "bytes".
-std::string_view DTypeName(DType dtype);
-// Accepts "int64", "float32", "float", "bytes", "string" (and NumPy's "float32"/"int64").
-// Errors: kInvalidArgument.
+// True for kInt64, kFloat32 and kBytes.
+bool IsFeatureDType(DType dtype);
+// Accepts "int64", "float32", "float", "bytes", "string", "str". Errors: kInvalidArgument (also
+// for the tensor-only types such as "uint8").
 Result<DType> ParseDType(std::string_view name);
 
 // Which list a Feature holds. kNone is a Feature with no list set (an empty Feature message).

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "recordflow/core/dtype.h"
 #include "recordflow/core/random.h"
 #include "recordflow/core/status.h"
 #include "recordflow/image/image.h"
@@ -173,13 +174,16 @@ Image FlipLeftRight(const Image& image);
 
 // ---- normalize -------------------------------------------------------------------------------
 
-enum class TensorType : uint8_t { kUint8, kFloat16, kBFloat16, kFloat32 };
+// An image tensor's element type is core's DType (core/dtype.h), one of kUint8, kFloat16,
+// kBFloat16, kFloat32.
+using TensorType = recordflow::DType;
 enum class Layout : uint8_t { kHWC, kCHW };
 
-std::string_view TensorTypeName(TensorType type);  // "uint8", "float16", "bfloat16", "float32"
+// True for the four types above.
+bool IsTensorType(TensorType type);
+// "uint8", "float16", "bfloat16", "float32". Errors: kInvalidArgument for any other name.
 Result<TensorType> ParseTensorType(std::string_view name);
 Result<Layout> ParseLayout(std::string_view name);  // "HWC", "CHW"
-size_t TensorTypeSize(TensorType type);
 
 // out = (pixel / 255 - mean[c]) / std[c], in `type` (float16 / bfloat16 rounded to nearest
 // even). kUint8 ignores mean/std: the pixel rounded to 0..255.

@@ -29,6 +29,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "recordflow/core/dtype.h"
 #include "recordflow/core/status.h"
 #include "recordflow/example/parse.h"
 #include "recordflow/format/compression.h"
@@ -56,7 +57,7 @@ struct RecordPosition {
 // the first dimension counting records. `data` is shared so that a consumer (the Python
 // binding) can hand it out zero-copy.
 struct Tensor {
-  enum class DType : uint8_t { kUint8, kFloat16, kBFloat16, kFloat32, kInt64 };
+  using DType = recordflow::DType;  // any but kBytes
   std::string key;
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;

@@ -10,24 +10,17 @@ using internal::AppendTag;
 using internal::AppendVarint;
 using internal::kLengthDelimited;
 
-std::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kInt64:
-      return "int64";
-    case DType::kFloat32:
-      return "float32";
-    case DType::kBytes:
-      return "bytes";
-  }
-  return "?";
+bool IsFeatureDType(DType dtype) {
+  return dtype == DType::kInt64 || dtype == DType::kFloat32 || dtype == DType::kBytes;
 }
 
 Result<DType> ParseDType(std::string_view name) {
-  if (name == "int64") return DType::kInt64;
-  if (name == "float32" || name == "float") return DType::kFloat32;
-  if (name == "bytes" || name == "string" || name == "str") return DType::kBytes;
-  return InvalidArgumentError("unknown dtype '" + std::string(name) +
-                              "': expected \"int64\", \"float32\" or \"bytes\"");
+  Result<DType> dtype = ParseAnyDType(name);
+  if (!dtype.ok() || !IsFeatureDType(*dtype)) {
+    return InvalidArgumentError("unknown dtype '" + std::string(name) +
+                                "': expected \"int64\", \"float32\" or \"bytes\"");
+  }
+  return dtype;
 }
 
 std::string_view ListKindName(ListKind kind) {
@@ -52,8 +45,9 @@ ListKind ListKindFor(DType dtype) {
       return ListKind::kFloat;
     case DType::kBytes:
       return ListKind::kBytes;
+    default:  // not a feature type
+      return ListKind::kNone;
   }
-  return ListKind::kNone;
 }
 
 Status ForEachFeature(std::span<const std::byte> features, const FeatureCallback& fn) {

@@ -68,8 +68,9 @@ int64_t Column::num_values() const {
     case DType::kBytes:
       if (!bytes_views.empty()) return static_cast<int64_t>(bytes_views.size());
       return bytes_offsets.empty() ? 0 : static_cast<int64_t>(bytes_offsets.size()) - 1;
+    default:  // specs hold feature types only (checked when the parser is made)
+      return 0;
   }
-  return 0;
 }
 
 namespace {

@@ -272,14 +272,14 @@ Status ResampleNormalizeInto(const Image& image, const Box& box, int out_w, int 
                                 std::to_string(image.channels));
   }
   if (out_w <= 0 || out_h <= 0 ||
-      out.size() != static_cast<size_t>(out_w) * out_h * 3 * TensorTypeSize(o.type)) {
+      out.size() != static_cast<size_t>(out_w) * out_h * 3 * DTypeSize(o.type)) {
     return InvalidArgumentError("resample+normalize: the output buffer does not hold " +
                                 std::to_string(out_w) + "x" + std::to_string(out_h) + "x3");
   }
   float scale[3], bias[3];
   RF_RETURN_IF_ERROR(NormalizeParams(o, scale, bias));
   const internal::Kernels& k = internal::ActiveKernels();
-  const size_t es = TensorTypeSize(o.type);
+  const size_t es = DTypeSize(o.type);
   const size_t plane = static_cast<size_t>(out_w) * out_h;
   thread_local std::vector<float> row;
   row.resize(static_cast<size_t>(out_w) * 3);
@@ -351,27 +351,18 @@ Image FlipLeftRight(const Image& image) {
 
 // ---- normalize -------------------------------------------------------------------------------
 
-std::string_view TensorTypeName(TensorType type) {
-  switch (type) {
-    case TensorType::kUint8:
-      return "uint8";
-    case TensorType::kFloat16:
-      return "float16";
-    case TensorType::kBFloat16:
-      return "bfloat16";
-    case TensorType::kFloat32:
-      return "float32";
-  }
-  return "";
+bool IsTensorType(TensorType type) {
+  return type == TensorType::kUint8 || type == TensorType::kFloat16 ||
+         type == TensorType::kBFloat16 || type == TensorType::kFloat32;
 }
 
 Result<TensorType> ParseTensorType(std::string_view name) {
-  for (TensorType t :
-       {TensorType::kUint8, TensorType::kFloat16, TensorType::kBFloat16, TensorType::kFloat32}) {
-    if (name == TensorTypeName(t)) return t;
+  Result<TensorType> type = ParseAnyDType(name);
+  if (!type.ok() || !IsTensorType(*type) || name != DTypeName(*type)) {
+    return InvalidArgumentError("dtype must be float32, float16, bfloat16 or uint8, not \"" +
+                                std::string(name) + "\"");
   }
-  return InvalidArgumentError("dtype must be float32, float16, bfloat16 or uint8, not \"" +
-                              std::string(name) + "\"");
+  return type;
 }
 
 Result<Layout> ParseLayout(std::string_view name) {
@@ -381,30 +372,17 @@ Result<Layout> ParseLayout(std::string_view name) {
                               "\"");
 }
 
-size_t TensorTypeSize(TensorType type) {
-  switch (type) {
-    case TensorType::kUint8:
-      return 1;
-    case TensorType::kFloat16:
-    case TensorType::kBFloat16:
-      return 2;
-    case TensorType::kFloat32:
-      return 4;
-  }
-  return 0;
-}
-
 Status NormalizeInto(std::span<const float> pixels, int width, int height,
                      const NormalizeOptions& o, std::span<std::byte> out) {
   const size_t n = static_cast<size_t>(width) * height * 3;
-  if (width <= 0 || height <= 0 || pixels.size() != n || out.size() != n * TensorTypeSize(o.type)) {
+  if (width <= 0 || height <= 0 || pixels.size() != n || out.size() != n * DTypeSize(o.type)) {
     return InvalidArgumentError("normalize: buffer sizes do not match " + std::to_string(width) +
                                 "x" + std::to_string(height) + "x3");
   }
   float scale[3], bias[3];
   RF_RETURN_IF_ERROR(NormalizeParams(o, scale, bias));
   const internal::Kernels& k = internal::ActiveKernels();
-  const size_t es = TensorTypeSize(o.type);
+  const size_t es = DTypeSize(o.type);
   const size_t plane = static_cast<size_t>(width) * height;
   for (int y = 0; y < height; ++y) {
     const size_t offset = o.layout == Layout::kHWC ? static_cast<size_t>(y) * width * 3

@@ -372,12 +372,12 @@ TEST_P(BackendTest, EveryBackendGivesTheScalarBits) {
           for (bool flip : {false, true}) {
             NormalizeOptions o;
             o.type = t, o.layout = l, o.flip = flip;
-            std::vector<std::byte> a(ref.size() * TensorTypeSize(t)), b(a.size());
+            std::vector<std::byte> a(ref.size() * DTypeSize(t)), b(a.size());
             ASSERT_TRUE(SetKernelBackend(GetParam()).ok());
             ASSERT_TRUE(NormalizeInto(ref, w, h, o, a).ok());
             ASSERT_TRUE(SetKernelBackend(KernelBackend::kScalar).ok());
             ASSERT_TRUE(NormalizeInto(ref, w, h, o, b).ok());
-            ASSERT_TRUE(a == b) << TensorTypeName(t) << " flip " << flip;
+            ASSERT_TRUE(a == b) << DTypeName(t) << " flip " << flip;
           }
         }
       }
@@ -421,14 +421,14 @@ TEST_P(BackendTest, FusedResampleNormalizeEqualsTheTwoStepsBitForBit) {
         for (bool flip : {false, true}) {
           NormalizeOptions o;
           o.type = t, o.layout = l, o.flip = flip;
-          const size_t bytes = static_cast<size_t>(w) * h * 3 * TensorTypeSize(t);
+          const size_t bytes = static_cast<size_t>(w) * h * 3 * DTypeSize(t);
           std::vector<std::byte> fused(bytes), two_step(bytes);
           ASSERT_TRUE(
               ResampleNormalizeInto(img, box, w, h, Interpolation::kBilinear, o, fused).ok());
           ASSERT_TRUE(ResampleToFloat(img, box, w, h, Interpolation::kBilinear, &floats).ok());
           ASSERT_TRUE(NormalizeInto(floats, w, h, o, two_step).ok());
           ASSERT_TRUE(fused == two_step)
-              << w << "x" << h << " " << TensorTypeName(t) << " flip " << flip;
+              << w << "x" << h << " " << DTypeName(t) << " flip " << flip;
         }
       }
     }

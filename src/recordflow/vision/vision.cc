@@ -61,20 +61,6 @@ struct ParseScratch {
   std::vector<std::span<const std::byte>> spans;
 };
 
-Tensor::DType TensorDType(image::TensorType t) {
-  switch (t) {
-    case image::TensorType::kUint8:
-      return Tensor::DType::kUint8;
-    case image::TensorType::kFloat16:
-      return Tensor::DType::kFloat16;
-    case image::TensorType::kBFloat16:
-      return Tensor::DType::kBFloat16;
-    case image::TensorType::kFloat32:
-      return Tensor::DType::kFloat32;
-  }
-  return Tensor::DType::kFloat32;
-}
-
 std::string Where(const Element& e, size_t i) {
   if (i >= e.positions.size()) return "record " + std::to_string(i);
   const pipeline::RecordPosition& p = e.positions[i];
@@ -175,11 +161,10 @@ Status Run(const Preset& p, Element& e, const pipeline::MapContext& context) {
     const int64_t b = images->bytes_offsets[i], end = images->bytes_offsets[i + 1];
     return std::as_bytes(std::span(images->bytes_data.data() + b, static_cast<size_t>(end - b)));
   };
-  const size_t per_image =
-      static_cast<size_t>(c.size) * c.size * 3 * image::TensorTypeSize(c.dtype);
+  const size_t per_image = static_cast<size_t>(c.size) * c.size * 3 * DTypeSize(c.dtype);
   Tensor t;
   t.key = c.image_output;
-  t.dtype = TensorDType(c.dtype);
+  t.dtype = c.dtype;
   // Every byte handed out is written below.
   t.data = p.outputs->Acquire(per_image * n);
   Column label;
