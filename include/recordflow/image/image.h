@@ -188,8 +188,9 @@ struct ResizeOptions {
   ResizeFilter filter = ResizeFilter::kBilinearAntialias;
 };
 
-// Resamples `image` to width x height (both >= 1). Deterministic (no threads, no SIMD
-// dispatch). Errors: kInvalidArgument for an empty image or a zero size.
+// Resamples `image` to width x height (both >= 1) with ops.h's resampler (Interpolation
+// kBilinear or kArea): the same bytes on every machine. Errors: kInvalidArgument for an empty
+// image or a zero size.
 Result<Image> Resize(const Image& image, int width, int height, ResizeOptions options = {});
 
 // The size that makes the shorter side `shorter` and keeps the aspect ratio (rounded, >= 1).

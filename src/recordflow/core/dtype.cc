@@ -40,8 +40,8 @@ size_t DTypeSize(DType dtype) {
 }
 
 Result<DType> ParseAnyDType(std::string_view name) {
-  for (DType t : {DType::kUint8, DType::kInt64, DType::kFloat16, DType::kBFloat16,
-                  DType::kFloat32, DType::kBytes}) {
+  for (DType t : {DType::kUint8, DType::kInt64, DType::kFloat16, DType::kBFloat16, DType::kFloat32,
+                  DType::kBytes}) {
     if (name == DTypeName(t)) return t;
   }
   if (name == "float") return DType::kFloat32;

@@ -5,6 +5,7 @@
 
 #include "image_internal.h"
 #include "recordflow/image/image.h"
+#include "recordflow/image/ops.h"
 
 namespace recordflow::image {
 namespace internal {
@@ -88,77 +89,6 @@ Image ApplyOrientation(const Image& image, int orientation) {
   return out;
 }
 
-namespace {
-
-// For each output position, the first input index and the normalized weights of the inputs
-// that contribute to it.
-struct Coefficients {
-  std::vector<int> first;
-  std::vector<int> count;
-  std::vector<float> weights;  // max_count per output position
-  int max_count = 0;
-};
-
-Coefficients ComputeCoefficients(int in_size, int out_size, ResizeFilter filter) {
-  Coefficients k;
-  const double scale = static_cast<double>(in_size) / out_size;
-  const bool shrinking = scale > 1.0;
-  // Triangle support is 1 input pixel; widened by the scale when shrinking (antialias). The
-  // area filter covers exactly the output pixel's footprint (half-width scale / 2).
-  double support;
-  if (filter == ResizeFilter::kArea && shrinking) {
-    support = scale / 2;
-  } else {
-    support = shrinking ? scale : 1.0;
-  }
-  k.max_count = static_cast<int>(std::ceil(support)) * 2 + 2;
-  k.first.resize(out_size);
-  k.count.resize(out_size);
-  k.weights.assign(static_cast<size_t>(out_size) * k.max_count, 0.0f);
-  std::vector<double> w(k.max_count);
-  for (int o = 0; o < out_size; ++o) {
-    const double center = (o + 0.5) * scale;
-    int lo = static_cast<int>(std::floor(center - support));
-    int hi = static_cast<int>(std::ceil(center + support));
-    lo = std::max(lo, 0);
-    hi = std::min(hi, in_size);
-    hi = std::min(hi, lo + k.max_count);
-    double total = 0;
-    int n = 0;
-    for (int i = lo; i < hi; ++i, ++n) {
-      double weight;
-      if (filter == ResizeFilter::kArea && shrinking) {
-        // Overlap of input pixel [i, i+1) with the footprint [center - s, center + s).
-        weight = std::max(
-            0.0, std::min<double>(i + 1, center + support) - std::max<double>(i, center - support));
-      } else {
-        const double t = std::abs((i + 0.5 - center) / (shrinking ? scale : 1.0));
-        weight = t < 1.0 ? 1.0 - t : 0.0;
-      }
-      w[n] = weight;
-      total += weight;
-    }
-    if (total <= 0) {  // cannot happen for sane sizes; keep nearest as a fallback
-      lo = std::min(static_cast<int>(center), in_size - 1);
-      n = 1;
-      w[0] = 1;
-      total = 1;
-    }
-    k.first[o] = lo;
-    k.count[o] = n;
-    for (int j = 0; j < n; ++j)
-      k.weights[static_cast<size_t>(o) * k.max_count + j] = static_cast<float>(w[j] / total);
-  }
-  return k;
-}
-
-uint8_t ClampToByte(float v) {
-  const float r = std::nearbyint(v);
-  return static_cast<uint8_t>(r < 0 ? 0 : (r > 255 ? 255 : r));
-}
-
-}  // namespace
-
 Result<Image> Resize(const Image& image, int width, int height, ResizeOptions options) {
   if (image.width <= 0 || image.height <= 0 || image.channels < 1 ||
       image.pixels.size() != image.row_bytes() * image.height) {
@@ -169,42 +99,11 @@ Result<Image> Resize(const Image& image, int width, int height, ResizeOptions op
                                 std::to_string(width) + "x" + std::to_string(height) + ")");
   }
   if (width == image.width && height == image.height) return image;
-  const int c = image.channels;
-  const Coefficients kx = ComputeCoefficients(image.width, width, options.filter);
-  const Coefficients ky = ComputeCoefficients(image.height, height, options.filter);
-  // Horizontal pass into floats (in_height x width), then vertical into bytes.
-  std::vector<float> tmp(static_cast<size_t>(image.height) * width * c);
-  for (int y = 0; y < image.height; ++y) {
-    const uint8_t* src = image.row(y);
-    float* dst = &tmp[static_cast<size_t>(y) * width * c];
-    for (int x = 0; x < width; ++x) {
-      const float* w = &kx.weights[static_cast<size_t>(x) * kx.max_count];
-      const uint8_t* s = src + static_cast<size_t>(kx.first[x]) * c;
-      for (int ch = 0; ch < c; ++ch) {
-        float acc = 0;
-        for (int j = 0; j < kx.count[x]; ++j) acc += w[j] * s[j * c + ch];
-        dst[x * c + ch] = acc;
-      }
-    }
-  }
-  Image out;
-  out.width = width;
-  out.height = height;
-  out.channels = c;
-  out.pixels.resize(out.row_bytes() * height);
-  const size_t row = static_cast<size_t>(width) * c;
-  std::vector<float> acc(row);
-  for (int y = 0; y < height; ++y) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    const float* w = &ky.weights[static_cast<size_t>(y) * ky.max_count];
-    for (int j = 0; j < ky.count[y]; ++j) {
-      const float* src = &tmp[static_cast<size_t>(ky.first[y] + j) * row];
-      for (size_t i = 0; i < row; ++i) acc[i] += w[j] * src[i];
-    }
-    uint8_t* dst = out.row(y);
-    for (size_t i = 0; i < row; ++i) dst[i] = ClampToByte(acc[i]);
-  }
-  return out;
+  // The one resampler (ops.h), whose SIMD kernels give the same bytes as its scalar ones
+  // (no FP contraction; ops_test.cc checks), so a conversion is identical on every machine.
+  return Resample(
+      image, width, height,
+      options.filter == ResizeFilter::kArea ? Interpolation::kArea : Interpolation::kBilinear);
 }
 
 void SizeForShorterSide(int width, int height, int shorter, int* out_width, int* out_height) {
