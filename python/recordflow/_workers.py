@@ -143,10 +143,16 @@ def _unlink(name: str) -> None:
 
 
 # ---------------------------------------------------------------- worker process
-def _worker_main(conn, fn_bytes: bytes, prefix: str) -> None:
+def _worker_main(conn, fn_bytes: bytes, prefix: str, seed: int) -> None:
     # Ctrl-C in a terminal reaches the whole process group: the consumer handles it and
     # stops the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Forked workers inherit one state of the global RNGs: without a seed of their own each
+    # would draw the same "random" augmentations.
+    import random
+    random.seed(seed)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(seed % (1 << 32))
     pid = os.getpid()
     try:
         fn = pickle.loads(fn_bytes)
@@ -308,6 +314,7 @@ class _ProcessExecutor:
         # Every segment of this stage starts with the prefix: close() sweeps what a killed
         # worker or an unread message left.
         self.prefix = f"rf-map-{uuid.uuid4().hex[:12]}"
+        self._seed = int.from_bytes(os.urandom(8), "little")
         self._procs = []      # multiprocessing.Process
         self._conns = []      # consumer ends of the pipes
         self._held = []       # per worker: indices sent and not answered
@@ -318,7 +325,8 @@ class _ProcessExecutor:
 
     def grow(self) -> bool:
         ours, theirs = self._ctx.Pipe(duplex=True)
-        p = self._ctx.Process(target=_worker_main, args=(theirs, self._fn_bytes, self.prefix),
+        p = self._ctx.Process(target=_worker_main, args=(theirs, self._fn_bytes, self.prefix,
+                                                         self._seed + len(self._procs)),
                               name=f"rf-map-worker-{len(self._procs)}", daemon=True)
         p.start()
         theirs.close()

@@ -31,8 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from recordflow import _core
-from recordflow import _workers
+from recordflow import _core, _workers
 from recordflow import stages as _st
 from recordflow.errors import InvalidArgumentError, UnimplementedError
 from recordflow.example import FixedLen, Parser, Ragged, VarLen, _specs
@@ -541,6 +540,7 @@ def _split_checkpoint(state: bytes, tail: tuple):
         return state, None
     import pickle
     import zlib
+
     from recordflow.errors import DataLossError
     crc, body = state[len(_TAIL_MAGIC):len(_TAIL_MAGIC) + 4], state[len(_TAIL_MAGIC) + 4:]
     if len(crc) != 4 or zlib.crc32(body) != int.from_bytes(crc, "little"):

@@ -10,10 +10,10 @@ import os
 import threading
 import time
 
+import map_fns
 import numpy as np
 import pytest
 
-import map_fns
 import recordflow as rf
 from recordflow import _workers
 
@@ -183,6 +183,12 @@ def test_worker_death_raises_clearly_without_hanging(fn, how):
     assert not any(alive(p) for p in pids)  # the other worker was stopped too
 
 
+def test_workers_draw_different_random_numbers():
+    # Forked workers inherit one RNG state: each is reseeded (Python's random, NumPy's global).
+    got = bounded(lambda: list(parsed().map(map_fns.draw, num_parallel=2, workers="process")))
+    assert len({a for a, _ in got}) == N and len({b for _, b in got}) == N
+
+
 def test_unpicklable_callable_is_refused_clearly():
     with pytest.raises(rf.InvalidArgumentError, match="cannot be pickled.*workers='thread'"):
         iter(parsed().map(lambda e: e, workers="process"))
@@ -193,7 +199,7 @@ def test_unpicklable_callable_is_refused_clearly():
 def test_close_and_drop_stop_workers_and_free_shared_memory():
     before = segments()
     it = parsed(200).map(map_fns.big_array, num_parallel=2, workers="process").iterator()
-    first = bounded(lambda: next(it))
+    first = bounded(it.__next__)
     assert first["id"] == 0
     pids = it.stats()["python"][0]["pids"]
     time.sleep(0.5)  # let the workers fill their replies (segments in /dev/shm)
@@ -203,7 +209,7 @@ def test_close_and_drop_stop_workers_and_free_shared_memory():
     assert (first["image"] == 0).all()  # a delivered array outlives the iterator
 
     it = parsed(200).map(map_fns.big_array, num_parallel=2, workers="process").iterator()
-    bounded(lambda: next(it))
+    bounded(it.__next__)
     pids = it.stats()["python"][0]["pids"]
     del it  # no reference cycle: dropping it shuts the pool down at once
     deadline = time.monotonic() + 10
@@ -240,7 +246,7 @@ def test_checkpoint_mid_epoch_neither_loses_nor_repeats_in_flight_elements(worke
 def test_checkpoint_checks_damage_and_stage_count():
     ds = parsed().map(map_fns.ident, num_parallel=2, workers="process")
     it = ds.iterator()
-    bounded(lambda: next(it))
+    bounded(it.__next__)
     state = it.checkpoint()
     it.close()
     damaged = bytearray(state)
