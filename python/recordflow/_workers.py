@@ -614,13 +614,18 @@ class CallableStage:
         self._completions = self._tuned_at = 0
 
     def _error(self, index: int, value, tb: str, worker) -> BaseException:
+        # In-process executors hand over the exception itself, worker processes its pickle
+        # (None when it does not pickle); an auto stage may hold replies of both.
+        remote = not isinstance(value, BaseException)
         where = (f"element {index} of the {self._kind}'s input, in worker "
-                 f"{'pid' if self._executor.kind == 'process' else 'thread'} {worker}")
-        if self._executor.kind != "process":
-            e = value
-        elif value is not None:
-            e = pickle.loads(value)
-        else:
+                 f"{'pid' if remote else 'thread'} {worker}")
+        e = value
+        if remote:
+            try:
+                e = pickle.loads(value) if value is not None else None
+            except Exception:  # noqa: BLE001 - e.g. its class is not importable here
+                e = None
+        if e is None:
             return MapWorkerError(f"{self._kind}: the callable raised at {where} (its exception "
                                   f"does not pickle):\n{tb}")
         try:
@@ -628,7 +633,7 @@ class CallableStage:
         except Exception:  # noqa: BLE001 - an exception type with __slots__
             pass
         e.add_note(f"recordflow {self._kind}: raised at {where}")
-        if self._executor.kind == "process":
+        if remote:
             e.add_note("worker traceback:\n" + tb.rstrip())
         return e
 

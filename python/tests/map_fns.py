@@ -89,3 +89,9 @@ def batch_features(b):
 def draw(e):
     import random
     return (random.random(), float(np.random.random_sample()))
+
+
+def spin_fail_at_20(e):
+    if int(e["id"]) == 20:
+        raise KeyError("no feature at 20")
+    return spin_5ms(e)

@@ -263,6 +263,11 @@ def test_auto_moves_a_slow_picklable_callable_to_processes():
     assert [e["id"] for e in got] == list(range(N))
     assert {e["pid"] for e in got[:_workers._AUTO_PROBE]} == {os.getpid()}  # timed inline
     assert os.getpid() not in {e["pid"] for e in got[-8:]}  # then in worker processes
+    # An error after the move still names its element and carries the worker's traceback.
+    with pytest.raises(KeyError, match="no feature at 20") as e:
+        bounded(lambda: list(parsed().map(map_fns.spin_fail_at_20)))
+    assert e.value.rf_element_index == 20
+    assert "spin_fail_at_20" in "\n".join(e.value.__notes__)
     # Fast callables stay on the consuming thread; an unpicklable one with num_parallel > 1
     # goes to threads (as asked).
     it = parsed().map(lambda e: int(e["id"])).iterator()
