@@ -435,6 +435,25 @@ def _picklable(fn) -> bytes | None:
         return None
 
 
+def _workers_can_load(fn) -> bool:
+    """Whether "auto" may move ``fn`` to worker processes without surprises. Each worker
+    re-imports the main script (as ``__mp_main__``, as spawn does): only a script whose work is
+    under ``if __name__ == "__main__":`` is safe to re-import; and a callable defined in an
+    interactive ``__main__`` (REPL, notebook, ``python -c``) cannot be loaded by a worker."""
+    import re
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    module = getattr(fn, "__module__", None) or type(fn).__module__
+    if path is None:
+        return module != "__main__"
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            source = f.read()
+    except OSError:
+        return False
+    return re.search(r"""__name__\s*==\s*['"]__main__['"]""", source) is not None
+
+
 def _can_spawn() -> bool:
     import multiprocessing
     return not multiprocessing.current_process().daemon  # daemons may not have children
@@ -509,7 +528,8 @@ class CallableStage:
         mean = self._probe_seconds / max(1, self._probed)
         n = self._num_parallel
         fn_bytes = None
-        if mean >= _AUTO_MIN_SECONDS and usable_cpus() >= 2 and _can_spawn():
+        if (mean >= _AUTO_MIN_SECONDS and usable_cpus() >= 2 and _can_spawn()
+                and _workers_can_load(self._fn)):
             fn_bytes = _picklable(self._fn)
         if fn_bytes is not None:
             new = _ProcessExecutor(fn_bytes, self._initial(n))

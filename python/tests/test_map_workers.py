@@ -277,6 +277,36 @@ def test_auto_moves_a_slow_picklable_callable_to_processes():
     assert it.stats()["python"][0]["executor"] == "thread"
 
 
+SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+import map_fns, recordflow as rf
+recs = [rf.Example({{"id": i}}).serialize() for i in range(30)]
+ds = rf.Dataset.from_records(recs).parse({{"id": rf.FixedLen([], "int64")}})
+{body}
+"""
+RUN = """it = ds.map(map_fns.spin_5ms).iterator()
+assert [e["id"] for e in it] == list(range(30))
+print(it.stats()["python"][0]["executor"])"""
+
+
+@pytest.mark.parametrize("guarded, executor", [(True, "process"), (False, "inline")])
+def test_auto_uses_processes_only_where_workers_can_reimport_main_safely(tmp_path, guarded,
+                                                                         executor):
+    # Workers re-import the main script: "auto" leaves a script without a __main__ guard (its
+    # top-level work would run again in every worker) on the consuming thread.
+    import subprocess
+    import sys
+    body = ("def main():\n" + "".join("    " + line + "\n" for line in RUN.splitlines())
+            + "if __name__ == '__main__':\n    main()\n") if guarded else RUN
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)), body=body))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [executor], out.stdout
+
+
 def test_autotune_adds_workers_while_the_consumer_waits(monkeypatch):
     monkeypatch.setattr(_workers, "usable_cpus", lambda: 6)
     it = parsed(120).map(map_fns.sleep_5ms, workers="thread").iterator()
