@@ -135,6 +135,12 @@ def _discard(message) -> None:
         _unlink(message[1])
 
 
+def _sweep(prefix: str) -> None:
+    """Unlinks every segment of one stage (its consumer and workers name them all prefix-*)."""
+    for path in glob.glob(os.path.join(_SHM_DIR, prefix + "-*")):
+        _unlink(os.path.basename(path))
+
+
 def _unlink(name: str) -> None:
     try:
         os.unlink(os.path.join(_SHM_DIR, name))
@@ -162,7 +168,8 @@ def _worker_main(conn, fn_bytes: bytes, prefix: str, seed: int) -> None:
     while True:
         try:
             task = conn.recv()
-        except (EOFError, OSError):  # the consumer is gone
+        except (EOFError, OSError):  # the consumer died: nobody else will free its segments
+            _sweep(prefix)
             return
         if task is None:
             return
@@ -176,8 +183,7 @@ def _worker_main(conn, fn_bytes: bytes, prefix: str, seed: int) -> None:
         try:
             conn.send(reply)
         except (EOFError, OSError):
-            if reply[0] == "ok":
-                _discard(reply[2])
+            _sweep(prefix)
             return
 
 
@@ -413,8 +419,7 @@ class _ProcessExecutor:
             except (EOFError, OSError):
                 pass
             conn.close()
-        for path in glob.glob(os.path.join(_SHM_DIR, self.prefix + "-*")):
-            _unlink(os.path.basename(path))
+        _sweep(self.prefix)
 
 
 # ---------------------------------------------------------------- the stage

@@ -219,6 +219,35 @@ def test_close_and_drop_stop_workers_and_free_shared_memory():
     assert segments() - before == set()
 
 
+def test_a_killed_consumer_leaves_no_workers_and_no_segments(tmp_path):
+    # The consumer is SIGKILLed with replies and inputs in flight: its workers see the pipe
+    # close, remove the stage's segments and exit.
+    import subprocess
+    import sys
+    body = """def main():
+    it = ds.map(map_fns.big_array, num_parallel=2, workers="process").iterator()
+    next(it)
+    print(*it.stats()["python"][0]["pids"], flush=True)
+    import os, time
+    time.sleep(0.5)
+    os.kill(os.getpid(), 9)
+if __name__ == "__main__":
+    main()
+"""
+    script = tmp_path / "killed.py"
+    script.write_text(SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)), body=body))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == -9, out.stderr
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 20
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in pids)
+    # (the autouse fixture checks that no segment is left)
+
+
 def _run_to_list(it):
     return [repr(x) for x in it]
 
