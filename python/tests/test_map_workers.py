@@ -336,6 +336,18 @@ def test_auto_uses_processes_only_where_workers_can_reimport_main_safely(tmp_pat
     assert out.stdout.split() == [executor], out.stdout
 
 
+def test_auto_on_free_threaded_python_uses_threads(monkeypatch):
+    # This CPython has the GIL (no 3.13t here): the free-threaded branch is taken through its
+    # one switch, sys._is_gil_enabled() as read by _workers.free_threaded.
+    monkeypatch.setattr(_workers.sys, "_is_gil_enabled", lambda: False, raising=False)
+    assert _workers.free_threaded()
+    it = parsed().map(map_fns.spin_5ms).iterator()
+    got = [e["id"] for e in it]
+    assert got == list(range(N))
+    stats = it.stats()["python"][0]
+    assert stats["executor"] == "thread" and stats["workers"] == min(2, _workers.usable_cpus())
+
+
 def test_autotune_adds_workers_while_the_consumer_waits(monkeypatch):
     monkeypatch.setattr(_workers, "usable_cpus", lambda: 6)
     it = parsed(120).map(map_fns.sleep_5ms, workers="thread").iterator()
