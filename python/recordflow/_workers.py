@@ -287,8 +287,9 @@ class _ThreadExecutor:
     def close(self) -> None:
         for _ in self._threads:
             self._tasks.put(None)
+        deadline = time.monotonic() + 5
         for t in self._threads:  # a callable still running finishes its element first
-            t.join(timeout=5)
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
         self._threads.clear()
 
 
