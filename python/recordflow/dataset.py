@@ -5,8 +5,9 @@ which decides each iteration's seeds: see :meth:`Dataset.iterator`); iterating i
 :meth:`Dataset.iterator`) starts an iterator. Native stages (files, shard, interleave, shuffle, global_shuffle, repeat,
 take, skip, cache, parse, batch, prefetch) run in C++ on a shared thread pool without the GIL.
 A Python callable in ``map`` or ``filter`` splits the pipeline: everything before it runs in
-C++, the callable and everything after it runs in Python on the consuming thread (the slow
-path: use it for light work, or put it after ``batch``).
+C++, the callable and everything after it runs in Python: the callable in worker processes,
+threads or on the consuming thread (``workers=``; see :meth:`Dataset.map`), the rest on the
+consuming thread.
 
 Example::
 
@@ -23,7 +24,6 @@ Example::
 
 from __future__ import annotations
 
-import collections as _collections
 import itertools as _itertools
 import weakref as _weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from recordflow import _core
+from recordflow import _core, _workers
 from recordflow import stages as _st
 from recordflow.errors import InvalidArgumentError, UnimplementedError
 from recordflow.example import FixedLen, Parser, Ragged, VarLen, _specs
@@ -137,17 +137,32 @@ class Dataset:
         batch: a whole batch is parsed at once either way."""
         return self._with(_st.Parse(spec))
 
-    def map(self, fn: Callable[[Any], Any], num_parallel: int = AUTOTUNE) -> "Dataset":
+    def map(self, fn: Callable[[Any], Any], num_parallel: int = AUTOTUNE,
+            workers: str = "auto") -> "Dataset":
         """Applies ``fn`` to every element. A native op (rf.vision.imagenet_train(...), ...) runs
-        in C++ on the pipeline's threads. A Python callable runs in Python, on the consuming
-        thread (num_parallel > 1: on a thread pool, in order)."""
+        in C++ on the pipeline's threads. A Python callable runs, results always in input order,
+        with ``workers``:
+
+        - "process": ``num_parallel`` spawn-started worker processes (``fn`` must pickle: a
+          module-level function or a picklable object); arrays cross through shared memory;
+        - "thread": a pool of ``num_parallel`` threads (parallel on free-threaded CPython, or
+          for callables that release the GIL);
+        - "inline": on the consuming thread;
+        - "auto" (default): inline when ``num_parallel`` is 1; threads on free-threaded
+          CPython; else ``fn`` is timed on the first elements and moves to processes when it
+          takes >= 1 ms an element and pickles (else: threads when ``num_parallel`` > 1,
+          inline otherwise). A callable that must share state with the caller: "thread".
+
+        ``num_parallel=AUTOTUNE``: workers added while the consumer waits, up to the CPUs."""
         if isinstance(fn, _st.NativeOp):
             return self._with(_st.NativeMap(fn, num_parallel))
-        return self._with(_st.Map(fn, num_parallel))
+        return self._with(_st.Map(fn, num_parallel, workers))
 
-    def filter(self, predicate: Callable[[Any], bool]) -> "Dataset":
-        """Keeps elements for which ``predicate`` is true (Python, on the consuming thread)."""
-        return self._with(_st.Filter(predicate))
+    def filter(self, predicate: Callable[[Any], bool], num_parallel: int = AUTOTUNE,
+               workers: str = "auto") -> "Dataset":
+        """Keeps elements for which ``predicate`` is true; ``num_parallel`` and ``workers``
+        as :meth:`map`'s (with processes only the verdict comes back)."""
+        return self._with(_st.Filter(predicate, num_parallel, workers))
 
     def batch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
         """Groups ``batch_size`` records (dense columns stack, VarLen stays ragged);
@@ -242,7 +257,9 @@ class Dataset:
         one; the next ``iterator()`` runs the iteration after it."""
         memory_budget = _int_arg("memory_budget", memory_budget, 1)
         plan = _lower(self._stages)
-        it = Iterator(plan.native.restore(bytes(state), memory_budget), plan.keys, plan.tail)
+        state, tail_states = _split_checkpoint(bytes(state), plan.tail)
+        it = Iterator(plan.native.restore(state, memory_budget), plan.keys, plan.tail,
+                      tail_states)
         # The checkpoint carries its iteration: the one after it comes next.
         it.epoch = it._it.iteration
         self._iterations = it.epoch + 1
@@ -383,7 +400,7 @@ class Iterator:
     its buffers at once. Ctrl-C interrupts a waiting ``next()`` within ~0.1 s; see
     docs/pipeline.md for what the iterator does afterwards and after ``fork()``."""
 
-    def __init__(self, native, keys, python_stages: tuple = ()):
+    def __init__(self, native, keys, python_stages: tuple = (), tail_states: list | None = None):
         self._it = native
         self._keys = keys
         self._python_stages = python_stages
@@ -391,7 +408,9 @@ class Iterator:
         self._checkpointable = all(_checkpointable(s) for s in python_stages)
         # The generators reference the native iterator, never self: no reference cycle, so
         # dropping the last reference to an Iterator stops its threads at once (no cyclic GC).
-        self._gen = _run_python_stages(python_stages, _NativeElements(native, keys))
+        self._callables: list = []  # the map/filter stages' iterators (rf._workers)
+        self._gen = _run_python_stages(python_stages, _NativeElements(native, keys),
+                                       tail_states, self._callables)
 
     def __iter__(self) -> "Iterator":
         return self
@@ -403,6 +422,7 @@ class Iterator:
             # Without Python stages the element being fetched is kept for the next call.
             # Python stages are generators, which the interrupt has ended: stop the engine too.
             if self._python_stages:
+                self._close_callables()
                 self._it.close()
             raise
 
@@ -412,16 +432,28 @@ class Iterator:
             raise UnimplementedError(
                 "checkpoint() of a pipeline with Python-side batch/parse/take/skip after a "
                 "Python callable: move them before the callable")
-        return self._it.checkpoint()
+        state = self._it.checkpoint()
+        if not self._callables:
+            return state
+        return _join_checkpoint(state, [c.state() for c in self._callables])
 
     def stats(self) -> dict:
-        """Per-stage throughput and waiting of this iterator (see docs/pipeline.md)."""
-        return self._it.stats()
+        """Per-stage throughput and waiting of this iterator (see docs/pipeline.md); with
+        Python callables, ``["python"]``: each one's executor, workers and elements in flight."""
+        stats = self._it.stats()
+        if self._callables and isinstance(stats, dict):
+            stats["python"] = [c.stats() for c in self._callables]
+        return stats
 
     def close(self) -> None:
-        """Stops the pipeline and joins its threads. Idempotent."""
+        """Stops the pipeline, its threads and worker processes. Idempotent."""
         self._save_stats()
+        self._close_callables()
         self._it.close()
+
+    def _close_callables(self) -> None:
+        for c in self._callables:
+            c.close()
 
     def _save_stats(self) -> None:
         sink = self._stats_sink
@@ -469,8 +501,19 @@ class _NativeElements:
 # generator over the one before it: Map, Filter, and the stages that may follow them (Batch,
 # Parse, Take, Skip, Prefetch). The engine's record-stream stages (shuffle, repeat, ...) have no
 # Python version: after a callable they are refused, naming the fix.
-def _run_python_stages(stages: tuple, stream):
+def _run_python_stages(stages: tuple, stream, states: list | None = None,
+                       callables: list | None = None):
+    """The tail's iterators over ``stream``; each Map/Filter's iterator (rf._workers) is
+    appended to ``callables``, restored from ``states[k]`` (k-th callable) when given."""
     for stage in stages:
+        if isinstance(stage, (_st.Map, _st.Filter)):
+            k = len(callables) if callables is not None else 0
+            stream = _workers.CallableStage(
+                stage.name, stage.fn if isinstance(stage, _st.Map) else stage.predicate,
+                stage.num_parallel, stage.workers, stream, states[k] if states else None)
+            if callables is not None:
+                callables.append(stream)
+            continue
         run = _PYTHON_RUNNERS.get(type(stage))
         if run is None:
             raise UnimplementedError(f"{stage.name} after a Python callable is not supported: "
@@ -479,24 +522,42 @@ def _run_python_stages(stages: tuple, stream):
     return stream
 
 
+# A checkpoint with Python callables: the engine's state and each callable's elements in
+# flight (pickled: restore only checkpoints you trust), with a CRC32 of what follows the magic.
+_TAIL_MAGIC = b"RFPYTAIL1\n"
+
+
+def _join_checkpoint(native: bytes, tail_states: list) -> bytes:
+    import pickle
+    import zlib
+    body = pickle.dumps({"native": bytes(native), "tail": tail_states}, protocol=5)
+    return _TAIL_MAGIC + zlib.crc32(body).to_bytes(4, "little") + body
+
+
+def _split_checkpoint(state: bytes, tail: tuple):
+    """(the engine's state, the callables' states or None) of a checkpoint."""
+    if not state.startswith(_TAIL_MAGIC):
+        return state, None
+    import pickle
+    import zlib
+
+    from recordflow.errors import DataLossError
+    crc, body = state[len(_TAIL_MAGIC):len(_TAIL_MAGIC) + 4], state[len(_TAIL_MAGIC) + 4:]
+    if len(crc) != 4 or zlib.crc32(body) != int.from_bytes(crc, "little"):
+        raise DataLossError("checkpoint with Python callables: CRC32 mismatch (damaged state)")
+    saved = pickle.loads(body)
+    n = sum(isinstance(s, (_st.Map, _st.Filter)) for s in tail)
+    if len(saved["tail"]) != n:
+        raise InvalidArgumentError(f"the checkpoint has {len(saved['tail'])} Python "
+                                   f"map/filter stages, this Dataset {n}")
+    return saved["native"], saved["tail"]
+
+
 def _checkpointable(stage: _st.Stage) -> bool:
-    """Whether an iterator with ``stage`` in its Python tail can checkpoint: a Filter or a
-    sequential Map holds no element between two next() calls, so the engine's position is the
-    iterator's; a parallel map's window, a Python batch, take or skip have state of their own
-    that a checkpoint does not carry."""
-    if isinstance(stage, _st.Filter):
-        return True
-    return isinstance(stage, _st.Map) and stage.num_parallel in (1, AUTOTUNE)
-
-
-def _python_map(stage: _st.Map, stream):
-    if stage.num_parallel <= 1:
-        return (stage.fn(x) for x in stream)
-    return _parallel_map(stage.fn, stage.num_parallel, stream)
-
-
-def _python_filter(stage: _st.Filter, stream):
-    return (x for x in stream if stage.predicate(x))
+    """Whether an iterator with ``stage`` in its Python tail can checkpoint: a Map or Filter
+    saves its elements in flight (rf._workers), a Prefetch there holds nothing; a Python batch,
+    parse, take or skip has state of its own that a checkpoint does not carry."""
+    return isinstance(stage, (_st.Map, _st.Filter, _st.Prefetch))
 
 
 def _python_batch(stage: _st.Batch, stream):
@@ -521,23 +582,7 @@ def _take_count(stage: _st.Take) -> int | None:
     return None if stage.count < 0 else stage.count  # -1: every element
 
 
-def _parallel_map(fn, parallel: int, stream):
-    """fn over stream on `parallel` threads, results in order, at most 2 * parallel ahead."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="rf-map") as pool:
-        window = _collections.deque()
-        for x in stream:
-            window.append(pool.submit(fn, x))
-            if len(window) >= 2 * parallel:
-                yield window.popleft().result()
-        while window:
-            yield window.popleft().result()
-
-
 _PYTHON_RUNNERS: dict = {
-    _st.Map: _python_map,
-    _st.Filter: _python_filter,
     _st.Batch: _python_batch,
     _st.Parse: _python_parse,
     _st.Take: lambda stage, stream: _itertools.islice(stream, _take_count(stage)),

@@ -102,3 +102,11 @@ _BY_CODE = {
 }
 
 __all__ = [name for name in dir() if name.endswith("Error")] + ["Error"]
+
+
+class MapWorkerError(Error, RuntimeError):
+    """A worker process of a Python ``map``/``filter`` died (``os._exit``, a signal, out of
+    memory) or could not load the callable; the message names its pid, how it ended and the
+    element it was processing. The iterator is closed."""
+
+    code = "Aborted"

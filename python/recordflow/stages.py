@@ -277,33 +277,48 @@ class NativeMap(Stage):
 
 @_frozen
 class Map(Stage):
-    """A Python callable applied to every element, on the consuming thread (``num_parallel``
-    > 1: on a thread pool, results in order)."""
+    """A Python callable applied to every element, results in order. ``workers``: "process"
+    (spawn-started worker processes), "thread", "inline" (the consuming thread) or "auto";
+    ``num_parallel``: workers (AUTOTUNE: grown while the consumer waits). See
+    docs/pipeline.md, "Python callables"."""
 
     name: ClassVar[str] = "map"
     native: ClassVar[bool] = False
 
     fn: Callable[[Any], Any]
     num_parallel: int = AUTOTUNE
+    workers: str = "auto"
 
     def __post_init__(self):
         if not callable(self.fn):
             raise TypeError("map takes a callable")
         self._set("num_parallel", _int_arg("num_parallel", self.num_parallel, 1, autotune=True))
+        _workers_arg("map", self.workers)
 
 
 @_frozen
 class Filter(Stage):
-    """Keeps the elements for which the Python callable ``predicate`` is true."""
+    """Keeps the elements for which the Python callable ``predicate`` is true; ``num_parallel``
+    and ``workers`` as Map's."""
 
     name: ClassVar[str] = "filter"
     native: ClassVar[bool] = False
 
     predicate: Callable[[Any], bool]
+    num_parallel: int = AUTOTUNE
+    workers: str = "auto"
 
     def __post_init__(self):
         if not callable(self.predicate):
             raise TypeError("filter takes a callable")
+        self._set("num_parallel", _int_arg("num_parallel", self.num_parallel, 1, autotune=True))
+        _workers_arg("filter", self.workers)
+
+
+def _workers_arg(what: str, value: Any) -> None:
+    if value not in ("auto", "process", "thread", "inline"):
+        raise InvalidArgumentError(f"{what}: workers must be 'auto', 'process', 'thread' or "
+                                   f"'inline', not {value!r}")
 
 
 @_frozen

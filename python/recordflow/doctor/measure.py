@@ -98,7 +98,11 @@ def _instrument(ds: Dataset) -> tuple[Dataset, list[dict]]:
         if isinstance(op, (_st.Map, _st.Filter)):
             fn = op.fn if isinstance(op, _st.Map) else op.predicate
             timer = _Timed(fn)
-            ops[i] = op.replace(fn=timer) if isinstance(op, _st.Map) else op.replace(predicate=timer)
+            # The timer counts in this process: a callable meant for worker processes is
+            # measured on threads.
+            workers = "thread" if op.workers == "process" else op.workers
+            ops[i] = (op.replace(fn=timer, workers=workers) if isinstance(op, _st.Map) else
+                      op.replace(predicate=timer, workers=workers))
             stage["timer"] = timer
             stage["name"] = f"python {kind}({_callable_name(fn)})"
             if isinstance(op, _st.Map) and op.num_parallel > 1:
