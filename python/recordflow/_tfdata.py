@@ -25,13 +25,14 @@ import os
 import secrets
 import struct
 import uuid
+import zlib
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
 from recordflow import stages as _st
-from recordflow.errors import (InvalidArgumentError, ResourceExhaustedError,
+from recordflow.errors import (DataLossError, InvalidArgumentError, ResourceExhaustedError,
                                UnimplementedError)
 from recordflow.example import Parser, Ragged
 
@@ -127,13 +128,19 @@ def _unpack(x, buffers: list | None = None):
 
 
 def encode_state(state) -> bytes:
-    return MAGIC + json.dumps(_pack(state), separators=(",", ":")).encode()
+    """MAGIC, the state as JSON, then a CRC32 of everything before it (4 bytes, little endian)."""
+    body = MAGIC + json.dumps(_pack(state), separators=(",", ":")).encode()
+    return body + struct.pack("<I", zlib.crc32(body))
 
 
 def decode_state(blob: bytes):
+    body, crc = blob[:-4], blob[-4:]
+    if len(blob) < len(MAGIC) + 4 or struct.unpack("<I", crc)[0] != zlib.crc32(body):
+        raise DataLossError(f"restore: the checkpoint is damaged (CRC32 mismatch over its "
+                            f"{len(body)} bytes)")
     try:
-        return _unpack(json.loads(blob[len(MAGIC):].decode()))
-    except (ValueError, KeyError, TypeError) as e:
+        return _unpack(json.loads(body[len(MAGIC):].decode()))
+    except (ValueError, KeyError, TypeError, IndexError) as e:
         raise InvalidArgumentError(f"restore: not a recordflow checkpoint ({e})") from None
 
 

@@ -328,3 +328,19 @@ def test_cardinality_of_new_stages():
     assert r.enumerate().cardinality() == 10
     assert r.batch(2).unbatch().cardinality() == rf.UNKNOWN
     assert r.take_while(lambda x: True).cardinality() == rf.UNKNOWN
+
+
+def test_damaged_or_foreign_checkpoint_is_refused():
+    ds = rf.Dataset.range(10).batch(3).unbatch()
+    it = ds.iterator()
+    next(it)
+    state = it.checkpoint()
+    for i in range(0, len(state), 7):  # a flipped bit anywhere: refused, never restored
+        bad = bytearray(state)
+        bad[i] ^= 0x01
+        with pytest.raises((rf.errors.DataLossError, rf.errors.InvalidArgumentError)):
+            ds.restore(bytes(bad))
+    native = rf.Dataset.from_records([b"a", b"b"])
+    it = native.iterator()
+    with pytest.raises(rf.errors.InvalidArgumentError, match="not from an iterator"):
+        ds.restore(it.checkpoint())
