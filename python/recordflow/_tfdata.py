@@ -11,6 +11,10 @@ elements between two ``next()`` calls (unbatch's rows, flat_map's outer element)
 the state, packed (``_pack``: arrays as bytes, never pickle), so a checkpoint never replays
 the engine.
 
+This module is over 600 lines: the nodes share the state encoding and the element-structure
+helpers defined here (one checkpoint format); the planned split is along those lines
+(encoding, structures, sources, the decoded cache in modules of their own).
+
 Nodes are objects, not generators: an error raised out of ``__next__`` leaves them usable,
 which is what lets ``ignore_errors`` go on after it.
 """
@@ -332,11 +336,17 @@ class _Ctx:
     """What every node of one chain shares: the budget, the iteration, the Dataset's cache
     store, the ignored-errors counts."""
 
-    def __init__(self, memory_budget: int, epoch: int, store: dict):
+    def __init__(self, memory_budget: int, epoch: int, store: dict, counter: list):
         self.memory_budget = memory_budget
         self.epoch = epoch
         self.store = store
-        self.errors_ignored = 0
+        self.counter = counter  # [errors ignored], shared by a chain and all its inputs
+        self.iteration = epoch  # the chain's iteration (epoch: a repetition's, under repeat)
+
+    def child(self, epoch: int) -> "_Ctx":
+        c = _Ctx(self.memory_budget, epoch, self.store, self.counter)
+        c.iteration = self.iteration
+        return c
 
 
 class _Node:
@@ -426,7 +436,8 @@ class _InputsRoot(_Node):
 
     def __init__(self, datasets, ctx: _Ctx):
         super().__init__(None)
-        self.children = [ChainIterator(d, ctx.memory_budget, ctx.epoch) for d in datasets]
+        self.children = [ChainIterator(d, ctx.memory_budget, ctx.epoch, counter=ctx.counter)
+                         for d in datasets]
 
     def inputs(self) -> list:
         return [c._node for c in self.children]
@@ -495,7 +506,8 @@ class _SampleRoot(_InputsRoot):
 class _ChooseRoot(_InputsRoot):
     def __init__(self, stage: _st.ChooseFrom, ctx: _Ctx):
         super().__init__(stage.datasets, ctx)
-        self.choice = ChainIterator(stage.choice_dataset, ctx.memory_budget, ctx.epoch)
+        self.choice = ChainIterator(stage.choice_dataset, ctx.memory_budget, ctx.epoch,
+                                    counter=ctx.counter)
         self.stop_on_empty = stage.stop_on_empty_dataset
         self.empty = [False] * len(self.children)
         self.done = False
@@ -735,7 +747,7 @@ class _TakeWhileNode(_Node):
 class _IgnoreErrorsNode(_Node):
     def __init__(self, up, stage: _st.IgnoreErrors, ctx: _Ctx):
         super().__init__(up)
-        self.ctx, self.log, self.count = ctx, stage.log_warning, 0
+        self.ctx, self.log = ctx, stage.log_warning
 
     def __next__(self):
         while True:
@@ -748,19 +760,11 @@ class _IgnoreErrorsNode(_Node):
                 # Reader corruption is skipped by from_files(on_corruption="skip") instead.
                 if getattr(e, "_rf_fatal", False):
                     raise
-                self.count += 1
-                self.ctx.errors_ignored += 1
+                self.ctx.counter[0] += 1
                 if self.log:
                     _log.warning("ignore_errors: dropped an element (%s: %s)",
                                  type(e).__name__, e)
 
-    def get_state(self):
-        return {"up": self.up.get_state(), "n": self.count}
-
-    def set_state(self, state) -> None:
-        self.up.set_state(state["up"])
-        self.ctx.errors_ignored += int(state["n"]) - self.count
-        self.count = int(state["n"])
 
 
 class _FlatMapNode(_Node):
@@ -776,7 +780,8 @@ class _FlatMapNode(_Node):
         if not isinstance(ds, Dataset):
             raise TypeError(f"flat_map: fn must return an rf.Dataset, not {type(ds).__name__}")
         self.outer = element
-        self.inner = ChainIterator(ds, self.ctx.memory_budget, self.ctx.epoch, state)
+        self.inner = ChainIterator(ds, self.ctx.memory_budget, self.ctx.epoch, state,
+                                   counter=self.ctx.counter)
 
     def _drop_inner(self) -> None:
         if self.inner is not None:
@@ -822,7 +827,8 @@ class _ConcatenateNode(_Node):
                 return next(self.up)
             except StopIteration:
                 self.up.close()
-                self.other = ChainIterator(self.other_ds, self.ctx.memory_budget, self.ctx.epoch)
+                self.other = ChainIterator(self.other_ds, self.ctx.memory_budget,
+                                           self.ctx.epoch, counter=self.ctx.counter)
         return next(self.other)
 
     def get_state(self):
@@ -834,9 +840,102 @@ class _ConcatenateNode(_Node):
         if "other" in state:
             self.up.close()
             self.other = ChainIterator(self.other_ds, self.ctx.memory_budget, self.ctx.epoch,
-                                       state["other"])
+                                       state["other"], counter=self.ctx.counter)
         else:
             self.up.set_state(state["up"])
+
+
+def _repetition_epoch(epoch: int, rep: int) -> int:
+    """The iteration number repetition ``rep`` of iteration ``epoch`` runs its input with
+    (seeds): ``epoch`` itself first, then a mix (as the engine's repeat mixes its epochs)."""
+    return epoch if rep == 0 else (epoch * 0x9E3779B97F4A7C15 + rep) % (1 << 63)
+
+
+class _RepeatNode(_Node):
+    """The stages before it made again for every repetition (a cache before it serves the
+    later ones); an input that yields nothing ends it, as tf.data's."""
+
+    def __init__(self, make_up, stage: _st.Repeat, ctx: _Ctx):
+        super().__init__(None)
+        self.make_up, self.count, self.ctx = make_up, stage.count, ctx
+        self.rep, self.produced = 0, False
+        self.up = make_up(ctx)
+
+    def __next__(self):
+        while self.count < 0 or self.rep < self.count:
+            try:
+                x = next(self.up)
+            except StopIteration:
+                self.up.close()
+                if not self.produced and self.count < 0:
+                    break  # an empty input repeated forever is empty
+                self.rep, self.produced = self.rep + 1, False
+                self.up = self.make_up(self.ctx.child(_repetition_epoch(self.ctx.epoch,
+                                                                        self.rep)))
+                continue
+            self.produced = True
+            return x
+        raise StopIteration
+
+    def get_state(self):
+        return {"up": self.up.get_state(), "rep": self.rep, "produced": self.produced}
+
+    def set_state(self, state) -> None:
+        self.up.close()
+        self.rep, self.produced = int(state["rep"]), bool(state["produced"])
+        self.up = self.make_up(self.ctx.child(_repetition_epoch(self.ctx.epoch, self.rep)))
+        self.up.set_state(state["up"])
+
+
+class _ShuffleNode(_Node):
+    """tf.data's buffer shuffle in Python: each output a uniformly random element of a
+    ``buffer_size`` buffer. The buffer is in the checkpoint (as data) and its bytes are held
+    against memory_budget."""
+
+    def __init__(self, up, stage: _st.Shuffle, ctx: _Ctx):
+        super().__init__(up)
+        self.size, self.ctx = stage.buffer_size, ctx
+        self.seed = stage.seed if stage.seed is not None else secrets.randbits(63)
+        epoch = ctx.epoch if stage.reshuffle_each_iteration else 0
+        self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed,
+                                                                              epoch, 7])))
+        self.buffer: list = []
+        self.held = 0
+        self.ended = False
+
+    def _add(self, x) -> None:
+        self.held += _nbytes(x)
+        if self.held > self.ctx.memory_budget:
+            raise ResourceExhaustedError(
+                f"shuffle({self.size}) after a Python stage: the buffer holds {self.held} bytes "
+                f"at {len(self.buffer) + 1} elements, more than memory_budget "
+                f"({self.ctx.memory_budget} bytes): a smaller buffer_size or a larger budget")
+        self.buffer.append(x)
+
+    def __next__(self):
+        while not self.ended and len(self.buffer) < self.size:
+            try:
+                self._add(next(self.up))
+            except StopIteration:
+                self.ended = True
+        if not self.buffer:
+            raise StopIteration
+        i = int(self.rng.integers(len(self.buffer)))
+        self.buffer[i], self.buffer[-1] = self.buffer[-1], self.buffer[i]
+        x = self.buffer.pop()
+        self.held -= _nbytes(x)
+        return x
+
+    def get_state(self):
+        return {"up": self.up.get_state(), "buffer": list(self.buffer), "ended": self.ended,
+                "seed": self.seed, "rng": self.rng.bit_generator.state}
+
+    def set_state(self, state) -> None:
+        self.up.set_state(state["up"])
+        self.buffer = list(state["buffer"])
+        self.held = sum(_nbytes(x) for x in self.buffer)
+        self.ended, self.seed = bool(state["ended"]), state["seed"]
+        self.rng.bit_generator.state = state["rng"]
 
 
 _CACHE_FILE = "elements.rfcache"
@@ -859,12 +958,16 @@ class _CacheNode(_Node):
         self.writer = None     # filling a disk cache: (file, temporary path)
         self.kept: list | None = None  # filling a memory cache
         self.held = 0
+        self.pending: list = []  # an element read ahead by a refill (see _refill)
         cached = self._cached()
         if cached is not None:
             self.mode = "serve"
         else:
+            # A cache holds what the iteration's first pass gives, whichever repetition fills
+            # it (a repeat after a checkpoint restored into another Dataset object does).
             self.mode = "fill"
-            self.up = make_up()
+            self.ctx = ctx.child(ctx.iteration)
+            self.up = make_up(self.ctx)
 
     def _cached(self):
         if self.final is None:
@@ -895,6 +998,7 @@ class _CacheNode(_Node):
     def _finish(self) -> None:
         if self.final is None:
             self.ctx.store[self.key] = self.kept if self.kept is not None else []
+            self.ctx.store[(self.key, "epoch")] = self.ctx.epoch  # the pass that filled it
             self.kept = None
             return
         if self.writer is None:
@@ -936,6 +1040,9 @@ class _CacheNode(_Node):
     def __next__(self):
         if self.mode == "serve":
             return self._serve()
+        if self.pending:
+            self.pos += 1
+            return self.pending.pop()
         try:
             x = next(self.up)
         except StopIteration:
@@ -956,16 +1063,24 @@ class _CacheNode(_Node):
     def get_state(self):
         if self.mode == "serve":
             offset = self.reader.tell() if self.reader is not None else 0
-            return {"mode": "serve", "pos": self.pos, "offset": offset}
-        return {"mode": self.mode, "pos": self.pos, "up": self.up.get_state()}
+            return {"mode": "serve", "pos": self.pos, "offset": offset,
+                    "filled_by": self.ctx.store.get((self.key, "epoch"))}
+        return {"mode": self.mode, "pos": self.pos, "up": self.up.get_state(),
+                "pending": list(self.pending)}
 
     def set_state(self, state) -> None:
         self.pos = int(state["pos"])
         if state["mode"] == "serve":
             if self._cached() is None:
-                raise InvalidArgumentError(
-                    "restore: the checkpoint reads the cache "
-                    f"{self.final or '(memory)'}, which no longer exists")
+                if self.final is not None or state["filled_by"] is None:
+                    raise InvalidArgumentError(
+                        f"restore: the checkpoint reads the cache file {self.final}, which no "
+                        "longer exists")
+                # A memory cache of another Dataset object (or process): fill this one again
+                # from the pass that filled that one (iteration k is the same in every run),
+                # up to the position, then go on filling.
+                self._refill(int(state["filled_by"]))
+                return
             self.mode = "serve"
             if self.final is not None and state["offset"]:
                 self.reader = open(self.final, "rb")
@@ -976,8 +1091,34 @@ class _CacheNode(_Node):
         self._abandon()
         self.mode = "pass" if state["mode"] == "fill" else state["mode"]
         if self.up is None:
-            self.up = self.make_up()
+            self.ctx = self.ctx.child(self.ctx.iteration)
+            self.up = self.make_up(self.ctx)
         self.up.set_state(state["up"])
+        self.pending = list(state["pending"])
+
+    def _refill(self, epoch: int) -> None:
+        if self.up is not None:
+            self.up.close()
+        self.ctx = self.ctx.child(epoch)
+        self.up, self.mode, self.kept, self.held = self.make_up(self.ctx), "fill", [], 0
+        for i in range(self.pos):
+            try:
+                x = next(self.up)
+            except StopIteration:
+                raise InvalidArgumentError(
+                    f"restore: the cache's input ended at element {i}, before the checkpoint's "
+                    f"position {self.pos}: the input changed") from None
+            self._keep(x)
+        # Read one ahead: a cache whose input ends here is complete now (the consumer may be
+        # past its last element and never ask again).
+        try:
+            x = next(self.up)
+        except StopIteration:
+            self._finish()
+            self.mode = "done"
+            return
+        self._keep(x)
+        self.pending = [x]
 
     def inputs(self) -> list:
         return [self.up] if self.up is not None else []
@@ -1047,7 +1188,7 @@ _NODES = {
 }
 
 
-def _build(stages: tuple, ctx: _Ctx, upto: int | None = None):
+def _build(stages: tuple, ctx: _Ctx, upto: int | None = None):  # noqa: C901
     """The chain of ``stages[:upto]``."""
     upto = len(stages) if upto is None else upto
     source = stages[0]
@@ -1065,7 +1206,12 @@ def _build(stages: tuple, ctx: _Ctx, upto: int | None = None):
                 node, s, ctx)
         elif isinstance(s, _st.Cache):
             # the cache builds what is before it only when it has to read it
-            node = _CacheNode(lambda i=i: _build(stages, ctx, i), s, ctx, i)
+            node = _CacheNode(lambda c, i=i: _build(stages, c, i), s, ctx, i)
+        elif isinstance(s, _st.Repeat):
+            node.close()  # (not started: native parts start at their first next())
+            node = _RepeatNode(lambda c, i=i: _build(stages, c, i), s, ctx)
+        elif isinstance(s, _st.Shuffle):
+            node = _ShuffleNode(node, s, ctx)
         elif type(s) in _NODES:
             node = _NODES[type(s)](node, s, ctx)
         else:
@@ -1095,12 +1241,12 @@ class ChainIterator(_Iterator):
     """An rf.Iterator over a chain (see the module's doc): same methods, and
     ``errors_ignored`` (elements dropped by ignore_errors)."""
 
-    def __init__(self, ds, memory_budget: int, epoch: int, state=None):
+    def __init__(self, ds, memory_budget: int, epoch: int, state=None, counter=None):
         self._it = None
         self._stats_sink = None
         self._python_stages = ()
         self.epoch = epoch
-        self._ctx = _Ctx(memory_budget, epoch, _store_of(ds))
+        self._ctx = _Ctx(memory_budget, epoch, _store_of(ds), counter or [0])
         self._node = _build(ds.stages, self._ctx)
         if state is not None:
             self._node.set_state(state)
@@ -1110,7 +1256,7 @@ class ChainIterator(_Iterator):
 
     @property
     def errors_ignored(self) -> int:
-        return sum(n.count for n in _walk(self._node) if isinstance(n, _IgnoreErrorsNode))
+        return self._ctx.counter[0]
 
     def checkpoint(self) -> bytes:
         for n in _walk(self._node):
@@ -1118,7 +1264,8 @@ class ChainIterator(_Iterator):
                 raise UnimplementedError(
                     "checkpoint() of a pipeline with a parallel Python map (num_parallel > 1) "
                     "before a Python-side stage: its in-flight elements are not in a checkpoint")
-        return encode_state({"epoch": self.epoch, "state": self._node.get_state()})
+        return encode_state({"epoch": self.epoch, "state": self._node.get_state(),
+                             "errors_ignored": self._ctx.counter[0]})
 
     def stats(self) -> dict:
         s = dict(self._node.stats())
@@ -1147,7 +1294,9 @@ class ChainIterator(_Iterator):
 
 def restore(ds, blob: bytes, memory_budget: int) -> ChainIterator:
     d = decode_state(blob)
-    return ChainIterator(ds, memory_budget, int(d["epoch"]), d["state"])
+    it = ChainIterator(ds, memory_budget, int(d["epoch"]), d["state"])
+    it._ctx.counter[0] = int(d["errors_ignored"])
+    return it
 
 
 # ---------------------------------------------------------------- cardinality

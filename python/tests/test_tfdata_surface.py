@@ -233,12 +233,13 @@ def pipelines(path, tmp_path):
             rf.Dataset.range(40).map(lambda i: np.int64(i % 3 == 0))),
         "cache_memory": parsed.map(lambda e: e["id"] * 2).cache().take(40),
         "cache_file": parsed.map(lambda e: e["id"] * 2).cache(str(tmp_path / "c")),
+        "shuffle_repeat": parsed.map(lambda e: e["id"]).cache().shuffle(8, seed=4).repeat(3),
     }
 
 
 @pytest.mark.parametrize("name", ["unbatch", "padded_batch", "enumerate", "take_while",
                                   "ignore_errors", "zip", "concatenate", "flat_map", "sample",
-                                  "choose", "cache_memory", "cache_file"])
+                                  "choose", "cache_memory", "cache_file", "shuffle_repeat"])
 def test_checkpoint_restore_mid_stream(path, tmp_path, name):
     ds = pipelines(path, tmp_path)[name]
     for epoch in range(2):  # the caches: filling, then serving
@@ -344,3 +345,26 @@ def test_damaged_or_foreign_checkpoint_is_refused():
     it = native.iterator()
     with pytest.raises(rf.errors.InvalidArgumentError, match="not from an iterator"):
         ds.restore(it.checkpoint())
+
+
+def test_shuffle_and_repeat_after_a_cached_map(path):
+    calls = []
+
+    def make():
+        return (rf.Dataset.from_files(path).parse(SPEC)
+                .map(lambda e: calls.append(1) or e["id"]).cache()
+                .shuffle(20, seed=9).batch(5).repeat(3))
+
+    ds = make()
+    out = [b.tolist() for b in ds]
+    assert len(calls) == N  # the map ran in the first repetition only
+    epochs = [sum(out[k * 10:(k + 1) * 10], []) for k in range(3)]
+    assert len(out) == 30 and all(sorted(e) == list(range(N)) for e in epochs)
+    assert epochs[0] != epochs[1] != epochs[2] and epochs[0] != list(range(N))
+    assert [b.tolist() for b in make()] == out  # the same for the same seed
+    same_all(rf.Dataset.range(5).map(lambda x: x * 3).repeat(3),
+             tf.data.Dataset.range(5).map(lambda x: x * 3).repeat(3))
+    assert list(rf.Dataset.range(0).map(lambda x: x).repeat()) == []  # empty forever: empty
+    with pytest.raises(rf.errors.ResourceExhaustedError, match="shuffle.*memory_budget"):
+        list(rf.Dataset.range(100).map(lambda x: np.zeros(100)).shuffle(50).iterator(
+            memory_budget=10_000))
