@@ -350,8 +350,6 @@ class _Ctx:
 
 
 class _Node:
-    checkpointable = True
-
     def __init__(self, up):
         self.up = up
 
@@ -566,17 +564,16 @@ class _MapNode(_Node):
 
 
 class _ParallelMapNode(_Node):
-    """fn on ``parallel`` threads, results in order, at most 2 * parallel in flight. Its
-    window is in flight, not in the checkpoint: not checkpointable (as the plain path's)."""
-
-    checkpointable = False
+    """fn on ``parallel`` threads, results in order, at most 2 * parallel in flight. A
+    checkpoint holds the inputs of the elements in flight (as data): a restore submits them
+    again (fn runs again for them)."""
 
     def __init__(self, up, stage: _st.Map, ctx: _Ctx):
         super().__init__(up)
         self.fn, self.n = stage.fn, stage.num_parallel
         self.pool = ThreadPoolExecutor(max_workers=self.n, thread_name_prefix="rf-map")
-        self.window: collections.deque = collections.deque()
-        self.ended = False
+        self.window: collections.deque = collections.deque()  # (input, future); input None:
+        self.ended = False                                     # an error from upstream
 
     def __next__(self):
         while not self.ended and len(self.window) < 2 * self.n:
@@ -588,12 +585,28 @@ class _ParallelMapNode(_Node):
             except Exception as e:  # in order: after the elements already submitted
                 f: Future = Future()
                 f.set_exception(e)
-                self.window.append(f)
+                self.window.append((None, f))
+                self.ended = self.ended or getattr(e, "_rf_fatal", False)
                 continue
-            self.window.append(self.pool.submit(self.fn, x))
+            self.window.append((x, self.pool.submit(self.fn, x)))
         if not self.window:
             raise StopIteration
-        return self.window.popleft().result()
+        return self.window.popleft()[1].result()
+
+    def get_state(self):
+        if any(x is None for x, _ in self.window):
+            raise UnimplementedError("checkpoint(): an error of the stages before a parallel "
+                                     "map is waiting to be raised; take the checkpoint after it")
+        return {"up": self.up.get_state(), "inflight": [x for x, _ in self.window],
+                "ended": self.ended}
+
+    def set_state(self, state) -> None:
+        for _, f in self.window:
+            f.cancel()
+        self.up.set_state(state["up"])
+        self.ended = bool(state["ended"])
+        self.window = collections.deque((x, self.pool.submit(self.fn, x))
+                                        for x in state["inflight"])
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -1259,11 +1272,6 @@ class ChainIterator(_Iterator):
         return self._ctx.counter[0]
 
     def checkpoint(self) -> bytes:
-        for n in _walk(self._node):
-            if not n.checkpointable:
-                raise UnimplementedError(
-                    "checkpoint() of a pipeline with a parallel Python map (num_parallel > 1) "
-                    "before a Python-side stage: its in-flight elements are not in a checkpoint")
         return encode_state({"epoch": self.epoch, "state": self._node.get_state(),
                              "errors_ignored": self._ctx.counter[0]})
 

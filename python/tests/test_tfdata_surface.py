@@ -262,11 +262,18 @@ def test_checkpoint_restore_mid_stream(path, tmp_path, name):
                 same(x, y)
 
 
-def test_checkpoint_refused_with_parallel_map_window():
-    it = rf.Dataset.range(10).map(lambda x: x, num_parallel=2).enumerate().iterator()
-    next(it)
-    with pytest.raises(rf.errors.UnimplementedError, match="parallel Python map"):
-        it.checkpoint()
+def test_checkpoint_through_a_parallel_map_window(path):
+    calls = []
+    ds = (rf.Dataset.from_files(path).shuffle(10, seed=1).parse(SPEC)
+          .map(lambda e: calls.append(1) or e["id"] * 3, num_parallel=3).enumerate())
+    full = [(int(i), int(x)) for i, x in ds.iterator(epoch=0)]
+    it = ds.iterator(epoch=0)
+    head = [(int(i), int(x)) for i, x in (next(it) for _ in range(7))]
+    state = it.checkpoint()  # 6 inputs in flight at most: they are in the state
+    assert head == full[:7]
+    rest = [(int(i), int(x)) for i, x in ds.restore(state)]
+    assert head + rest == full
+    assert [(int(i), int(x)) for i, x in it] == full[7:]
 
 
 # ---------------------------------------------------------------- cache after map
