@@ -691,6 +691,28 @@ class _CountNode(_Node):
         self.left = int(state["left"])
 
 
+class _ShardNode(_Node):
+    """Every ``num_shards``-th element from ``index`` (a shard after a Python stage)."""
+
+    def __init__(self, up, stage: _st.Shard, ctx: _Ctx):
+        super().__init__(up)
+        self.n, self.index, self.k = stage.num_shards, stage.index, 0
+
+    def __next__(self):
+        while True:
+            x = next(self.up)
+            self.k += 1
+            if (self.k - 1) % self.n == self.index:
+                return x
+
+    def get_state(self):
+        return {"up": self.up.get_state(), "k": self.k}
+
+    def set_state(self, state) -> None:
+        self.up.set_state(state["up"])
+        self.k = int(state["k"])
+
+
 class _PassNode(_Node):
     def __init__(self, up, stage, ctx: _Ctx):
         super().__init__(up)
@@ -1193,7 +1215,7 @@ _ROOTS = {_st.Range: _RangeRoot, _st.Zip: _ZipRoot, _st.SampleFrom: _SampleRoot,
 
 _NODES = {
     _st.Filter: _FilterNode, _st.Batch: _BatchNode, _st.Parse: _ParseNode,
-    _st.Take: _CountNode, _st.Skip: _CountNode, _st.Prefetch: _PassNode,
+    _st.Take: _CountNode, _st.Skip: _CountNode, _st.Prefetch: _PassNode, _st.Shard: _ShardNode,
     _st.Unbatch: _UnbatchNode, _st.PaddedBatch: _PaddedBatchNode,
     _st.Enumerate: _EnumerateNode, _st.TakeWhile: _TakeWhileNode,
     _st.IgnoreErrors: _IgnoreErrorsNode, _st.FlatMap: _FlatMapNode,

@@ -234,12 +234,14 @@ def pipelines(path, tmp_path):
         "cache_memory": parsed.map(lambda e: e["id"] * 2).cache().take(40),
         "cache_file": parsed.map(lambda e: e["id"] * 2).cache(str(tmp_path / "c")),
         "shuffle_repeat": parsed.map(lambda e: e["id"]).cache().shuffle(8, seed=4).repeat(3),
+        "shard": rf.Dataset.zip(parsed, rf.Dataset.range(60)).shard(3, 1),
     }
 
 
 @pytest.mark.parametrize("name", ["unbatch", "padded_batch", "enumerate", "take_while",
                                   "ignore_errors", "zip", "concatenate", "flat_map", "sample",
-                                  "choose", "cache_memory", "cache_file", "shuffle_repeat"])
+                                  "choose", "cache_memory", "cache_file", "shuffle_repeat",
+                                  "shard"])
 def test_checkpoint_restore_mid_stream(path, tmp_path, name):
     ds = pipelines(path, tmp_path)[name]
     for epoch in range(2):  # the caches: filling, then serving
@@ -375,3 +377,10 @@ def test_shuffle_and_repeat_after_a_cached_map(path):
     with pytest.raises(rf.errors.ResourceExhaustedError, match="shuffle.*memory_budget"):
         list(rf.Dataset.range(100).map(lambda x: np.zeros(100)).shuffle(50).iterator(
             memory_budget=10_000))
+
+
+def test_shard_after_a_python_source_matches_tf():
+    same_all(rf.Dataset.zip(rf.Dataset.range(20), rf.Dataset.range(5, 30)).shard(3, 2),
+             tf.data.Dataset.zip(tf.data.Dataset.range(20), tf.data.Dataset.range(5, 30)).shard(3, 2))
+    shards = [[int(x) for x in rf.Dataset.range(17).map(lambda x: x).shard(4, i)] for i in range(4)]
+    assert sorted(sum(shards, [])) == list(range(17))  # disjoint and complete
