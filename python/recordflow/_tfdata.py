@@ -36,8 +36,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 
 from recordflow import stages as _st
-from recordflow.errors import (DataLossError, InvalidArgumentError, ResourceExhaustedError,
-                               UnimplementedError)
+from recordflow.errors import (
+    DataLossError,
+    InvalidArgumentError,
+    ResourceExhaustedError,
+    UnimplementedError,
+)
 from recordflow.example import Parser, Ragged
 
 _log = logging.getLogger("recordflow")
@@ -166,10 +170,6 @@ def _nbytes(x) -> int:
 
 
 # ---------------------------------------------------------------- structures
-def _is_structure(x) -> bool:
-    return isinstance(x, (Mapping, tuple))
-
-
 def _rows(x):
     """An element with a leading batch dimension as the list of its rows."""
     if isinstance(x, Mapping):
@@ -211,7 +211,12 @@ def _stack(items: list):
         out[:] = items
         return out
     if isinstance(first, (np.ndarray, np.generic, int, float, bool)):
-        return np.stack([np.asarray(x) for x in items])
+        arrays = [np.asarray(x) for x in items]
+        shapes = {a.shape for a in arrays}
+        if len(shapes) > 1:
+            raise InvalidArgumentError(f"batch: elements of different shapes {sorted(shapes)} "
+                                       "cannot stack: use padded_batch")
+        return np.stack(arrays)
     return list(items)
 
 
@@ -321,9 +326,10 @@ def _pad_batch(items: list, padded_shapes, padding_values):
                     f"larger than its padded shape {spec}")
             else:
                 target.append(want)
-        dtype = np.result_type(*column) if column[0].dtype != object else np.dtype(object)
+        strings = column[0].dtype.kind == "O"
+        dtype = np.dtype(object) if strings else np.result_type(*column)
         if pad is None:
-            pad = b"" if dtype == object else 0
+            pad = b"" if strings else 0
         batch = np.full((len(column), *target), pad, dtype=dtype)
         for i, a in enumerate(column):
             batch[(i, *[slice(0, n) for n in a.shape])] = a

@@ -384,3 +384,8 @@ def test_shard_after_a_python_source_matches_tf():
              tf.data.Dataset.zip(tf.data.Dataset.range(20), tf.data.Dataset.range(5, 30)).shard(3, 2))
     shards = [[int(x) for x in rf.Dataset.range(17).map(lambda x: x).shard(4, i)] for i in range(4)]
     assert sorted(sum(shards, [])) == list(range(17))  # disjoint and complete
+
+
+def test_python_batch_of_different_shapes_names_padded_batch():
+    with pytest.raises(rf.errors.InvalidArgumentError, match="different shapes.*padded_batch"):
+        list(rf.Dataset.range(4).map(lambda x: np.arange(x)).enumerate().batch(4))
