@@ -1305,7 +1305,7 @@ class ChainIterator(_Iterator):
 
     def stats(self) -> dict:
         s = dict(self._node.stats())
-        s["python"] = {"errors_ignored": self.errors_ignored}
+        s["errors_ignored"] = self.errors_ignored
         return s
 
     def close(self) -> None:

@@ -230,7 +230,7 @@ class Dataset:
 
     def ignore_errors(self, log_warning: bool = False) -> "Dataset":
         """Drops elements whose making raised in a Python stage before it (map, filter,
-        flat_map, ...), counted: ``Iterator.errors_ignored``, ``stats()["python"]``. The
+        flat_map, ...), counted: ``Iterator.errors_ignored``, ``stats()["errors_ignored"]``. The
         engine's errors still end the iteration (corrupt records: from_files(on_corruption=
         "skip"))."""
         return self._with(_st.IgnoreErrors(log_warning))

@@ -503,7 +503,7 @@ class TakeWhile(Stage):
 @_frozen
 class IgnoreErrors(Stage):
     """Drops the elements whose making raised an error in a Python stage before it (counted:
-    ``Iterator.errors_ignored``, ``stats()["python"]``); ``log_warning``: logs each."""
+    ``Iterator.errors_ignored``, ``stats()["errors_ignored"]``); ``log_warning``: logs each."""
 
     name: ClassVar[str] = "ignore_errors"
     native: ClassVar[bool] = False

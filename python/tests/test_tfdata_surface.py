@@ -185,7 +185,7 @@ def test_ignore_errors_counted():
     it = ds.iterator()
     assert [int(x) for x in it] == [2 * x for x in range(20) if x % 4 != 1]
     assert it.errors_ignored == 5
-    assert ds.stats()["python"]["errors_ignored"] == 5
+    assert ds.stats()["errors_ignored"] == 5
     with pytest.raises(ValueError, match="bad 1"):
         list(rf.Dataset.range(20).map(f))
     # errors in a parallel map are ignored the same way, in order
