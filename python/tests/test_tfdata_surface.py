@@ -231,17 +231,18 @@ def pipelines(path, tmp_path):
         "choose": rf.Dataset.choose_from_datasets(
             [parsed, files.parse(SPEC).batch(3).unbatch()],
             rf.Dataset.range(40).map(lambda i: np.int64(i % 3 == 0))),
-        "cache_memory": parsed.map(lambda e: e["id"] * 2).cache().take(40),
+        "cache_memory": parsed.map(lambda e: e["id"] * 2).cache(),
+        "cache_take": parsed.map(lambda e: e["id"] * 2).cache().take(40),
         "cache_file": parsed.map(lambda e: e["id"] * 2).cache(str(tmp_path / "c")),
         "shuffle_repeat": parsed.map(lambda e: e["id"]).cache().shuffle(8, seed=4).repeat(3),
         "shard": rf.Dataset.zip(parsed, rf.Dataset.range(60)).shard(3, 1),
     }
 
 
-@pytest.mark.parametrize("name", ["unbatch", "padded_batch", "enumerate", "take_while",
-                                  "ignore_errors", "zip", "concatenate", "flat_map", "sample",
-                                  "choose", "cache_memory", "cache_file", "shuffle_repeat",
-                                  "shard"])
+@pytest.mark.parametrize("name", [
+    "unbatch", "padded_batch", "enumerate", "take_while", "ignore_errors", "zip", "concatenate",
+    "flat_map", "sample", "choose", "cache_memory", "cache_take", "cache_file", "shuffle_repeat",
+    "shard"])
 def test_checkpoint_restore_mid_stream(path, tmp_path, name):
     ds = pipelines(path, tmp_path)[name]
     for epoch in range(2):  # the caches: filling, then serving
