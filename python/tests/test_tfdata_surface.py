@@ -284,6 +284,11 @@ def test_memory_cache_serves_later_epochs_without_the_map(path):
     calls = []
     ds = (rf.Dataset.from_files(path).parse(SPEC)
           .map(lambda e: calls.append(1) or {"id": e["id"], "v2": e["v"] * 2}).cache())
+    it = iter(ds)  # a partial first pass keeps nothing: the next pass runs the map again
+    for _ in range(10):
+        next(it)
+    it.close()
+    calls.clear()
     first = list(ds)
     assert len(calls) == N
     second = list(ds)
@@ -390,3 +395,10 @@ def test_shard_after_a_python_source_matches_tf():
 def test_python_batch_of_different_shapes_names_padded_batch():
     with pytest.raises(rf.errors.InvalidArgumentError, match="different shapes.*padded_batch"):
         list(rf.Dataset.range(4).map(lambda x: np.arange(x)).enumerate().batch(4))
+
+
+def test_describe_and_repr_of_python_sources():
+    ds = rf.Dataset.zip(rf.Dataset.range(3), rf.Dataset.range(3)).enumerate()
+    assert ds.describe() == "python zip -> python enumerate"
+    assert "python unbatch" in rf.Dataset.from_records([b"a"]).batch(1).unbatch().describe()
+    assert repr(ds).startswith("rf.Dataset(python zip")
