@@ -363,10 +363,7 @@ class Range(Stage):
 
     def __post_init__(self):
         for f in ("start", "stop", "step"):
-            v = getattr(self, f)
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
-                raise TypeError(f"range: {f} must be an int, not {v!r}")
-            self._set(f, int(v))
+            self._set(f, _int_arg(f"range: {f}", getattr(self, f), -(1 << 63)))
         if self.step == 0:
             raise InvalidArgumentError("range: step must not be 0")
 
@@ -481,9 +478,7 @@ class Enumerate(Stage):
     start: int = 0
 
     def __post_init__(self):
-        if isinstance(self.start, (bool, np.bool_)) or not isinstance(self.start, numbers.Integral):
-            raise TypeError(f"enumerate: start must be an int, not {self.start!r}")
-        self._set("start", int(self.start))
+        self._set("start", _int_arg("enumerate: start", self.start, -(1 << 63)))
 
 
 @_frozen
