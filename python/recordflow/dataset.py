@@ -174,12 +174,104 @@ class Dataset:
         consumer waits, within the memory budget)."""
         return self._with(_st.Prefetch(n))
 
+    # ---------------------------------------------------------------- tf.data's other stages
+    # Run in Python, checkpointable (recordflow/_tfdata.py); see docs/pipeline.md's table.
+    @staticmethod
+    def range(*args: int) -> "Dataset":
+        """The int64 scalars of ``range(stop)`` / ``range(start, stop[, step])``."""
+        r = range(*args)
+        return Dataset([_st.Range(r.start, r.stop, r.step)])
+
+    @staticmethod
+    def zip(*datasets: Any) -> "Dataset":
+        """Tuples of the datasets' elements, until the shortest ends: ``zip(a, b)``, or one
+        nested structure of datasets (``zip((a, (b, c)))``, ``zip({"x": a, "y": b})``), whose
+        shape the elements take."""
+        structure = datasets[0] if len(datasets) == 1 and not isinstance(datasets[0], Dataset) \
+            else tuple(datasets)
+        flat: list = []
+
+        def index(x):
+            if isinstance(x, Dataset):
+                flat.append(x)
+                return len(flat) - 1
+            if isinstance(x, Mapping):
+                return {k: index(v) for k, v in x.items()}
+            if isinstance(x, (tuple, list)):
+                return tuple(index(v) for v in x)
+            raise TypeError(f"zip takes rf.Datasets (or nested tuples/dicts of them), not "
+                            f"{type(x).__name__}")
+
+        template = index(structure)
+        return Dataset([_st.Zip(tuple(flat), template)])
+
+    @staticmethod
+    def sample_from_datasets(datasets: Sequence["Dataset"], weights: Sequence[float] | None = None,
+                             seed: int | None = None,
+                             stop_on_empty_dataset: bool = False) -> "Dataset":
+        """Each element from an input drawn at random with probabilities ``weights`` (None:
+        uniform). Deterministic for a seed and iteration; an exhausted input leaves the draw
+        (``stop_on_empty_dataset``: ends it). Checkpointable (inputs and the generator)."""
+        return Dataset([_st.SampleFrom(tuple(datasets), None if weights is None else
+                                       tuple(np.asarray(weights, dtype=np.float64).ravel()),
+                                       seed, stop_on_empty_dataset)])
+
+    @staticmethod
+    def choose_from_datasets(datasets: Sequence["Dataset"], choice_dataset: "Dataset",
+                             stop_on_empty_dataset: bool = True) -> "Dataset":
+        """For each integer i of ``choice_dataset``, the next element of ``datasets[i]``; an
+        exhausted input ends it (``stop_on_empty_dataset`` False: its choices are skipped)."""
+        return Dataset([_st.ChooseFrom(tuple(datasets), choice_dataset, stop_on_empty_dataset)])
+
+    def unbatch(self) -> "Dataset":
+        """Splits every element along its first dimension (VarLen columns: their rows)."""
+        return self._with(_st.Unbatch())
+
+    def padded_batch(self, batch_size: int, padded_shapes: Any = None,
+                     padding_values: Any = None, drop_remainder: bool = False) -> "Dataset":
+        """Groups ``batch_size`` elements, every component padded to ``padded_shapes`` (None,
+        or a None / -1 dimension: the batch's longest; per component as the element's
+        structure, or one for all) with ``padding_values`` (None: 0, b"" for strings)."""
+        return self._with(_st.PaddedBatch(batch_size, padded_shapes, padding_values,
+                                          drop_remainder))
+
+    def enumerate(self, start: int = 0) -> "Dataset":
+        """Pairs ``(index, element)``, the index an int64 counting from ``start``."""
+        return self._with(_st.Enumerate(start))
+
+    def take_while(self, predicate: Callable[[Any], bool]) -> "Dataset":
+        """The elements before the first for which ``predicate`` is false."""
+        return self._with(_st.TakeWhile(predicate))
+
+    def ignore_errors(self, log_warning: bool = False) -> "Dataset":
+        """Drops elements whose making raised in a Python stage before it (map, filter,
+        flat_map, ...), counted: ``Iterator.errors_ignored``, ``stats()["errors_ignored"]``. The
+        engine's errors still end the iteration (corrupt records: from_files(on_corruption=
+        "skip"))."""
+        return self._with(_st.IgnoreErrors(log_warning))
+
+    def flat_map(self, fn: Callable[[Any], "Dataset"]) -> "Dataset":
+        """The elements of ``fn(element)`` (an rf.Dataset) for every element, in order."""
+        return self._with(_st.FlatMap(fn))
+
+    def concatenate(self, other: "Dataset") -> "Dataset":
+        """The elements of this Dataset, then those of ``other``."""
+        return self._with(_st.Concatenate(other))
+
+    def as_numpy_iterator(self):
+        """An iterator of the elements with every tensor a NumPy value (elements already are;
+        tensors a map returned, e.g. tf or torch ones, are converted)."""
+        return _NumpyIterator(self.iterator())
+
     # ---------------------------------------------------------------- length and pickling
     def cardinality(self) -> int:
         """Elements one pass yields, without reading the data: a count, ``rf.INFINITE`` or
         ``rf.UNKNOWN`` (as tf.data). Files count through their ``.idx`` index or the
         ``summary.json`` of ``recordflow convert``; see docs/pipeline.md for each stage."""
         from recordflow._cardinality import cardinality
+        if _tfdata_chain(self._stages):
+            from recordflow._tfdata import cardinality as chain_cardinality
+            return chain_cardinality(self._stages)
         return cardinality(self._stages)
 
     def __len__(self) -> int:
@@ -221,6 +313,12 @@ class Dataset:
         Passing ``epoch`` also makes the next iteration ``epoch + 1`` (resuming at an epoch)."""
         memory_budget = _int_arg("memory_budget", memory_budget, 1)
         epoch = self._next_epoch(epoch)
+        if _tfdata_chain(self._stages):
+            from recordflow import _tfdata
+            it = _tfdata.ChainIterator(self, memory_budget, epoch)
+            self._last_iterator = _weakref.ref(it)
+            it._stats_sink = self._stats_box
+            return it
         plan = _lower(self._stages)
         it = Iterator(plan.native.make_iterator(memory_budget, epoch), plan.keys, plan.tail)
         it.epoch = epoch
@@ -256,6 +354,16 @@ class Dataset:
         iterator of an equal Dataset) was taken, in the same iteration (epoch) as the saved
         one; the next ``iterator()`` runs the iteration after it."""
         memory_budget = _int_arg("memory_budget", memory_budget, 1)
+        if _tfdata_chain(self._stages):
+            from recordflow import _tfdata
+            if not bytes(state).startswith(_tfdata.MAGIC):
+                raise InvalidArgumentError("restore: the checkpoint is not from an iterator of "
+                                           "this Dataset (it has Python-side stages)")
+            it = _tfdata.restore(self, bytes(state), memory_budget)
+            self._iterations = it.epoch + 1
+            self._last_iterator = _weakref.ref(it)
+            it._stats_sink = self._stats_box
+            return it
         plan = _lower(self._stages)
         state, tail_states = _split_checkpoint(bytes(state), plan.tail)
         it = Iterator(plan.native.restore(state, memory_budget), plan.keys, plan.tail,
@@ -279,6 +387,8 @@ class Dataset:
 
     def describe(self) -> str:
         """The native part of the pipeline, stage by stage."""
+        if not self._stages[0].native:  # a Python source (range, zip, ...)
+            return " -> ".join(f"python {stage.name}" for stage in self._stages)
         plan = _lower(self._stages)
         s = plan.native.debug_string()
         for stage in plan.tail:
@@ -291,6 +401,42 @@ class Dataset:
         except Exception as e:  # repr never raises: show the stages and why they cannot run
             stages = " -> ".join(stage.name for stage in self._stages)
             return f"rf.Dataset({stages}; cannot run: {type(e).__name__}: {e})"
+
+
+def _tfdata_chain(stages: tuple) -> bool:
+    from recordflow._tfdata import uses_chain
+    return uses_chain(stages)
+
+
+class _NumpyIterator:
+    """Dataset.as_numpy_iterator(): the iterator's elements with tensors as NumPy values."""
+
+    def __init__(self, it):
+        self._iterator = it
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return _as_numpy(next(self._iterator))
+
+    def checkpoint(self) -> bytes:
+        return self._iterator.checkpoint()
+
+    def close(self) -> None:
+        self._iterator.close()
+
+
+def _as_numpy(x):
+    if isinstance(x, Mapping):
+        return {k: _as_numpy(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_as_numpy(v) for v in x)
+    if isinstance(x, list):
+        return [_as_numpy(v) for v in x]
+    if hasattr(x, "numpy") and callable(x.numpy):  # a tf.Tensor, or a CPU torch.Tensor
+        return x.numpy()
+    return x
 
 
 def _check_stages(stages: Iterable[_st.Stage]) -> tuple:

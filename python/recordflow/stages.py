@@ -35,7 +35,10 @@ AUTOTUNE = _core.AUTOTUNE
 
 __all__ = ["Stage", "Files", "Records", "Shard", "Interleave", "Shuffle", "GlobalShuffle",
            "Repeat", "Take", "Skip", "Cache", "Parse", "NativeMap", "Map", "Filter", "Batch",
-           "Prefetch", "expand_globs"]
+           "Prefetch", "expand_globs",
+           # tf.data's other transformations (run in Python: recordflow/_tfdata.py)
+           "Range", "Zip", "SampleFrom", "ChooseFrom", "Unbatch", "PaddedBatch", "Enumerate",
+           "TakeWhile", "IgnoreErrors", "FlatMap", "Concatenate"]
 
 
 def expand_globs(paths: Any) -> list[str]:
@@ -345,6 +348,207 @@ class Prefetch(Stage):
 
     def __post_init__(self):
         self._set("n", _int_arg("prefetch: n", self.n, 0, autotune=True))
+
+
+# ---------------------------------------------------------------- tf.data's other stages
+# Run in Python on the consuming thread (recordflow/_tfdata.py), checkpointable. A source among
+# them takes other Datasets as inputs (``datasets``: a tuple of rf.Dataset, compared by identity).
+def _datasets_arg(what: str, datasets: Any) -> tuple:
+    from recordflow.dataset import Dataset
+    items = tuple(datasets)
+    if not items:
+        raise InvalidArgumentError(f"{what}: the list of datasets is empty")
+    for i, d in enumerate(items):
+        if not isinstance(d, Dataset):
+            raise TypeError(f"{what}: input {i} must be an rf.Dataset, not {type(d).__name__}")
+    return items
+
+
+@_frozen
+class Range(Stage):
+    """The int64 scalars ``range(start, stop, step)`` (``Dataset.range``)."""
+
+    name: ClassVar[str] = "range"
+    native: ClassVar[bool] = False
+    source: ClassVar[bool] = True
+
+    start: int
+    stop: int
+    step: int = 1
+
+    def __post_init__(self):
+        for f in ("start", "stop", "step"):
+            self._set(f, _int_arg(f"range: {f}", getattr(self, f), -(1 << 63)))
+        if self.step == 0:
+            raise InvalidArgumentError("range: step must not be 0")
+
+
+@_frozen
+class Zip(Stage):
+    """Tuples (or the nested structure ``structure``) of the inputs' elements, until the
+    shortest input ends (``Dataset.zip``). ``datasets``: the inputs, flattened."""
+
+    name: ClassVar[str] = "zip"
+    native: ClassVar[bool] = False
+    source: ClassVar[bool] = True
+
+    datasets: Tuple[Any, ...] = dataclasses.field(hash=False, repr=False)
+    structure: Any = dataclasses.field(default=None, hash=False, repr=False)
+
+    def __post_init__(self):
+        self._set("datasets", _datasets_arg("zip", self.datasets))
+
+
+@_frozen
+class SampleFrom(Stage):
+    """Elements drawn at random from the inputs with probabilities ``weights``
+    (``Dataset.sample_from_datasets``); an exhausted input leaves the draw (or ends it:
+    ``stop_on_empty_dataset``)."""
+
+    name: ClassVar[str] = "sample_from_datasets"
+    native: ClassVar[bool] = False
+    source: ClassVar[bool] = True
+
+    datasets: Tuple[Any, ...] = dataclasses.field(hash=False, repr=False)
+    weights: Optional[Tuple[float, ...]] = None
+    seed: Optional[int] = None
+    stop_on_empty_dataset: bool = False
+
+    def __post_init__(self):
+        self._set("datasets", _datasets_arg("sample_from_datasets", self.datasets))
+        n = len(self.datasets)
+        if self.weights is None:
+            weights = (1.0 / n,) * n
+        else:
+            try:
+                weights = tuple(float(w) for w in np.asarray(self.weights, dtype=np.float64).ravel())
+            except (TypeError, ValueError):
+                raise TypeError("sample_from_datasets: weights must be a list of numbers "
+                                f"(one per dataset), not {self.weights!r}") from None
+        if len(weights) != n:
+            raise InvalidArgumentError(f"sample_from_datasets: {len(weights)} weights for {n} "
+                                       "datasets")
+        if any(not np.isfinite(w) or w < 0 for w in weights) or sum(weights) <= 0:
+            raise InvalidArgumentError("sample_from_datasets: weights must be finite, >= 0 "
+                                       f"and not all 0, not {list(weights)}")
+        self._set("weights", weights)
+        self._set("seed", _seed_arg("seed", self.seed))
+        self._set("stop_on_empty_dataset",
+                  _bool_arg("stop_on_empty_dataset", self.stop_on_empty_dataset))
+
+
+@_frozen
+class ChooseFrom(Stage):
+    """For each element i of ``choice_dataset``, the next element of ``datasets[i]``
+    (``Dataset.choose_from_datasets``)."""
+
+    name: ClassVar[str] = "choose_from_datasets"
+    native: ClassVar[bool] = False
+    source: ClassVar[bool] = True
+
+    datasets: Tuple[Any, ...] = dataclasses.field(hash=False, repr=False)
+    choice_dataset: Any = dataclasses.field(hash=False, repr=False, default=None)
+    stop_on_empty_dataset: bool = True
+
+    def __post_init__(self):
+        self._set("datasets", _datasets_arg("choose_from_datasets", self.datasets))
+        _datasets_arg("choose_from_datasets: choice_dataset", [self.choice_dataset])
+        self._set("stop_on_empty_dataset",
+                  _bool_arg("stop_on_empty_dataset", self.stop_on_empty_dataset))
+
+
+@_frozen
+class Unbatch(Stage):
+    """Splits each element along its first dimension into its rows."""
+
+    name: ClassVar[str] = "unbatch"
+    native: ClassVar[bool] = False
+
+
+@_frozen
+class PaddedBatch(Stage):
+    """Groups ``batch_size`` elements, each component padded to ``padded_shapes`` (None, or a
+    None/-1 dimension: the batch's longest) with ``padding_values`` (None: 0, or b"")."""
+
+    name: ClassVar[str] = "padded_batch"
+    native: ClassVar[bool] = False
+
+    batch_size: int
+    padded_shapes: Any = dataclasses.field(default=None, hash=False)
+    padding_values: Any = dataclasses.field(default=None, hash=False)
+    drop_remainder: bool = False
+
+    def __post_init__(self):
+        self._set("batch_size", _int_arg("batch_size", self.batch_size, 1))
+        self._set("drop_remainder", _bool_arg("drop_remainder", self.drop_remainder))
+
+
+@_frozen
+class Enumerate(Stage):
+    """Pairs ``(index, element)``, the index an int64 from ``start``."""
+
+    name: ClassVar[str] = "enumerate"
+    native: ClassVar[bool] = False
+
+    start: int = 0
+
+    def __post_init__(self):
+        self._set("start", _int_arg("enumerate: start", self.start, -(1 << 63)))
+
+
+@_frozen
+class TakeWhile(Stage):
+    """The elements up to (without) the first for which ``predicate`` is false."""
+
+    name: ClassVar[str] = "take_while"
+    native: ClassVar[bool] = False
+
+    predicate: Callable[[Any], bool]
+
+    def __post_init__(self):
+        if not callable(self.predicate):
+            raise TypeError("take_while takes a callable")
+
+
+@_frozen
+class IgnoreErrors(Stage):
+    """Drops the elements whose making raised an error in a Python stage before it (counted:
+    ``Iterator.errors_ignored``, ``stats()["errors_ignored"]``); ``log_warning``: logs each."""
+
+    name: ClassVar[str] = "ignore_errors"
+    native: ClassVar[bool] = False
+
+    log_warning: bool = False
+
+    def __post_init__(self):
+        self._set("log_warning", _bool_arg("log_warning", self.log_warning))
+
+
+@_frozen
+class FlatMap(Stage):
+    """The elements of ``fn(element)`` (an rf.Dataset) for every element, in order."""
+
+    name: ClassVar[str] = "flat_map"
+    native: ClassVar[bool] = False
+
+    fn: Callable[[Any], Any]
+
+    def __post_init__(self):
+        if not callable(self.fn):
+            raise TypeError("flat_map takes a callable returning an rf.Dataset")
+
+
+@_frozen
+class Concatenate(Stage):
+    """The elements, then those of ``other``."""
+
+    name: ClassVar[str] = "concatenate"
+    native: ClassVar[bool] = False
+
+    other: Any = dataclasses.field(hash=False, repr=False)
+
+    def __post_init__(self):
+        _datasets_arg("concatenate", [self.other])
 
 
 # Stages of the record stream (before parse/map/batch/filter): they pass records through.
