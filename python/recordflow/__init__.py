@@ -51,6 +51,17 @@ from recordflow.example import (
     parse_example,
     parse_sequence_example,
 )
+from recordflow.parsing import (
+    FixedLenFeature,
+    FixedLenSequenceFeature,
+    RaggedFeature,
+    Sparse,
+    SparseFeature,
+    VarLenFeature,
+    decode_raw,
+    parse_single_example,
+    parse_single_sequence_example,
+)
 from recordflow.reshard import reshard
 
 __all__ = [
@@ -70,6 +81,15 @@ __all__ = [
     "Parser",
     "parse_example",
     "parse_sequence_example",
+    "FixedLenFeature",
+    "VarLenFeature",
+    "FixedLenSequenceFeature",
+    "SparseFeature",
+    "Sparse",
+    "RaggedFeature",
+    "parse_single_example",
+    "parse_single_sequence_example",
+    "decode_raw",
     "SequenceParser",
     "IndexedRecordReader",
     "RecordReader",
