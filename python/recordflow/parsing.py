@@ -280,7 +280,9 @@ class RaggedFeature:
     rows are records, nested once per partition; ``row_splits_dtype`` ("int32" as TensorFlow's
     default, or "int64") is the dtype of every row_splits. Partitions that do not fit their
     values are an error naming the key and the record, whatever ``validate`` says (TensorFlow
-    checks them only with validate=True).
+    checks them only with validate=True). In ``sequence_spec`` the value key and the partition
+    keys are feature lists: the partitions apply to each step, and the result nests records,
+    then steps, then one level per partition (as tf.io.parse_sequence_example).
     """
 
     __slots__ = ("dtype", "value_key", "partitions", "row_splits_dtype", "validate")
@@ -305,9 +307,6 @@ class RaggedFeature:
         self.validate = bool(validate)
 
     def _parts(self, key: str, sequence: bool) -> list:
-        if sequence:
-            raise SchemaError(f"sequence feature '{key}': RaggedFeature in sequence_spec is not "
-                              "supported; use rf.VarLen (a Ragged of steps)")
         out = [(str(self.value_key or key), "var", self.dtype, [], None)]
         for p in self.partitions:
             if isinstance(p, UniformRowLength):
@@ -322,40 +321,70 @@ class RaggedFeature:
         return out
 
     def _finish(self, key: str, cols: list, batch: int, first: int, sequence: bool) -> Ragged:
-        values, vsplits = cols[0]
-        parts = iter(cols[1:])
-        pcols = [None if isinstance(p, UniformRowLength) else next(parts) for p in self.partitions]
         dt = np.dtype(self.row_splits_dtype)
-        # levels[0] splits records into rows of the outermost dimension, levels[-1] indexes values.
+        if not sequence:
+            splits = self._unit_splits(key, [c[0] for c in cols], [c[1] for c in cols], batch,
+                                       lambda u: f"feature '{key}' of record {first + u}")
+            return _nest(np.asarray(cols[0][0]), [s.astype(dt) for s in splits])
+        # A feature list: the partitions apply to each step; records split the steps.
+        row_splits = np.asarray(cols[0][2])
+        for p, c in zip([None] + [p for p in self.partitions if not isinstance(p, UniformRowLength)],
+                        cols):
+            if p is not None and not np.array_equal(np.diff(c[2]), np.diff(row_splits)):
+                r = int(np.flatnonzero(np.diff(c[2]) != np.diff(row_splits))[0])
+                raise SchemaError(f"feature list '{key}' of record {first + r}: partition feature list "
+                                  f"'{p.key}' has {int(c[2][r + 1] - c[2][r])} steps, the values "
+                                  f"{int(row_splits[r + 1] - row_splits[r])}")
+        steps = int(row_splits[-1])
+
+        def where(u: int) -> str:
+            r = int(np.searchsorted(row_splits, u, side="right") - 1)
+            return f"feature list '{key}' of record {first + r}, step {u - int(row_splits[r])}"
+
+        splits = self._unit_splits(key, [c[0] for c in cols], [c[1] for c in cols], steps, where)
+        return _nest(np.asarray(cols[0][0]), [row_splits.astype(dt)] + [s.astype(dt) for s in splits])
+
+    def _unit_splits(self, key: str, values: list, unit_splits: list, units: int, where) -> list:
+        """Row splits per level (outermost first, the first splitting units into rows) for values
+        split into units (records, or steps of a feature list) by unit_splits[0]; values[i] /
+        unit_splits[i] for i >= 1 are the partition features, in the order of the partitions
+        that read one."""
+        vsplits = unit_splits[0]
+        parts = iter(zip(values[1:], unit_splits[1:]))
+        pcols = [None if isinstance(p, UniformRowLength) else next(parts) for p in self.partitions]
         levels: list[list[np.ndarray]] = [[np.zeros(1, np.int64)] for _ in range(len(self.partitions) + 1)]
-        for r in range(batch):
-            n = int(vsplits[r + 1] - vsplits[r])
+        for u in range(units):
+            n = int(vsplits[u + 1] - vsplits[u])
             inner = []
             for p, col in zip(reversed(self.partitions), reversed(pcols)):
-                v = None if col is None else np.asarray(col[0][col[1][r]:col[1][r + 1]], np.int64)
+                v = None if col is None else np.asarray(col[0][col[1][u]:col[1][u + 1]], np.int64)
                 s = _splits_for(p, v, n)
                 if isinstance(s, str):
                     what = f"partition {p!r}" if col is None else f"partition feature '{p.key}'"
-                    raise SchemaError(f"{_where(key, first + r)}: {what}: {s}")
+                    raise SchemaError(f"{where(u)}: {what}: {s}")
                 inner.append(s)
                 n = len(s) - 1
             inner.reverse()
             levels[0].append(np.array([n], np.int64))
             for level, s in zip(levels[1:], inner):
                 level.append(s[1:])
-        splits = []
+        out = []
         for level in levels:
-            # Each record's splits continue from where the previous record's ended.
+            # Each unit's splits continue from where the previous unit's ended.
             ends = np.cumsum([0] + [int(x[-1]) if len(x) else 0 for x in level[1:]])
-            splits.append(np.concatenate([level[0]] + [x + ends[i] for i, x in enumerate(level[1:])]).astype(dt))
-        out: Any = np.asarray(values)
-        for s in reversed(splits):
-            out = Ragged(out, s)
+            out.append(np.concatenate([level[0]] + [x + ends[i] for i, x in enumerate(level[1:])]))
         return out
 
     def __repr__(self) -> str:
         return (f"RaggedFeature({self.dtype!r}, value_key={self.value_key!r}, "
                 f"partitions={list(self.partitions)!r}, row_splits_dtype={self.row_splits_dtype!r})")
+
+
+def _nest(values: np.ndarray, splits: list) -> Ragged:
+    out: Any = values
+    for s in reversed(splits):
+        out = Ragged(out, s)
+    return out
 
 
 def _unbatch(v: Any) -> Any:
