@@ -627,3 +627,38 @@ def test_sequence_misaligned_nested_ragged_feature_fails():
     with pytest.raises(rf.SchemaError, match="feature list 'b' of record 0: partition feature list "
                                              "'b_splits' has 1 steps, the values 2"):
         rf.parse_sequence_example([serialized], sequence_spec=spec)
+
+
+# ---- recordflow's own surfaces for the new specs ----
+
+def test_memoryview_bytes_match_copies():
+    serialized = [example({"s": bytes_feature([b"ab", b"c"]), "idx": int64_feature([2, 0]),
+                           "v": bytes_feature([b"x", b"yz"])}),
+                  example({}),
+                  example({"s": bytes_feature([b"", b"long value"]), "idx": int64_feature([1]),
+                           "v": bytes_feature([b"q"])})] * 100
+    spec = {"s": rf.FixedLenSequenceFeature([2], "bytes", allow_missing=True, default_value=b"pad"),
+            "sp": rf.SparseFeature("idx", "v", "bytes", 3),
+            "rt": rf.RaggedFeature("bytes", value_key="v")}
+    copies = rf.Parser(spec)(serialized)
+    views = rf.Parser(spec, bytes_as="memoryview")(serialized)
+    assert [bytes(v) for v in views["s"].reshape(-1)] == list(copies["s"].reshape(-1))
+    assert copies["s"][1].tolist() == [[b"pad", b"pad"]]
+    assert [bytes(v) for v in views["sp"].values] == list(copies["sp"].values)
+    assert [bytes(v) for v in views["rt"].values] == list(copies["rt"].values)
+    assert copies["sp"].values[:2].tolist() == [b"yz", b"x"]  # sorted by index
+
+
+def test_dataset_parse_names_the_specs_it_takes(tmp_path):
+    path = str(tmp_path / "a.tfrecord")
+    with rf.RecordWriter(path) as w:
+        w.write(example({"a": int64_feature([1, 2])}))
+    with pytest.raises(rf.SchemaError, match="'a' must be rf.FixedLen or rf.VarLen"):
+        list(rf.Dataset.from_files(path).parse({"a": rf.FixedLenSequenceFeature([2], "int64", True)}))
+
+
+def test_one_key_read_two_ways_is_refused():
+    spec = {"s": rf.FixedLenSequenceFeature([2], "bytes", allow_missing=True),
+            "rt": rf.RaggedFeature("bytes", value_key="s")}
+    with pytest.raises(rf.SchemaError, match="feature 's' is read by two specs that disagree"):
+        rf.parse_example([example({})], spec)
