@@ -322,6 +322,9 @@ class RaggedFeature:
 
     def _finish(self, key: str, cols: list, batch: int, first: int, sequence: bool) -> Ragged:
         dt = np.dtype(self.row_splits_dtype)
+        if not self.partitions:  # the C++ splits as they are: no per-record work
+            splits = [np.asarray(cols[0][2]), np.asarray(cols[0][1])] if sequence else [np.asarray(cols[0][1])]
+            return _nest(np.asarray(cols[0][0]), [x.astype(dt) for x in splits])
         if not sequence:
             splits = self._unit_splits(key, [c[0] for c in cols], [c[1] for c in cols], batch,
                                        lambda u: f"feature '{key}' of record {first + u}")
