@@ -37,5 +37,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ParseOptions options;
   options.max_parallelism = 1;
   (void)parser->Parse(batch, &columns, options);
+  // FixedLenSequence items (stride checks, required feature) and required feature lists.
+  static const ExampleParser* items = [] {
+    auto p = ExampleParser::Create({
+        FeatureSpec::FixedLenSequence("seq", DType::kInt64, {2}, /*allow_missing=*/true),
+        FeatureSpec::FixedLenSequence("s", DType::kBytes, {}, /*allow_missing=*/false),
+    });
+    return new ExampleParser(std::move(p).value());
+  }();
+  (void)items->Parse(batch, &columns, options);
+  static const SequenceParser* lists = [] {
+    auto p = SequenceParser::Create({
+        FeatureSpec::FixedLenSequence("seq", DType::kFloat32, {2}, /*allow_missing=*/false),
+        FeatureSpec::FixedLenSequence("s", DType::kBytes, {}, /*allow_missing=*/true),
+    });
+    return new SequenceParser(std::move(p).value());
+  }();
+  (void)lists->Parse(batch, &columns, options);
   return 0;
 }

@@ -52,6 +52,17 @@ from recordflow.example import (
     parse_example,
     parse_sequence_example,
 )
+from recordflow.parsing import (
+    FixedLenFeature,
+    FixedLenSequenceFeature,
+    RaggedFeature,
+    Sparse,
+    SparseFeature,
+    VarLenFeature,
+    decode_raw,
+    parse_single_example,
+    parse_single_sequence_example,
+)
 from recordflow.reshard import reshard
 
 __all__ = [
@@ -71,6 +82,15 @@ __all__ = [
     "Parser",
     "parse_example",
     "parse_sequence_example",
+    "FixedLenFeature",
+    "VarLenFeature",
+    "FixedLenSequenceFeature",
+    "SparseFeature",
+    "Sparse",
+    "RaggedFeature",
+    "parse_single_example",
+    "parse_single_sequence_example",
+    "decode_raw",
     "SequenceParser",
     "IndexedRecordReader",
     "RecordReader",

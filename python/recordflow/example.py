@@ -326,15 +326,72 @@ class Parser:
     def __init__(self, spec: Mapping[str, FixedLen | VarLen], bytes_as: str = "bytes"):
         if bytes_as not in ("bytes", "memoryview"):
             raise ValueError(f'bytes_as must be "bytes" or "memoryview", not {bytes_as!r}')
-        self._keys = list(spec) if isinstance(spec, Mapping) else []
-        self._parser = _core.ExampleParser(_specs(spec, "spec"))
+        self._plan = _Plan(spec, "spec")
+        self._parser = _core.ExampleParser(self._plan.specs)
         self._bytes_as = bytes_as
 
     def __call__(self, serialized: Sequence[bytes], first_record_index: int = 0) -> dict:
-        columns = self._parser.parse(serialized, first_record_index, self._bytes_as)
+        if not self._plan.shaped:  # FixedLen / VarLen only: the columns as they come
+            columns = self._parser.parse(serialized, first_record_index, self._bytes_as)
+            out = {}
+            for key, col in zip(self._plan.keys, columns):
+                out[key] = Ragged(*col) if isinstance(col, tuple) else col
+            return out
+        records = serialized if isinstance(serialized, list) else list(serialized)
+        columns = self._parser.parse(records, first_record_index, self._bytes_as)
+        return self._plan.finish(columns, len(records), first_record_index, False)
+
+
+class _Plan:
+    """Spec objects -> the C++ parser's spec tuples, and the C++ columns back to each spec's
+    result. FixedLen and VarLen are one column each; the rf.parsing features (SparseFeature,
+    RaggedFeature, FixedLenSequenceFeature) may read several keys and shape the columns
+    (``_parts`` / ``_finish``). A key read by several specs is parsed once when they agree on it."""
+
+    def __init__(self, spec: Mapping[str, Any] | None, what: str):
+        sequence = what == "sequence_spec"
+        self.keys, self.specs, self.outputs, self.shaped = [], [], [], False
+        if spec is None:
+            return
+        if not isinstance(spec, Mapping):
+            raise SchemaError(f"{what} must be a mapping from feature key to a feature spec")
+        where: dict = {}
+        for key, s in spec.items():
+            key = str(key)
+            if isinstance(s, (FixedLen, VarLen)):
+                parts = [s._spec(key, sequence=sequence)]
+            elif hasattr(s, "_parts"):
+                parts = s._parts(key, sequence)
+                self.shaped = True
+            else:
+                raise SchemaError(f"spec for '{key}' must be a feature spec (rf.FixedLen, rf.VarLen, "
+                                  f"rf.FixedLenSequenceFeature, rf.SparseFeature, rf.RaggedFeature), "
+                                  f"not {s!r}")
+            columns = []
+            for t in parts:
+                if t[0] in where:
+                    prev = self.specs[where[t[0]]]
+                    if not (t[1] == prev[1] == "var" and t[2] == prev[2]):
+                        raise SchemaError(f"feature '{t[0]}' is read by two specs that disagree "
+                                          f"on it ({prev[1]} {prev[2]} and {t[1]} {t[2]})")
+                    self.shaped = True
+                    columns.append(where[t[0]])
+                    continue
+                where[t[0]] = len(self.specs)
+                columns.append(len(self.specs))
+                self.specs.append(t)
+            self.keys.append(key)
+            self.outputs.append((key, s, columns))
+
+    def finish(self, columns: list, batch: int, first_record_index: int, sequence: bool) -> dict:
         out = {}
-        for key, col in zip(self._keys, columns):
-            out[key] = Ragged(*col) if isinstance(col, tuple) else col
+        for key, s, idx in self.outputs:
+            cols = [columns[i] for i in idx]
+            if isinstance(s, (FixedLen, VarLen)):
+                col = cols[0]
+                out[key] = _to_ragged(col) if sequence else (Ragged(*col) if isinstance(col, tuple) else col)
+            else:
+                out[key] = s._finish(key, cols, batch, first_record_index, sequence)
         return out
 
 
@@ -362,17 +419,17 @@ class SequenceParser:
 
     def __init__(self, context_spec: Mapping[str, FixedLen | VarLen] | None = None,
                  sequence_spec: Mapping[str, FixedLen | VarLen] | None = None):
-        self._context_keys = list(context_spec or {})
-        self._sequence_keys = list(sequence_spec or {})
-        self._context = _core.ExampleParser(_specs(context_spec, "context_spec"))
-        self._sequence = _core.SequenceParser(_specs(sequence_spec, "sequence_spec"))
+        self._context_plan = _Plan(context_spec, "context_spec")
+        self._sequence_plan = _Plan(sequence_spec, "sequence_spec")
+        self._context = _core.ExampleParser(self._context_plan.specs)
+        self._sequence = _core.SequenceParser(self._sequence_plan.specs)
 
     def __call__(self, serialized: Sequence[bytes], first_record_index: int = 0) -> tuple[dict, dict]:
         records = list(serialized)
         context = self._context.parse(records, first_record_index)
         sequences = self._sequence.parse(records, first_record_index)
-        ctx = {k: (Ragged(*c) if isinstance(c, tuple) else c) for k, c in zip(self._context_keys, context)}
-        seq = {k: _to_ragged(c) for k, c in zip(self._sequence_keys, sequences)}
+        ctx = self._context_plan.finish(context, len(records), first_record_index, False)
+        seq = self._sequence_plan.finish(sequences, len(records), first_record_index, True)
         return ctx, seq
 
 

@@ -251,8 +251,12 @@ std::vector<FeatureSpec> ToSpecs(nb::list specs) {
     nb::tuple t = nb::cast<nb::tuple>(h);
     FeatureSpec s;
     s.key = nb::cast<std::string>(t[0]);
-    s.kind = nb::cast<std::string>(t[1]) == "var" ? FeatureSpec::Kind::kVarLen
-                                                  : FeatureSpec::Kind::kFixedLen;
+    const std::string kind = nb::cast<std::string>(t[1]);
+    s.kind = kind == "var"        ? FeatureSpec::Kind::kVarLen
+             : kind == "fixedseq" ? FeatureSpec::Kind::kFixedLenSequence
+                                  : FeatureSpec::Kind::kFixedLen;
+    // ("fixedseq" tuples carry allow_missing as a sixth item.)
+    if (nb::len(t) > 5) s.allow_missing = nb::cast<bool>(t[5]);
     Result<DType> dtype = example::ParseDType(nb::cast<std::string>(t[2]));
     if (!dtype.ok()) ThrowSchemaStatus(dtype.status());
     s.dtype = *dtype;

@@ -15,7 +15,10 @@ namespace recordflow::example {
 
 // What to extract for one key.
 struct FeatureSpec {
-  enum class Kind { kFixedLen, kVarLen };
+  // kFixedLenSequence (tf.io.FixedLenSequenceFeature): any number of items of `shape` per
+  // record (the value count must be a multiple of prod(shape)); in a SequenceParser, one item
+  // of `shape` per step and the feature list is required unless allow_missing is set.
+  enum class Kind { kFixedLen, kVarLen, kFixedLenSequence };
 
   std::string key;
   Kind kind = Kind::kFixedLen;
@@ -25,13 +28,24 @@ struct FeatureSpec {
   // FixedLen: used when the key is missing (or holds an empty Feature). One value (broadcast)
   // or prod(shape) values, of `dtype`. nullopt: the feature is required.
   std::optional<Feature> default_value;
+  // kFixedLenSequence: a missing feature (or feature list) is zero items instead of an error.
+  bool allow_missing = false;
 
   static FeatureSpec FixedLen(std::string key, DType dtype, std::vector<int64_t> shape = {},
                               std::optional<Feature> default_value = std::nullopt) {
-    return {std::move(key), Kind::kFixedLen, dtype, std::move(shape), std::move(default_value)};
+    return {std::move(key), Kind::kFixedLen, dtype, std::move(shape), std::move(default_value),
+            false};
   }
   static FeatureSpec VarLen(std::string key, DType dtype) {
-    return {std::move(key), Kind::kVarLen, dtype, {}, std::nullopt};
+    return {std::move(key), Kind::kVarLen, dtype, {}, std::nullopt, false};
+  }
+  // `padding`: one value of `dtype` that pads short records when a caller makes the ragged
+  // result dense (TensorFlow's default_value); not used by the parsers themselves.
+  static FeatureSpec FixedLenSequence(std::string key, DType dtype, std::vector<int64_t> shape,
+                                      bool allow_missing,
+                                      std::optional<Feature> padding = std::nullopt) {
+    return {std::move(key), Kind::kFixedLenSequence, dtype, std::move(shape), std::move(padding),
+            allow_missing};
   }
   // Values per record of a FixedLen feature.
   int64_t num_elements() const;
@@ -40,7 +54,9 @@ struct FeatureSpec {
 // One parsed feature for a whole batch, in contiguous buffers.
 //
 // FixedLen: dense, shape [batch, *spec.shape]. VarLen: ragged: the values of record i are
-// values[row_splits[i] : row_splits[i+1]], shape [row_splits.back()].
+// values[row_splits[i] : row_splits[i+1]], shape [row_splits.back()]. FixedLenSequence: ragged
+// as VarLen (row_splits count values, each record's count a multiple of prod(spec.shape)), and
+// shape [items, *spec.shape]; padding it to [batch, max_items, *spec.shape] is the caller's.
 // Numeric values live in `int64s` or `floats`; bytes values are
 // bytes_data[bytes_offsets[j] : bytes_offsets[j+1]] for value j.
 struct Column {
@@ -82,8 +98,9 @@ struct ParseOptions {
 // Parses batches of serialized tf.train.Example against a fixed set of FeatureSpecs.
 //
 // Errors (each names the feature key and the record index): kInvalidArgument for a required
-// feature that is missing, a feature of the wrong type, or a FixedLen feature with the wrong
-// number of values; kDataLoss for malformed protobuf bytes. When several records are bad, the
+// feature that is missing (FixedLen without a default, FixedLenSequence without allow_missing),
+// a feature of the wrong type, a FixedLen feature with the wrong number of values, or a
+// FixedLenSequence feature whose value count is not a multiple of prod(shape); kDataLoss for malformed protobuf bytes. When several records are bad, the
 // error of the first one is returned.
 //
 // Thread safety: thread-safe (Parse is const). Lifetime: independent of the parsed records.
@@ -131,12 +148,15 @@ class ExampleParser {
 // ExampleParser: a SequenceExample's `context` has the wire layout of an Example's `features`).
 //
 // Each spec is a FeatureSpec applied to every step of the feature list of that key:
-// FixedLen(shape) requires prod(shape) values per step; VarLen allows any number. A record
-// without the key has zero steps. Defaults are not allowed (a step is never missing).
+// FixedLen(shape) and FixedLenSequence(shape) require prod(shape) values per step; VarLen allows
+// any number. A record without the key has zero steps, except for a FixedLenSequence spec
+// without allow_missing (TensorFlow's required feature list): then it is kInvalidArgument naming
+// the key and the record. Defaults are not allowed (a step is never missing); a
+// FixedLenSequence padding value is.
 //
 // Output per spec: a Column whose values are all steps of all records in order, with
 // row_splits [batch + 1] splitting steps by record, and, for VarLen, step_splits
-// [total_steps + 1] splitting values by step. FixedLen columns have shape
+// [total_steps + 1] splitting values by step. FixedLen and FixedLenSequence columns have shape
 // [total_steps, *spec.shape].
 //
 // Thread safety: thread-safe (Parse is const).

@@ -171,6 +171,7 @@ Result<ExampleParser> ExampleParser::Create(std::vector<FeatureSpec> specs) {
       }
       continue;
     }
+    const bool sequence = spec.kind == FeatureSpec::Kind::kFixedLenSequence;
     int64_t n = 1;
     for (int64_t d : spec.shape) {
       if (d < 0)
@@ -180,6 +181,11 @@ Result<ExampleParser> ExampleParser::Create(std::vector<FeatureSpec> specs) {
         return InvalidArgumentError(where + ": shape too large");
       n *= d;
     }
+    // Each item's value count divides a record's count: an item of no values has no meaning.
+    if (sequence && n == 0) {
+      return InvalidArgumentError(where + ": FixedLenSequence shape " + ShapeString(spec.shape) +
+                                  " has a zero dimension: each item must hold at least one value");
+    }
     if (spec.default_value) {
       const Feature& d = *spec.default_value;
       if (d.kind != ListKindFor(spec.dtype)) {
@@ -188,6 +194,10 @@ Result<ExampleParser> ExampleParser::Create(std::vector<FeatureSpec> specs) {
                                     std::string(DTypeName(spec.dtype)));
       }
       int64_t size = static_cast<int64_t>(d.size());
+      if (sequence && size != 1) {
+        return InvalidArgumentError(where + ": a FixedLenSequence padding value is one value, not " +
+                                    std::to_string(size));
+      }
       if (size != n && size != 1) {
         return InvalidArgumentError(where + ": default value has " + std::to_string(size) +
                                     " values; shape " + ShapeString(spec.shape) + " needs " +
@@ -208,7 +218,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
     Column& c = (*columns)[k];
     c.key = spec.key;
     c.dtype = spec.dtype;
-    c.ragged = spec.kind == FeatureSpec::Kind::kVarLen;
+    c.ragged = spec.kind != FeatureSpec::Kind::kFixedLen;
     if (!c.ragged) {
       c.shape.push_back(static_cast<int64_t>(batch));
       c.shape.insert(c.shape.end(), spec.shape.begin(), spec.shape.end());
@@ -323,6 +333,26 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
                 break;
               }
             }
+            if (spec.kind == FeatureSpec::Kind::kFixedLenSequence) {
+              const int64_t stride = spec.num_elements();
+              if (!slot.present && !spec.allow_missing) {
+                record_error(r,
+                             InvalidArgumentError("required feature is missing (a "
+                                                  "FixedLenSequence spec without allow_missing)"),
+                             &spec.key);
+                break;
+              }
+              if (slot.count % stride != 0) {
+                record_error(
+                    r,
+                    InvalidArgumentError("has " + std::to_string(slot.count) +
+                                         " values, not a multiple of the " +
+                                         std::to_string(stride) + " values of one item of shape " +
+                                         ShapeString(spec.shape)),
+                    &spec.key);
+                break;
+              }
+            }
             if (!dense) continue;
             const int64_t want = spec.num_elements();
             if (!slot.present) {
@@ -373,6 +403,10 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
       }
       const size_t total = static_cast<size_t>(c.row_splits[batch]);
       c.shape = {static_cast<int64_t>(total)};
+      if (spec.kind == FeatureSpec::Kind::kFixedLenSequence) {
+        c.shape = {static_cast<int64_t>(total) / spec.num_elements()};
+        c.shape.insert(c.shape.end(), spec.shape.begin(), spec.shape.end());
+      }
       if (spec.dtype == DType::kInt64) c.int64s.resize(total);
       if (spec.dtype == DType::kFloat32) c.floats.resize(total);
     }
@@ -409,7 +443,7 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
   bool needs_pass2 = false;
   for (size_t k = 0; k < k_count && !needs_pass2; ++k) {
     const FeatureSpec& spec = specs_[k];
-    if (spec.kind == FeatureSpec::Kind::kVarLen || spec.dtype == DType::kBytes) {
+    if (spec.kind != FeatureSpec::Kind::kFixedLen || spec.dtype == DType::kBytes) {
       needs_pass2 = true;
     } else {
       for (size_t r = 0; r < batch && !needs_pass2; ++r)
@@ -524,7 +558,7 @@ SequenceParser::SequenceParser(std::vector<FeatureSpec> specs) : specs_(std::mov
 
 Result<SequenceParser> SequenceParser::Create(std::vector<FeatureSpec> specs) {
   for (const auto& spec : specs) {
-    if (spec.default_value) {
+    if (spec.default_value && spec.kind != FeatureSpec::Kind::kFixedLenSequence) {
       return InvalidArgumentError("sequence feature '" + spec.key +
                                   "': defaults are not supported (a step is never missing)");
     }
@@ -566,6 +600,15 @@ Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records
                   for (size_t k = 0; k < k_count && s.ok(); ++k) {
                     const FeatureSpec& spec = specs_[k];
                     SequenceSlot& slot = row[k];
+                    if (!slot.present && spec.kind == FeatureSpec::Kind::kFixedLenSequence &&
+                        !spec.allow_missing) {
+                      record_error(r,
+                                   InvalidArgumentError(
+                                       "required feature list is missing (a FixedLenSequence "
+                                       "spec without allow_missing)"),
+                                   &spec.key, -1);
+                      break;
+                    }
                     if (!slot.present) continue;
                     int64_t step = 0;
                     s = internal::VisitSteps(slot.list, [&](const FeatureView& view) -> Status {
@@ -585,7 +628,7 @@ Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records
                         RF_ASSIGN_OR_RETURN(size_t count, internal::CountListValues(view));
                         n = count;
                       }
-                      if (spec.kind == FeatureSpec::Kind::kFixedLen &&
+                      if (spec.kind != FeatureSpec::Kind::kVarLen &&
                           n != static_cast<uint64_t>(spec.num_elements())) {
                         return InvalidArgumentError("has " + std::to_string(n) +
                                                     " values, but the spec's shape " +
@@ -623,7 +666,7 @@ Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records
     }
     const uint64_t total_steps = static_cast<uint64_t>(c.row_splits[batch]);
     const uint64_t total_values = value_start[k][batch];
-    if (spec.kind == FeatureSpec::Kind::kFixedLen) {
+    if (spec.kind != FeatureSpec::Kind::kVarLen) {
       c.shape = {static_cast<int64_t>(total_steps)};
       c.shape.insert(c.shape.end(), spec.shape.begin(), spec.shape.end());
     } else {
