@@ -52,6 +52,9 @@ from recordflow.example import (
     parse_sequence_example,
 )
 from recordflow.reshard import reshard
+from recordflow import _fsspec
+
+_fsspec.install()  # other URL schemes through fsspec, when it is installed
 
 __all__ = [
     "AUTOTUNE",

@@ -12,7 +12,10 @@ using namespace nb::literals;
 
 namespace recordflow::python {
 
+void RegisterFsspecBridge(nb::module_& m);  // fsspec_bridge.cc
+
 void RegisterIo(nb::module_& m) {
+  RegisterFsspecBridge(m);
   m.def(
       "is_remote_path", [](const std::string& p) { return io::IsRemotePath(p); }, "path"_a);
   m.def(
