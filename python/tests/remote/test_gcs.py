@@ -86,11 +86,19 @@ def test_gcs_glob_from_files_global_shuffle_and_checkpoint(gcs):
     assert head + list(shuffled.restore(state)) == full
 
 
-def test_gcs_writer_closed_by_an_exception_leaves_no_object(gcs):
+@pytest.fixture
+def small_chunks():
+    from recordflow import _core
+    old = _core._set_remote_part_sizes(64 * 1024, 256 * 1024)
+    yield
+    _core._set_remote_part_sizes(*old)
+
+
+def test_gcs_writer_closed_by_an_exception_leaves_no_object(gcs, small_chunks):
     url = _url(gcs, "aborted.tfrecord")
     with pytest.raises(RuntimeError):
         with rf.RecordWriter(url) as w:
-            for r in _records(20, 1 << 20):  # 20 MiB: a resumable session got a 16 MiB chunk
+            for r in _records(6, 300_000):  # 1.8 MB in 256 KiB chunks: a session with chunks
                 w.write(r)
             raise RuntimeError("boom")
     with pytest.raises(rf.NotFoundError):
@@ -142,13 +150,14 @@ def test_gcs_retries_through_the_fault_proxy(gcs, fault_proxy_factory, fault):
     assert (stats["failed"] if "fail_count" in fault else stats["dropped"]) == 2, stats
 
 
-def test_gcs_upload_chunk_failures_resume_the_session(gcs, fault_proxy_factory, monkeypatch):
+def test_gcs_upload_chunk_failures_resume_the_session(gcs, fault_proxy_factory, monkeypatch,
+                                                      small_chunks):
     # 503s on the resumable session's PUTs: the writer asks the session how much it holds and
     # sends the rest; the object is whole.
     proxy = fault_proxy_factory(gcs.endpoint)
     proxy.configure(match_method="PUT", fail_count=3, fail_status=503)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.url)
-    recs = _records(20, 1 << 20, seed=9)  # 20 MiB: two chunks, the second one final
+    recs = _records(10, 100_000, seed=9)  # 1 MB: three 256 KiB chunks and a final one
     _write(_url(gcs, "resumed.tfrecord"), recs)
     assert proxy.stats()["failed"] == 3
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs.endpoint)

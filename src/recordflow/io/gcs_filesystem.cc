@@ -138,8 +138,12 @@ class GcsWriter final : public AtomicFileWriter {
     // Cancelling the session discards what was uploaded; nothing appears under the key.
     // (The emulator does not implement cancellation; there an unfinished session is simply
     // never finalized.)
-    Call([&] { return Authorized("DELETE", session, {}, {}, options_.retry); }, path(),
-         "cancel the upload of", options_.retry, 499)
+    // Best effort, briefly: an unfinalized session expires on its own within a week.
+    RetryOptions brief = options_.retry;
+    brief.max_attempts = std::min(brief.max_attempts, 3);
+    brief.max_total = std::min(brief.max_total, std::chrono::milliseconds(2000));
+    Call([&] { return Authorized("DELETE", session, {}, {}, brief); }, path(),
+         "cancel the upload of", brief, 499)
         .status()
         .IgnoreError();
   }
