@@ -103,9 +103,11 @@ def install() -> bool:
     global _installed
     if _installed:
         return True
-    try:
-        import fsspec  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    # Found, not imported: `import recordflow` imports no optional package; fsspec is imported
+    # on the first URL with a scheme recordflow does not serve itself.
+    if importlib.util.find_spec("fsspec") is None:
         return False
     from recordflow import _core
 

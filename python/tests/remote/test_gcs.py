@@ -203,6 +203,12 @@ class _AuthFront:
                 body = self.rfile.read(n) if n else b""
                 if self.path == "/token":
                     return self._token(body)
+                if self.path == "/computeMetadata/v1/instance/service-accounts/default/token":
+                    front.token_requests += 1
+                    if self.headers.get("Metadata-Flavor") != "Google":
+                        return self._reply(403, b"missing Metadata-Flavor")
+                    return self._reply(200, json.dumps(
+                        {"access_token": front.token, "expires_in": 3600}).encode())
                 if self.headers.get("Authorization") != f"Bearer {front.token}":
                     front.rejected += 1
                     return self._reply(401, b'{"error": {"code": 401, "message": "no token"}}')
@@ -223,6 +229,11 @@ class _AuthFront:
                 from cryptography.hazmat.primitives.asymmetric import padding
                 front.token_requests += 1
                 form = parse_qs(body.decode())
+                if form.get("grant_type") == ["refresh_token"]:
+                    ok = form.get("refresh_token") == ["rt-1"] and form.get("client_id") == ["c"]
+                    return self._reply(200 if ok else 400, json.dumps(
+                        {"access_token": front.token, "expires_in": 3600} if ok else
+                        {"error": "invalid_grant"}).encode())
                 try:
                     assert form["grant_type"] == ["urn:ietf:params:oauth:grant-type:jwt-bearer"]
                     h, c, s = form["assertion"][0].split(".")
@@ -306,3 +317,20 @@ def test_gcs_wrong_key_and_wrong_token_are_permission_denied_without_secrets(
     monkeypatch.setenv("GOOGLE_OAUTH_ACCESS_TOKEN", front.token)
     _write(_url(gcs, "t.tfrecord"), [b"ok"])
     assert list(rf.RecordReader(_url(gcs, "t.tfrecord"))) == [b"ok"]
+
+
+def test_gcs_metadata_server_and_authorized_user_tokens(oauth_gcs, tmp_path, monkeypatch):
+    gcs, front = oauth_gcs
+    # GCE_METADATA_HOST, as Google's libraries honour it (no key file, no token variable).
+    monkeypatch.setenv("GCE_METADATA_HOST", front.url.split("//", 1)[1])
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "no-gcloud"))
+    _write(_url(gcs, "m.tfrecord"), [b"meta"])
+    assert list(rf.RecordReader(_url(gcs, "m.tfrecord"))) == [b"meta"]
+    assert front.token_requests == 1 and front.rejected == 0
+    # An authorized_user file (gcloud auth application-default login): its refresh token.
+    f = tmp_path / "user.json"
+    f.write_text(json.dumps({"type": "authorized_user", "client_id": "c", "client_secret": "s",
+                             "refresh_token": "rt-1", "token_uri": front.url + "/token"}))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(f))
+    assert list(rf.RecordReader(_url(gcs, "m.tfrecord"))) == [b"meta"]
+    assert front.token_requests == 2 and front.rejected == 0
