@@ -31,7 +31,13 @@ Status FromPython(const nb::python_error& e, const std::string& what, const std:
 }
 
 // Interpreter shutdown: no more calls into Python.
-bool PythonGone() { return Py_IsInitialized() == 0 || _Py_IsFinalizing() != 0; }
+bool PythonGone() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsInitialized() == 0 || Py_IsFinalizing() != 0;
+#else
+  return Py_IsInitialized() == 0 || _Py_IsFinalizing() != 0;
+#endif
+}
 
 Status Gone(const std::string& url) {
   return FailedPreconditionError("cannot reach fsspec for " + url + ": Python is shutting down");
