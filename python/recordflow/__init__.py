@@ -9,7 +9,7 @@ Reading and writing::
         ...
 """
 
-from recordflow import stages, vision
+from recordflow import _fsspec, stages, vision
 from recordflow._core import (
     IndexedRecordReader,
     RecordReader,
@@ -52,7 +52,6 @@ from recordflow.example import (
     parse_sequence_example,
 )
 from recordflow.reshard import reshard
-from recordflow import _fsspec
 
 _fsspec.install()  # other URL schemes through fsspec, when it is installed
 

@@ -12,9 +12,9 @@
 #include <sstream>
 
 #include "gcs_internal.h"
-#include "recordflow/core/json.h"
 #include "gcs_json_internal.h"
 #include "http_client.h"
+#include "recordflow/core/json.h"
 #include "sigv4.h"
 
 namespace recordflow::io::internal {
@@ -116,7 +116,8 @@ Result<CachedToken> ParseTokenAnswer(const HttpResponse& r, const std::string& s
   CachedToken t;
   t.header = "Bearer " + token;
   // Refresh a minute early so a token never expires between the check and the request.
-  t.expires = std::chrono::steady_clock::now() + std::chrono::seconds(std::max(0L, expires_in - 60));
+  t.expires =
+      std::chrono::steady_clock::now() + std::chrono::seconds(std::max(0L, expires_in - 60));
   return t;
 }
 
@@ -159,9 +160,8 @@ Result<CachedToken> ServiceAccountToken(const JsonValue& key, const std::string&
   if (!kid.empty()) header += R"(,"kid":)" + JsonQuote(kid);
   header += "}";
   const std::string claims = R"({"iss":)" + JsonQuote(email) + R"(,"scope":)" + JsonQuote(kScope) +
-                             R"(,"aud":)" + JsonQuote(token_uri) +
-                             R"(,"iat":)" + std::to_string(now) +
-                             R"(,"exp":)" + std::to_string(now + 3600) + "}";
+                             R"(,"aud":)" + JsonQuote(token_uri) + R"(,"iat":)" +
+                             std::to_string(now) + R"(,"exp":)" + std::to_string(now + 3600) + "}";
   const std::string signing_input = Base64Url(header) + "." + Base64Url(claims);
   RF_ASSIGN_OR_RETURN(std::string sig, SignRs256(pem, signing_input, file));
   const std::string jwt = signing_input + "." + Base64Url(sig);

@@ -66,8 +66,8 @@ Result<HttpResponse> Call(const std::function<Result<HttpRequest>()>& make, cons
         if (!a.status.ok()) {
           // The transport error names the request URL; name the gs:// URL instead (an upload
           // session URL is itself a credential).
-          return {IOError(what + " " + url + ": " + a.status.message().substr(
-                                                         a.status.message().rfind(": ") + 2)),
+          return {IOError(what + " " + url + ": " +
+                          a.status.message().substr(a.status.message().rfind(": ") + 2)),
                   a.retryable};
         }
         if ((response.status >= 200 && response.status < 300) || response.status == also_ok) {
@@ -165,16 +165,17 @@ class GcsWriter final : public AtomicFileWriter {
   Status StartSession() {
     const std::string url = target_.base + "/upload/storage/v1/b/" + UriEncode(bucket_, false) +
                             "/o?uploadType=resumable&name=" + UriEncode(key_, false);
-    RF_ASSIGN_OR_RETURN(
-        HttpResponse r,
-        Call(
-            [&] {
-              return Authorized("POST", url, {{"X-Upload-Content-Type", "application/octet-stream"}},
-                                {}, options_.retry);
-            },
-            path(), "start a resumable upload of", options_.retry));
+    RF_ASSIGN_OR_RETURN(HttpResponse r, Call(
+                                            [&] {
+                                              return Authorized("POST", url,
+                                                                {{"X-Upload-Content-Type",
+                                                                  "application/octet-stream"}},
+                                                                {}, options_.retry);
+                                            },
+                                            path(), "start a resumable upload of", options_.retry));
     session_ = r.Header("location");
-    if (session_.empty()) return IOError("no upload session (Location) in the answer for " + path());
+    if (session_.empty())
+      return IOError("no upload session (Location) in the answer for " + path());
     return Status::OK();
   }
 
@@ -204,8 +205,7 @@ class GcsWriter final : public AtomicFileWriter {
               return {};
             }
             if (r.status != 308) {
-              return {GcsError(r, path(), "resume the upload of"),
-                      IsRetryableHttpStatus(r.status)};
+              return {GcsError(r, path(), "resume the upload of"), IsRetryableHttpStatus(r.status)};
             }
             persisted = PersistedBytes(r);
             if (persisted < start || persisted > end) {
@@ -218,17 +218,16 @@ class GcsWriter final : public AtomicFileWriter {
           ask_first = true;
           if (!final && persisted == end) return {};
           const std::string_view rest = data.substr(persisted - start);
-          const std::string range =
-              rest.empty() ? "bytes */" + total
-                           : "bytes " + std::to_string(persisted) + "-" +
-                                 std::to_string(end - 1) + "/" + total;
+          const std::string range = rest.empty() ? "bytes */" + total
+                                                 : "bytes " + std::to_string(persisted) + "-" +
+                                                       std::to_string(end - 1) + "/" + total;
           Result<HttpRequest> put =
               Authorized("PUT", session_, {{"Content-Range", range}}, rest, retry);
           if (!put.ok()) return {put.status(), false};
           Attempt a = HttpClient::Default().Perform(*put, retry, &r);
           if (!a.status.ok()) {
-            return {IOError("upload of " + path() + " at byte offset " +
-                            std::to_string(persisted) + " interrupted"),
+            return {IOError("upload of " + path() + " at byte offset " + std::to_string(persisted) +
+                            " interrupted"),
                     true};
           }
           if (final && (r.status == 200 || r.status == 201)) {
@@ -239,8 +238,8 @@ class GcsWriter final : public AtomicFileWriter {
             persisted = PersistedBytes(r);
             if (persisted == end) return {};
             // The server kept less than was sent: ask and send the rest.
-            return {IOError("upload of " + path() + " kept " + std::to_string(persisted) +
-                            " of " + std::to_string(end) + " bytes"),
+            return {IOError("upload of " + path() + " kept " + std::to_string(persisted) + " of " +
+                            std::to_string(end) + " bytes"),
                     true};
           }
           return {GcsError(r, path(), "upload byte offset " + std::to_string(persisted) + " of"),
@@ -275,15 +274,15 @@ class GcsFileSystem final : public FileSystem {
     }
     // Every range names the generation seen at open: an overwritten object answers 412
     // (kFailedPrecondition) instead of mixing two versions' bytes.
-    std::string url = target.base + "/download/storage/v1" + ObjectPath(bk.first, bk.second) +
-                      "?alt=media";
+    std::string url =
+        target.base + "/download/storage/v1" + ObjectPath(bk.first, bk.second) + "?alt=media";
     if (!meta.generation.empty()) url += "&ifGenerationMatch=" + meta.generation;
     auto fetch = [url, gs = path, retry = options.retry](uint64_t offset,
                                                          std::span<std::byte> dst) {
       return FetchRange(gs, retry, offset, dst, [&](uint64_t first, uint64_t last) {
         Result<HttpRequest> r = Authorized(
-            "GET", url,
-            {{"Range", "bytes=" + std::to_string(first) + "-" + std::to_string(last)}}, {}, retry);
+            "GET", url, {{"Range", "bytes=" + std::to_string(first) + "-" + std::to_string(last)}},
+            {}, retry);
         // Without a token the request goes out anonymously and the store's 401/403 says why.
         if (!r.ok()) {
           HttpRequest anon;
@@ -310,8 +309,8 @@ class GcsFileSystem final : public FileSystem {
 
   Result<FileInfo> Stat(const std::string& path) override {
     RF_ASSIGN_OR_RETURN(auto bk, SplitBucketKey(path));
-    RF_ASSIGN_OR_RETURN(Meta m,
-                        StatWith(ResolveGcsTarget(), bk.first, bk.second, path, GetRemoteOptions()));
+    RF_ASSIGN_OR_RETURN(
+        Meta m, StatWith(ResolveGcsTarget(), bk.first, bk.second, path, GetRemoteOptions()));
     return m.info;
   }
 
@@ -345,8 +344,8 @@ class GcsFileSystem final : public FileSystem {
     const std::string root = "gs://" + bucket + "/";
     while (true) {
       std::string url = target.base + "/storage/v1/b/" + UriEncode(bucket, false) +
-                        "/o?prefix=" + UriEncode(prefix, false) + "&fields=" +
-                        UriEncode("items(name),nextPageToken", false);
+                        "/o?prefix=" + UriEncode(prefix, false) +
+                        "&fields=" + UriEncode("items(name),nextPageToken", false);
       if (limit > 0) url += "&maxResults=" + std::to_string(limit);
       if (!token.empty()) url += "&pageToken=" + UriEncode(token, false);
       RF_ASSIGN_OR_RETURN(HttpResponse r,
@@ -373,9 +372,8 @@ class GcsFileSystem final : public FileSystem {
       return InvalidArgumentError("'" + url + "' names no object (empty key or ending in '/')");
     }
     const std::string api = target.base + "/storage/v1" + ObjectPath(bucket, key);
-    Result<HttpResponse> r =
-        Call([&] { return Authorized("GET", api, {}, {}, options.retry); }, url, "stat",
-             options.retry);
+    Result<HttpResponse> r = Call([&] { return Authorized("GET", api, {}, {}, options.retry); },
+                                  url, "stat", options.retry);
     if (!r.ok()) {
       if (r.status().code() == StatusCode::kNotFound) {
         // A "folder": objects exist under key + "/".

@@ -330,8 +330,8 @@ class S3FileSystem final : public FileSystem {
     if (bk.second.empty() || bk.second.back() == '/') {
       return InvalidArgumentError("not an object URL: '" + path + "'");
     }
-    return std::unique_ptr<AtomicFileWriter>(std::make_unique<S3Writer>(
-        path, resolve_(), bk.first, bk.second, GetRemoteOptions()));
+    return std::unique_ptr<AtomicFileWriter>(
+        std::make_unique<S3Writer>(path, resolve_(), bk.first, bk.second, GetRemoteOptions()));
   }
 
   Result<FileInfo> Stat(const std::string& path) override {

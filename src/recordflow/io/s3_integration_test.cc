@@ -16,10 +16,10 @@
 #include "recordflow/format/record_index.h"
 #include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_writer.h"
+#include "recordflow/io/dropping_proxy_test_util.h"
 #include "recordflow/io/filesystem.h"
 #include "recordflow/io/filesystem_internal.h"
 #include "recordflow/io/http_client.h"
-#include "recordflow/io/dropping_proxy_test_util.h"
 
 namespace recordflow::io {
 namespace {
