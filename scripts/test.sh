@@ -27,8 +27,9 @@ bash scripts/lint.sh
 echo "== C++: build and unit tests (Release) =="
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$JOBS"
-# With a real S3 server (SeaweedFS on loopback) up, so the S3IntegrationTest suite runs.
-KINDS=s3 bash scripts/servers/with-remote-servers.sh ctest --preset release -j "$JOBS"
+# With a real S3 server (SeaweedFS on loopback) and the GCS emulator up, so the S3IntegrationTest
+# and GcsIntegrationTest suites run (and fail, not skip, if the emulator is missing).
+KINDS="s3 gcs" RF_REQUIRE_REMOTE_SERVERS=1 bash scripts/servers/with-remote-servers.sh ctest --preset release -j "$JOBS"
 
 echo "== Soak: epochs and iterator churn for ${RF_SOAK_SECONDS:-60}s; RSS must stay flat =="
 RF_SOAK_SECONDS="${RF_SOAK_SECONDS:-60}" ./build/release/recordflow_tests --gtest_brief=1 \

@@ -9,7 +9,7 @@ Reading and writing::
         ...
 """
 
-from recordflow import stages, vision
+from recordflow import _fsspec, stages, vision
 from recordflow._core import (
     IndexedRecordReader,
     RecordReader,
@@ -64,6 +64,8 @@ from recordflow.parsing import (
     parse_single_sequence_example,
 )
 from recordflow.reshard import reshard
+
+_fsspec.install()  # other URL schemes through fsspec, when it is installed
 
 __all__ = [
     "AUTOTUNE",

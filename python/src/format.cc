@@ -16,6 +16,7 @@
 #include "recordflow/format/record_index.h"
 #include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_writer.h"
+#include "recordflow/io/filesystem.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -94,11 +95,21 @@ class PyRecordReader {
       reader = format::RecordReader::Open(path.string(), options);
     }
     reader_ = ValueOrThrow(std::move(reader));
+    remote_ = io::IsRemotePath(path.string());
   }
 
   nb::bytes Next() {
     std::span<const std::byte> record;
-    Result<bool> more = Reader().ReadRecord(&record);
+    format::RecordReader& reader = Reader();
+    Result<bool> more = InternalError("not read");
+    if (remote_) {
+      // A remote refill waits on the network, or on read-ahead threads that call into Python
+      // (the fsspec bridge): never with the GIL held.
+      nb::gil_scoped_release release;
+      more = reader.ReadRecord(&record);
+    } else {
+      more = reader.ReadRecord(&record);
+    }
     if (!more.ok()) ThrowStatus(more.status());
     if (!*more) throw nb::stop_iteration();
     return ToBytes(record);
@@ -166,6 +177,7 @@ class PyRecordReader {
     return *reader_;
   }
   std::unique_ptr<format::RecordReader> reader_;
+  bool remote_ = false;
 };
 
 class PyRecordWriter {

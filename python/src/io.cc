@@ -12,7 +12,10 @@ using namespace nb::literals;
 
 namespace recordflow::python {
 
+void RegisterFsspecBridge(nb::module_& m);  // fsspec_bridge.cc
+
 void RegisterIo(nb::module_& m) {
+  RegisterFsspecBridge(m);
   m.def(
       "is_remote_path", [](const std::string& p) { return io::IsRemotePath(p); }, "path"_a);
   m.def(
@@ -22,6 +25,19 @@ void RegisterIo(nb::module_& m) {
       },
       "access_key"_a, "secret_key"_a, "session_token"_a = "",
       "Credentials for s3:// (over the environment and ~/.aws); an empty key clears them.");
+  // Tests: small parts and chunks exercise multi-part paths with small objects. Returns the
+  // previous values, to restore.
+  m.def(
+      "_set_remote_part_sizes",
+      [](uint64_t part_size, uint64_t upload_part_size) {
+        io::RemoteOptions o = io::GetRemoteOptions();
+        nb::tuple old = nb::make_tuple(o.part_size, o.upload_part_size);
+        o.part_size = part_size;
+        o.upload_part_size = upload_part_size;
+        io::SetRemoteOptions(o);
+        return old;
+      },
+      "part_size"_a, "upload_part_size"_a);
 }
 
 }  // namespace recordflow::python

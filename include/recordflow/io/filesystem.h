@@ -3,12 +3,17 @@
 //
 //   /local/path, relative/path, file:///abs  -> the local file system
 //   s3://bucket/key                          -> S3 and S3-compatible stores (SigV4)
+//   gs://bucket/key                          -> Google Cloud Storage (JSON API + OAuth2, or
+//                                               the XML API with HMAC keys; emulator)
 //   http://host/path, https://host/path      -> read-only, ranged GETs (sequential fallback)
 //
 // Remote configuration follows the AWS SDKs (docs/remote-storage.md): AWS_ACCESS_KEY_ID,
 // AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION / AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3
 // / AWS_ENDPOINT_URL (custom endpoints use path-style addressing), AWS_PROFILE with
-// ~/.aws/credentials and ~/.aws/config. Credentials never appear in error messages.
+// ~/.aws/credentials and ~/.aws/config. gs:// follows Google's client libraries:
+// STORAGE_EMULATOR_HOST, GOOGLE_OAUTH_ACCESS_TOKEN, GOOGLE_APPLICATION_CREDENTIALS, the metadata
+// server (GCE_METADATA_HOST), or HMAC keys GCS_HMAC_ACCESS_KEY_ID / GCS_HMAC_SECRET.
+// Credentials never appear in error messages.
 #pragma once
 
 #include <chrono>
@@ -76,7 +81,7 @@ Url ParseUrl(std::string_view path);
 // True for "scheme://..." paths other than file://.
 bool IsRemotePath(std::string_view path);
 
-// One store. Implementations: local, s3, http(s).
+// One store. Implementations: local, s3, gs, http(s).
 //
 // Thread safety: thread-safe.
 // Lifetime: FileSystemForPath returns process-lifetime singletons.

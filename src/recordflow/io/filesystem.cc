@@ -1,5 +1,6 @@
 #include "recordflow/io/filesystem.h"
 
+#include "recordflow/io/custom_filesystem.h"
 #include "recordflow/io/glob.h"
 
 #include <fnmatch.h>
@@ -13,12 +14,29 @@
 #include <mutex>
 
 #include "filesystem_internal.h"
+#include "gcs_internal.h"
 #include "local_file_internal.h"
+#include "remote_file_internal.h"
 
 namespace recordflow::io {
 namespace {
 
 std::mutex options_mu;
+
+struct Fallback {
+  std::function<bool(const std::string&)> handles;
+  FileSystem* fs = nullptr;
+};
+std::mutex fallback_mu;
+Fallback& FallbackSlot() {
+  static Fallback* f = new Fallback();
+  return *f;
+}
+// Every fallback ever set: FileSystemForPath hands out plain pointers, so none is freed.
+std::vector<std::shared_ptr<FileSystem>>& KeptFileSystems() {
+  static auto* v = new std::vector<std::shared_ptr<FileSystem>>();
+  return *v;
+}
 RemoteOptions& Options() {
   static RemoteOptions* o = new RemoteOptions();
   return *o;
@@ -111,10 +129,32 @@ Result<FileSystem*> FileSystemForPath(std::string_view path) {
   if (u.scheme.empty() || u.scheme == "file") return internal::LocalFileSystemInstance();
   if (u.scheme == "s3") return internal::S3FileSystemInstance();
   if (u.scheme == "http" || u.scheme == "https") return internal::HttpFileSystemInstance();
+  if (u.scheme == "gs") return internal::GcsFileSystemForEnvironment();
+  Fallback fallback;
+  {
+    std::lock_guard lock(fallback_mu);
+    fallback = FallbackSlot();
+  }
+  // Outside the lock: the predicate may take the GIL (Python's fsspec bridge).
+  if (fallback.fs != nullptr && fallback.handles(u.scheme)) return fallback.fs;
   return InvalidArgumentError("unsupported URL scheme '" + u.scheme + "://' in '" +
                               std::string(path) +
-                              "' (supported: s3://, http://, https://, and "
-                              "local paths)");
+                              "' (supported: s3://, gs://, http://, https://, "
+                              "local paths, and from Python any scheme fsspec knows)");
+}
+
+void SetFallbackFileSystem(std::function<bool(const std::string& scheme)> handles,
+                           std::shared_ptr<FileSystem> fs) {
+  std::lock_guard lock(fallback_mu);
+  FallbackSlot().fs = fs.get();
+  FallbackSlot().handles = fs == nullptr ? nullptr : std::move(handles);
+  if (fs != nullptr) KeptFileSystems().push_back(std::move(fs));
+}
+
+std::unique_ptr<RandomAccessFile> NewRangedRandomAccessFile(std::string url, uint64_t size,
+                                                            ByteRangeReader read) {
+  return std::make_unique<internal::RemoteRandomAccessFile>(std::move(url), size, std::move(read),
+                                                            GetRemoteOptions());
 }
 
 Result<FileInfo> StatPath(const std::string& path) {

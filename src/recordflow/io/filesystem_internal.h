@@ -1,6 +1,8 @@
 // Between filesystem.cc and the per-scheme implementations.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,6 +20,7 @@ struct S3Config {
   std::string region;
   std::string endpoint;  // "http://127.0.0.1:8333"; empty for AWS itself
   bool path_style = false;
+  std::string url_scheme = "s3";  // of the URLs that listings return ("gs" for GCS HMAC)
 };
 S3Config ResolveS3Config();
 void SetExplicitS3Credentials(AwsCredentials credentials);
@@ -33,5 +36,7 @@ HttpRequest S3Request(const S3Config& config, std::string method, const std::str
 FileSystem* LocalFileSystemInstance();
 FileSystem* S3FileSystemInstance();
 FileSystem* HttpFileSystemInstance();
+// An s3://-style file system whose configuration comes from `resolve` (called per operation).
+std::unique_ptr<FileSystem> NewS3CompatibleFileSystem(std::function<S3Config()> resolve);
 
 }  // namespace recordflow::io::internal

@@ -303,9 +303,11 @@ class S3Writer final : public AtomicFileWriter {
 
 class S3FileSystem final : public FileSystem {
  public:
+  explicit S3FileSystem(std::function<S3Config()> resolve) : resolve_(std::move(resolve)) {}
+
   Result<std::unique_ptr<RandomAccessFile>> OpenRandomAccess(const std::string& path) override {
     RF_ASSIGN_OR_RETURN(auto bk, SplitBucketKey(path));
-    const S3Config config = ResolveS3Config();
+    const S3Config config = resolve_();
     const RemoteOptions options = GetRemoteOptions();
     RF_ASSIGN_OR_RETURN(FileInfo info, StatWith(config, bk.first, bk.second, path, options));
     if (info.is_directory) return InvalidArgumentError("'" + path + "' is a prefix, not an object");
@@ -328,23 +330,23 @@ class S3FileSystem final : public FileSystem {
     if (bk.second.empty() || bk.second.back() == '/') {
       return InvalidArgumentError("not an object URL: '" + path + "'");
     }
-    return std::unique_ptr<AtomicFileWriter>(std::make_unique<S3Writer>(
-        path, ResolveS3Config(), bk.first, bk.second, GetRemoteOptions()));
+    return std::unique_ptr<AtomicFileWriter>(
+        std::make_unique<S3Writer>(path, resolve_(), bk.first, bk.second, GetRemoteOptions()));
   }
 
   Result<FileInfo> Stat(const std::string& path) override {
     RF_ASSIGN_OR_RETURN(auto bk, SplitBucketKey(path));
-    return StatWith(ResolveS3Config(), bk.first, bk.second, path, GetRemoteOptions());
+    return StatWith(resolve_(), bk.first, bk.second, path, GetRemoteOptions());
   }
 
   Result<std::vector<std::string>> ListPrefix(const std::string& prefix) override {
     RF_ASSIGN_OR_RETURN(auto bk, SplitBucketKey(prefix));
-    return List(ResolveS3Config(), bk.first, bk.second, GetRemoteOptions(), 0);
+    return List(resolve_(), bk.first, bk.second, GetRemoteOptions(), 0);
   }
 
   Status Delete(const std::string& path) override {
     RF_ASSIGN_OR_RETURN(auto bk, SplitBucketKey(path));
-    const S3Config config = ResolveS3Config();
+    const S3Config config = resolve_();
     Result<HttpResponse> r =
         Send([&] { return S3Request(config, "DELETE", bk.first, bk.second, "", {}, {}); }, path,
              "delete", GetRemoteOptions().retry);
@@ -358,7 +360,8 @@ class S3FileSystem final : public FileSystem {
                                         size_t limit) {
     std::vector<std::string> out;
     std::string token;
-    const std::string where = "s3://" + bucket + "/" + prefix;
+    const std::string root = config.url_scheme + "://" + bucket + "/";
+    const std::string where = root + prefix;
     while (true) {
       std::string query;
       if (!token.empty()) query += Q("continuation-token", token) + "&";
@@ -372,7 +375,7 @@ class S3FileSystem final : public FileSystem {
       while (true) {
         std::string contents = XmlValue(r.body, "Contents", &pos);
         if (pos == std::string::npos) break;
-        out.push_back("s3://" + bucket + "/" + XmlValue(contents, "Key"));
+        out.push_back(root + XmlValue(contents, "Key"));
       }
       if (XmlValue(r.body, "IsTruncated") != "true" || limit > 0) break;
       token = XmlValue(r.body, "NextContinuationToken");
@@ -410,13 +413,19 @@ class S3FileSystem final : public FileSystem {
     info.size = length.empty() ? 0 : std::stoull(length);
     return info;
   }
+
+  std::function<S3Config()> resolve_;
 };
 
 }  // namespace
 
 FileSystem* S3FileSystemInstance() {
-  static FileSystem* fs = new S3FileSystem();
+  static FileSystem* fs = new S3FileSystem(ResolveS3Config);
   return fs;
+}
+
+std::unique_ptr<FileSystem> NewS3CompatibleFileSystem(std::function<S3Config()> resolve) {
+  return std::make_unique<S3FileSystem>(std::move(resolve));
 }
 
 }  // namespace recordflow::io::internal
