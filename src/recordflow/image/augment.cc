@@ -13,6 +13,16 @@
 #include <numeric>
 #include <string>
 
+// The per-pixel loops are compiled twice, for x86-64-v3 (AVX2 + FMA) and baseline x86-64, and
+// picked at load time (an ifunc): torchvision's float32 formulas use fused multiply-adds
+// (ATen's vectorised add with alpha), which std::fma reproduces exactly on both, but only the
+// v3 clone has them in hardware. Both clones give the same bits.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define RF_AUGMENT_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define RF_AUGMENT_CLONES
+#endif
+
 namespace recordflow::image {
 namespace {
 
@@ -98,6 +108,64 @@ inline int Reflect(int i, int n) {
   return i < n ? i : period - i;
 }
 
+RF_AUGMENT_CLONES void BrightnessKernel(const uint8_t* in, uint8_t* out, size_t n, float f) {
+  for (size_t i = 0; i < n; ++i) out[i] = TruncU8(static_cast<float>(in[i]) * f);
+}
+
+// Sum of floor(gray) over `pixels` RGB pixels (contrast's mean), in double (exact for any
+// image up to 2^44 pixels).
+RF_AUGMENT_CLONES double GraySum(const uint8_t* in, size_t pixels) {
+  double sum = 0;
+  for (size_t i = 0; i < pixels; ++i) sum += std::floor(GrayF(in + 3 * i));
+  return sum;
+}
+
+RF_AUGMENT_CLONES void ContrastKernel(const uint8_t* in, uint8_t* out, size_t n, float ratio,
+                                      float one_minus, float mean) {
+  for (size_t i = 0; i < n; ++i) out[i] = Blend(in[i], mean, ratio, one_minus);
+}
+
+RF_AUGMENT_CLONES void SaturationKernel(const uint8_t* in, uint8_t* out, size_t pixels,
+                                        float ratio, float one_minus) {
+  for (size_t i = 0; i < pixels; ++i) {
+    const float gray = std::floor(GrayF(in + 3 * i));
+    for (int c = 0; c < 3; ++c) out[3 * i + c] = Blend(in[3 * i + c], gray, ratio, one_minus);
+  }
+}
+
+RF_AUGMENT_CLONES void GrayKernel(const uint8_t* in, uint8_t* out, size_t pixels, int out_ch) {
+  for (size_t i = 0; i < pixels; ++i) {
+    const uint8_t g = TruncU8(GrayF(in + 3 * i));
+    for (int c = 0; c < out_ch; ++c) out[i * out_ch + c] = g;
+  }
+}
+
+// One row of adjust_sharpness' interior: blur = round(ring / 13 + 5 mid / 13), out = x +
+// alpha (blur - x) as ATen's fused add.
+RF_AUGMENT_CLONES void SharpnessRow(const uint8_t* up, const uint8_t* mid, const uint8_t* down,
+                                    size_t inner, size_t ch, float alpha, uint8_t* out) {
+  const float a = static_cast<float>(1.0 / 13.0);
+  const float b = static_cast<float>(5.0 / 13.0);
+  for (size_t i = 0; i < inner; ++i) {
+    const size_t l = i, m = i + ch, r = i + 2 * ch;
+    const float ring = static_cast<float>(up[l]) + static_cast<float>(up[m]) +
+                       static_cast<float>(up[r]) + static_cast<float>(mid[l]) +
+                       static_cast<float>(mid[r]) + static_cast<float>(down[l]) +
+                       static_cast<float>(down[m]) + static_cast<float>(down[r]);
+    const float blur = std::nearbyint(ring * a + static_cast<float>(mid[m]) * b);
+    const float xv = static_cast<float>(mid[m]);
+    out[i] = TruncU8(std::fma(blur - xv, alpha, xv));
+  }
+}
+
+RF_AUGMENT_CLONES void MultiplyAdd(const float* p, float w, size_t n, float* acc) {
+  for (size_t i = 0; i < n; ++i) acc[i] += w * p[i];
+}
+
+RF_AUGMENT_CLONES void RoundRow(const float* in, size_t n, uint8_t* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = RoundU8(in[i]);
+}
+
 }  // namespace
 
 // ---- photometric ----------------------------------------------------------------------------
@@ -107,10 +175,7 @@ Result<Image> AdjustBrightness(const Image& image, double factor) {
   RF_RETURN_IF_ERROR(CheckFactor(factor, "adjust_brightness"));
   Image out = SameShape(image);
   const float f = static_cast<float>(factor);
-  const uint8_t* in = image.pixels.data();
-  uint8_t* o = out.pixels.data();
-  const size_t n = image.pixels.size();
-  for (size_t i = 0; i < n; ++i) o[i] = TruncU8(static_cast<float>(in[i]) * f);
+  BrightnessKernel(image.pixels.data(), out.pixels.data(), image.pixels.size(), f);
   return out;
 }
 
@@ -121,18 +186,15 @@ Result<Image> AdjustContrast(const Image& image, double factor) {
   const uint8_t* in = image.pixels.data();
   double sum = 0;
   if (image.channels == 3) {
-    for (size_t i = 0; i < pixels; ++i) sum += std::floor(GrayF(in + 3 * i));
+    sum = GraySum(in, pixels);
   } else {
     for (size_t i = 0; i < pixels; ++i) sum += in[i];
   }
   const float mean = static_cast<float>(sum / static_cast<double>(pixels));
   const float ratio = static_cast<float>(factor);
   const float one_minus = static_cast<float>(1.0 - factor);
-  const float other = mean * one_minus;
   Image out = SameShape(image);
-  uint8_t* o = out.pixels.data();
-  const size_t n = image.pixels.size();
-  for (size_t i = 0; i < n; ++i) o[i] = TruncU8(static_cast<float>(in[i]) * ratio + other);
+  ContrastKernel(in, out.pixels.data(), image.pixels.size(), ratio, one_minus, mean);
   return out;
 }
 
@@ -143,13 +205,8 @@ Result<Image> AdjustSaturation(const Image& image, double factor) {
   const float ratio = static_cast<float>(factor);
   const float one_minus = static_cast<float>(1.0 - factor);
   Image out = SameShape(image);
-  const uint8_t* in = image.pixels.data();
-  uint8_t* o = out.pixels.data();
   const size_t pixels = static_cast<size_t>(image.width) * static_cast<size_t>(image.height);
-  for (size_t i = 0; i < pixels; ++i) {
-    const float gray = std::floor(GrayF(in + 3 * i));
-    for (int c = 0; c < 3; ++c) o[3 * i + c] = Blend(in[3 * i + c], gray, ratio, one_minus);
-  }
+  SaturationKernel(image.pixels.data(), out.pixels.data(), pixels, ratio, one_minus);
   return out;
 }
 
@@ -232,9 +289,12 @@ Result<Image> RgbToGrayscale(const Image& image, int num_output_channels) {
   out.pixels.resize(pixels * static_cast<size_t>(num_output_channels));
   const uint8_t* in = image.pixels.data();
   uint8_t* o = out.pixels.data();
+  if (image.channels == 3) {
+    GrayKernel(in, o, pixels, num_output_channels);
+    return out;
+  }
   for (size_t i = 0; i < pixels; ++i) {
-    const uint8_t g = image.channels == 3 ? TruncU8(GrayF(in + 3 * i)) : in[i];
-    for (int c = 0; c < num_output_channels; ++c) o[i * num_output_channels + c] = g;
+    for (int c = 0; c < num_output_channels; ++c) o[i * num_output_channels + c] = in[i];
   }
   return out;
 }
@@ -336,33 +396,13 @@ Result<Image> AdjustSharpness(const Image& image, double factor) {
   RF_RETURN_IF_ERROR(CheckFactor(factor, "adjust_sharpness"));
   if (image.width <= 2 || image.height <= 2) return image;
   Image out = image;
-  const float a = static_cast<float>(1.0 / 13.0);
-  const float b = static_cast<float>(5.0 / 13.0);
   const float alpha = static_cast<float>(1.0 - factor);
-  const int ch = image.channels;
-  const size_t row = image.row_bytes();
-  const size_t inner = static_cast<size_t>(image.width - 2) * static_cast<size_t>(ch);
-  std::vector<float> blur(inner);
+  const size_t ch = static_cast<size_t>(image.channels);
+  const size_t inner = static_cast<size_t>(image.width - 2) * ch;
   for (int y = 1; y + 1 < image.height; ++y) {
-    const uint8_t* up = image.row(y - 1);
-    const uint8_t* mid = image.row(y);
-    const uint8_t* down = image.row(y + 1);
-    for (size_t i = 0; i < inner; ++i) {
-      const size_t l = i, m = i + ch, r = i + 2 * static_cast<size_t>(ch);
-      const float ring = static_cast<float>(up[l]) + static_cast<float>(up[m]) +
-                         static_cast<float>(up[r]) + static_cast<float>(mid[l]) +
-                         static_cast<float>(mid[r]) + static_cast<float>(down[l]) +
-                         static_cast<float>(down[m]) + static_cast<float>(down[r]);
-      blur[i] = std::nearbyint(ring * a + static_cast<float>(mid[m]) * b);
-    }
-    uint8_t* o = out.row(y) + ch;
-    const uint8_t* x = mid + ch;
-    for (size_t i = 0; i < inner; ++i) {
-      const float xv = static_cast<float>(x[i]);
-      o[i] = TruncU8(xv + alpha * (blur[i] - xv));
-    }
+    SharpnessRow(image.row(y - 1), image.row(y), image.row(y + 1), inner, ch, alpha,
+                 out.row(y) + ch);
   }
-  (void)row;
   return out;
 }
 
@@ -402,28 +442,25 @@ Result<Image> GaussianBlur(const Image& image, std::array<int, 2> kernel_size,
   const int kx = kernel_size[0], ky = kernel_size[1];
   const int rx = kx / 2, ry = ky / 2;
   const size_t row_n = image.row_bytes();
-  // Horizontal pass into a float image, then vertical pass per output row.
+  // Horizontal pass into a float image (each row copied once into a reflect-padded float row,
+  // then one multiply-add sweep per tap over contiguous floats), then the vertical pass per
+  // output row (one sweep per tap over whole rows).
   std::vector<float> horiz(row_n * static_cast<size_t>(height));
   std::vector<int> col(static_cast<size_t>(width + 2 * rx));
   for (int i = 0; i < width + 2 * rx; ++i) col[i] = Reflect(i - rx, width);
-  const bool interior_x = width > 2 * rx;
+  std::vector<float> padded(static_cast<size_t>(width + 2 * rx) * ch);
   for (int y = 0; y < height; ++y) {
     const uint8_t* in = image.row(y);
+    for (int i = 0; i < width + 2 * rx; ++i) {
+      const uint8_t* s = in + static_cast<size_t>(col[i]) * ch;
+      for (int c = 0; c < ch; ++c) padded[static_cast<size_t>(i) * ch + c] = s[c];
+    }
     float* o = horiz.data() + static_cast<size_t>(y) * row_n;
-    for (int x = 0; x < width; ++x) {
-      const bool inside = interior_x && x >= rx && x + rx < width;
-      for (int c = 0; c < ch; ++c) {
-        float acc = 0;
-        if (inside) {
-          const uint8_t* p = in + static_cast<size_t>(x - rx) * ch + c;
-          for (int k = 0; k < kx; ++k) acc += kernels[0][k] * static_cast<float>(p[k * ch]);
-        } else {
-          for (int k = 0; k < kx; ++k) {
-            acc += kernels[0][k] * static_cast<float>(in[static_cast<size_t>(col[x + k]) * ch + c]);
-          }
-        }
-        o[static_cast<size_t>(x) * ch + c] = acc;
-      }
+    std::fill(o, o + row_n, 0.0f);
+    for (int k = 0; k < kx; ++k) {
+      const float w = kernels[0][k];
+      const float* p = padded.data() + static_cast<size_t>(k) * ch;
+      MultiplyAdd(p, w, row_n, o);
     }
   }
   Image out = SameShape(image);
@@ -433,10 +470,9 @@ Result<Image> GaussianBlur(const Image& image, std::array<int, 2> kernel_size,
     for (int k = 0; k < ky; ++k) {
       const float w = kernels[1][k];
       const float* src = horiz.data() + static_cast<size_t>(Reflect(y - ry + k, height)) * row_n;
-      for (size_t i = 0; i < row_n; ++i) acc[i] += w * src[i];
+      MultiplyAdd(src, w, row_n, acc.data());
     }
-    uint8_t* o = out.row(y);
-    for (size_t i = 0; i < row_n; ++i) o[i] = RoundU8(acc[i]);
+    RoundRow(acc.data(), row_n, out.row(y));
   }
   return out;
 }
