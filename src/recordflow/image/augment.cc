@@ -112,31 +112,55 @@ RF_AUGMENT_CLONES void BrightnessKernel(const uint8_t* in, uint8_t* out, size_t 
   for (size_t i = 0; i < n; ++i) out[i] = TruncU8(static_cast<float>(in[i]) * f);
 }
 
-// Sum of floor(gray) over `pixels` RGB pixels (contrast's mean), in double (exact for any
-// image up to 2^44 pixels).
-RF_AUGMENT_CLONES double GraySum(const uint8_t* in, size_t pixels) {
-  double sum = 0;
-  for (size_t i = 0; i < pixels; ++i) sum += std::floor(GrayF(in + 3 * i));
+// Sum of floor(gray) over `pixels` RGB pixels (contrast's mean). The terms are integers in
+// [0, 255], so an integer sum is exact (and vectorises).
+RF_AUGMENT_CLONES int64_t GraySum(const uint8_t* __restrict in, size_t pixels) {
+  int64_t sum = 0;
+  constexpr size_t kChunk = size_t{1} << 22;  // 255 * 2^22 < 2^31
+  for (size_t start = 0; start < pixels; start += kChunk) {
+    const size_t end = std::min(pixels, start + kChunk);
+    int32_t part = 0;
+    for (size_t i = start; i < end; ++i) part += static_cast<int32_t>(GrayF(in + 3 * i));
+    sum += part;
+  }
   return sum;
 }
 
-RF_AUGMENT_CLONES void ContrastKernel(const uint8_t* in, uint8_t* out, size_t n, float ratio,
-                                      float one_minus, float mean) {
+RF_AUGMENT_CLONES void ContrastKernel(const uint8_t* __restrict in, uint8_t* __restrict out,
+                                      size_t n, float ratio, float one_minus, float mean) {
   for (size_t i = 0; i < n; ++i) out[i] = Blend(in[i], mean, ratio, one_minus);
 }
 
-RF_AUGMENT_CLONES void SaturationKernel(const uint8_t* in, uint8_t* out, size_t pixels,
-                                        float ratio, float one_minus) {
-  for (size_t i = 0; i < pixels; ++i) {
-    const float gray = std::floor(GrayF(in + 3 * i));
-    for (int c = 0; c < 3; ++c) out[3 * i + c] = Blend(in[3 * i + c], gray, ratio, one_minus);
+RF_AUGMENT_CLONES void SaturationKernel(const uint8_t* __restrict in, uint8_t* __restrict out,
+                                        size_t pixels, float ratio, float one_minus) {
+  // In blocks: the grayscale first (a loop the compiler vectorises), then the blends.
+  constexpr size_t kBlock = 256;
+  float gray[kBlock];
+  for (size_t start = 0; start < pixels; start += kBlock) {
+    const size_t n = std::min(kBlock, pixels - start);
+    const uint8_t* p = in + 3 * start;
+    uint8_t* o = out + 3 * start;
+    for (size_t i = 0; i < n; ++i) gray[i] = std::floor(GrayF(p + 3 * i));
+    for (size_t i = 0; i < n; ++i) {
+      o[3 * i] = Blend(p[3 * i], gray[i], ratio, one_minus);
+      o[3 * i + 1] = Blend(p[3 * i + 1], gray[i], ratio, one_minus);
+      o[3 * i + 2] = Blend(p[3 * i + 2], gray[i], ratio, one_minus);
+    }
   }
 }
 
-RF_AUGMENT_CLONES void GrayKernel(const uint8_t* in, uint8_t* out, size_t pixels, int out_ch) {
+RF_AUGMENT_CLONES void GrayKernel1(const uint8_t* __restrict in, uint8_t* __restrict out,
+                                   size_t pixels) {
+  for (size_t i = 0; i < pixels; ++i) out[i] = TruncU8(GrayF(in + 3 * i));
+}
+
+RF_AUGMENT_CLONES void GrayKernel3(const uint8_t* __restrict in, uint8_t* __restrict out,
+                                   size_t pixels) {
   for (size_t i = 0; i < pixels; ++i) {
     const uint8_t g = TruncU8(GrayF(in + 3 * i));
-    for (int c = 0; c < out_ch; ++c) out[i * out_ch + c] = g;
+    out[3 * i] = g;
+    out[3 * i + 1] = g;
+    out[3 * i + 2] = g;
   }
 }
 
@@ -303,7 +327,7 @@ Result<Image> AdjustContrast(const Image& image, double factor) {
   const uint8_t* in = image.pixels.data();
   double sum = 0;
   if (image.channels == 3) {
-    sum = GraySum(in, pixels);
+    sum = static_cast<double>(GraySum(in, pixels));
   } else {
     for (size_t i = 0; i < pixels; ++i) sum += in[i];
   }
@@ -355,7 +379,11 @@ Result<Image> RgbToGrayscale(const Image& image, int num_output_channels) {
   const uint8_t* in = image.pixels.data();
   uint8_t* o = out.pixels.data();
   if (image.channels == 3) {
-    GrayKernel(in, o, pixels, num_output_channels);
+    if (num_output_channels == 1) {
+      GrayKernel1(in, o, pixels);
+    } else {
+      GrayKernel3(in, o, pixels);
+    }
     return out;
   }
   for (size_t i = 0; i < pixels; ++i) {
