@@ -297,11 +297,25 @@ RF_AUGMENT_CLONES void NearestRow(const float* ix, const float* iy, int width, i
                                   const Image& image, const uint8_t* fill, uint8_t* out) {
   const size_t ch = static_cast<size_t>(image.channels);
   const float fw = static_cast<float>(width), fh = static_cast<float>(height);
+  const uint8_t* base = image.pixels.data();
+  const size_t row = image.row_bytes();
+  if (ch == 3) {
+    for (int x = 0; x < width; ++x) {
+      const float nx = std::nearbyint(ix[x]), ny = std::nearbyint(iy[x]);
+      const bool inside = nx >= 0 && nx < fw && ny >= 0 && ny < fh;
+      const uint8_t* s = inside ? base + static_cast<size_t>(ny) * row + static_cast<size_t>(nx) * 3
+                                : fill;
+      out[3 * x] = s[0];
+      out[3 * x + 1] = s[1];
+      out[3 * x + 2] = s[2];
+    }
+    return;
+  }
   for (int x = 0; x < width; ++x) {
     const float nx = std::nearbyint(ix[x]), ny = std::nearbyint(iy[x]);
     const uint8_t* s = fill;
     if (nx >= 0 && nx < fw && ny >= 0 && ny < fh) {
-      s = image.row(static_cast<int>(ny)) + static_cast<size_t>(nx) * ch;
+      s = base + static_cast<size_t>(ny) * row + static_cast<size_t>(nx) * ch;
     }
     for (size_t k = 0; k < ch; ++k) out[x * ch + k] = s[k];
   }
