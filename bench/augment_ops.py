@@ -119,7 +119,8 @@ def ops(img, T, F, torch):
 def dali_ops(img):
     """DALI CPU pipelines for the ops it has, or {} when nvidia.dali is not installed."""
     try:
-        from nvidia.dali import fn as dfn, pipeline_def, types as dtypes  # noqa: F401
+        from nvidia.dali import fn as dfn
+        from nvidia.dali import pipeline_def
     except ImportError:
         return {}
     batch = 32

@@ -233,4 +233,4 @@ def _numpy_dtype(dtype: str):
             return np.uint16
     return np.dtype(dtype)
 
-from recordflow import vision_functional as functional  # noqa: E402  rf.vision.functional
+from recordflow import vision_functional as functional  # noqa: E402, F401  (rf.vision.functional)

@@ -20,10 +20,9 @@ import types
 
 import numpy as np
 import pytest
+import torch
 
 import recordflow as rf
-
-import torch  # noqa: E402
 
 
 def _import_tv():
