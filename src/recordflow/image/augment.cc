@@ -653,10 +653,38 @@ Result<Image> Affine(const Image& image, const AffineOptions& options) {
   }
   Image out = SameShape(image);
   const bool nearest = options.interpolation == AffineInterpolation::kNearest;
-  std::vector<float> bx(static_cast<size_t>(width)), ixs(bx.size()), iys(bx.size());
-  for (int x = 0; x < width; ++x) bx[x] = Linspace((1.0f - fw) * 0.5f, (fw - 1.0f) * 0.5f, width, x);
   std::array<uint8_t, 4> fill_u8{};
   for (int k = 0; k < ch; ++k) fill_u8[k] = RoundU8(fill[k]);
+  const double tx_i = std::nearbyint(tx), ty_i = std::nearbyint(ty);
+  if (nearest && options.angle == 0 && options.shear[0] == 0 && options.shear[1] == 0 &&
+      options.scale == 1 && tx == tx_i && ty == ty_i && std::abs(tx) < 1e9 &&
+      std::abs(ty) < 1e9) {
+    // An integer shift (the policies' TranslateX/Y): the grid hits pixel centres exactly, so
+    // whole row segments are copied; the rest is fill.
+    const int sx = static_cast<int>(tx_i), sy = static_cast<int>(ty_i);
+    const size_t chs = static_cast<size_t>(ch);
+    auto fill_columns = [&](uint8_t* o, int from, int to) {
+      for (int x = from; x < to; ++x) {
+        for (size_t k = 0; k < chs; ++k) o[x * chs + k] = fill_u8[k];
+      }
+    };
+    const int x0 = std::clamp(sx, 0, width), x1 = std::clamp(width + sx, 0, width);
+    for (int y = 0; y < height; ++y) {
+      uint8_t* o = out.row(y);
+      const int src_y = y - sy;
+      if (src_y < 0 || src_y >= height || x0 >= x1) {
+        fill_columns(o, 0, width);
+        continue;
+      }
+      fill_columns(o, 0, x0);
+      std::memcpy(o + x0 * chs, image.row(src_y) + static_cast<size_t>(x0 - sx) * chs,
+                  static_cast<size_t>(x1 - x0) * chs);
+      fill_columns(o, x1, width);
+    }
+    return out;
+  }
+  std::vector<float> bx(static_cast<size_t>(width)), ixs(bx.size()), iys(bx.size());
+  for (int x = 0; x < width; ++x) bx[x] = Linspace((1.0f - fw) * 0.5f, (fw - 1.0f) * 0.5f, width, x);
   for (int y = 0; y < height; ++y) {
     const float by = Linspace((1.0f - fh) * 0.5f, (fh - 1.0f) * 0.5f, height, y);
     AffineRowCoords(bx.data(), width, by * t1, by * t4, t0, t2, t3, t5, fw, fh, ixs.data(),
