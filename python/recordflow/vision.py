@@ -232,3 +232,5 @@ def _numpy_dtype(dtype: str):
         except ImportError:
             return np.uint16
     return np.dtype(dtype)
+
+from recordflow import vision_functional as functional  # noqa: E402, F401  (rf.vision.functional)
