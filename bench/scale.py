@@ -162,7 +162,8 @@ N_POINTS = {"rf_global": point_rf_global, "tf_shuffle": point_tf_shuffle}
 
 
 def run_point(kind: str, paths: list[str], n: int, timeout: float) -> dict:
-    spec = json.dumps({"kind": kind, "paths": paths, "n": n})
+    # The shards by their directory: 10,000 paths would overflow the child's argument list.
+    spec = json.dumps({"kind": kind, "dir": os.path.dirname(paths[0]), "n": n})
     try:
         p = subprocess.run([sys.executable, __file__, "--point", spec], capture_output=True,
                            text=True, timeout=timeout)
@@ -256,6 +257,8 @@ def main() -> None:
     if a.point:
         spec = json.loads(a.point)
         kind = spec["kind"]
+        spec["paths"] = sorted(os.path.join(spec["dir"], f) for f in os.listdir(spec["dir"])
+                               if f.endswith(".tfrecord"))
         res = (POINTS[kind](spec["paths"]) if kind in POINTS
                else N_POINTS[kind](spec["paths"], spec["n"]))
         print(json.dumps(res))
