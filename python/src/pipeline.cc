@@ -372,8 +372,8 @@ void RegisterPipeline(nb::module_& m) {
             }
             return new PyIterator(ValueOrThrow(std::move(it)));
           },
-          "memory_budget"_a = size_t{1} << 30, "iteration"_a = uint64_t{0},
-          "max_threads"_a = 0, "max_cpu_fraction"_a = 0.0, nb::rv_policy::take_ownership)
+          "memory_budget"_a = size_t{1} << 30, "iteration"_a = uint64_t{0}, "max_threads"_a = 0,
+          "max_cpu_fraction"_a = 0.0, nb::rv_policy::take_ownership)
       .def(
           "restore",
           [](const Dataset& d, nb::bytes state, size_t memory_budget, int max_threads,

@@ -110,9 +110,7 @@ ThreadPool& ThreadPool::Default() {
   return *pool;  // another thread made it first; `fresh` is joined and freed
 }
 
-ThreadPool& ThreadPool::Current() {
-  return current_pool != nullptr ? *current_pool : Default();
-}
+ThreadPool& ThreadPool::Current() { return current_pool != nullptr ? *current_pool : Default(); }
 
 void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,
                  const std::function<void(size_t, size_t)>& fn) {

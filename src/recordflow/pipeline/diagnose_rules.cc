@@ -229,14 +229,13 @@ std::optional<Recommendation> CpuCapRecommendation(const Measurements& m) {
   char value[32];
   std::snprintf(value, sizeof(value), "%.2f", fraction);
   Recommendation r = MakeRecommendation(
-      "cap_cpu", std::nullopt,
-      std::string("Cap the pipeline's cores: max_cpu_fraction=") + value,
+      "cap_cpu", std::nullopt, std::string("Cap the pipeline's cores: max_cpu_fraction=") + value,
       internal::Format("The step keeps %.2f cores busy itself (%.0f%% of its time on CPU); the "
                        "pipeline's %d threads compete with it. Iterate with "
                        "max_cpu_fraction=%s (%d of %d cores for loading), e.g. "
                        "ds.iterator(max_cpu_fraction=%s).",
-                       step_cores, 100 * std::min(step_cores, 1.0), m.cores, value, loader,
-                       m.cores, value));
+                       step_cores, 100 * std::min(step_cores, 1.0), m.cores, value, loader, m.cores,
+                       value));
   r.command = std::string("max_cpu_fraction=") + value;
   return r;
 }

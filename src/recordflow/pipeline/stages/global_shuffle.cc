@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <type_traits>
 #include <numeric>
+#include <type_traits>
 
 #include "recordflow/format/record_index.h"
 #include "recordflow/io/file.h"
