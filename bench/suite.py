@@ -53,11 +53,14 @@ PEERS_VENV = HERE / ".venv-peers"
 # and these two releases are on this machine's disk (a CUDA build that runs on the CPU).
 PEER_PACKAGES = {"torch": ["torch==2.14.1", "torchvision==0.29.1", "tfrecord", "pillow", "numpy"],
                  "dali": ["nvidia-dali-cuda120", "numpy"]}
-CONTENDERS = ["recordflow", "tfdata", "torch", "dali"]
+# spdl and grain run in this interpreter (scripts/setup.sh --bench installs them); FFCV is not
+# a contender: its sdist does not build here (docs/benchmarks.md says why).
+CONTENDERS = ["recordflow", "tfdata", "torch", "dali", "spdl", "grain"]
 LABELS = {"recordflow": "recordflow", "tfdata": "tf.data", "torch": "PyTorch DataLoader",
-          "dali": "DALI (CPU)", "bare": "bare libjpeg-turbo decode"}
+          "dali": "DALI (CPU)", "spdl": "SPDL (threads, FFmpeg decode)",
+          "grain": "Grain (ArrayRecord, mp_prefetch)", "bare": "bare libjpeg-turbo decode"}
 # DESIGN.md goals: recordflow's train throughput over each peer's.
-GOALS = {"tfdata": 3.0, "dali": 2.0, "torch": 4.0, "bare": 1.1}
+GOALS = {"tfdata": 3.0, "dali": 2.0, "torch": 4.0, "spdl": 1.5, "grain": 1.0, "bare": 1.1}
 QUALITY = (85, 97)
 
 
@@ -401,7 +404,7 @@ def summarize(raw: dict, cores: int) -> dict:
     # a slow spell of the shared host hits both), then the median over rounds. Steadier than the
     # ratio of medians when the host's speed drifts between rounds; shown beside it.
     paired = {}
-    for c in ("tfdata", "dali", "torch", "bare"):
+    for c in ("tfdata", "dali", "torch", "spdl", "grain", "bare"):
         peer = {r["round"]: r for r in (raw["bare"] if c == "bare" else raw["train"].get(c, []))}
         rf = {r["round"]: r for r in raw["train"].get("recordflow", [])}
         both = sorted(set(peer) & set(rf))
@@ -541,7 +544,7 @@ def markdown(meta: dict, summary: dict, checks_res: dict, errors: dict, micro: d
     L.append("|---|---:|---:|---:|---:|---:|---:|---|---|")
     ratios = {}
     tr, ev = summary.get("train", {}), summary.get("eval", {})
-    for c in ["tfdata", "dali", "torch", "bare"]:
+    for c in ["tfdata", "dali", "torch", "spdl", "grain", "bare"]:
         goal = GOALS[c]
         if "recordflow" not in tr or c not in tr:
             why = errors.get(c, "not run")
@@ -727,6 +730,12 @@ def main() -> int:
                     ("dali", "import nvidia.dali as d; print('nvidia-dali-cuda120', d.__version__)")):
         if c in pythons:
             versions[c] = run([pythons[c], "-c", code]).stdout.strip()
+    for c, dist in (("spdl", "spdl"), ("grain", "grain")):
+        if c in pythons:
+            try:
+                versions[c] = f"{dist} {md.version(dist)}"
+            except md.PackageNotFoundError:
+                pass
     versions["bare"] = "TurboJPEG API of Debian libturbojpeg 2.1, one thread per core, full decode to RGB"
 
     res = pipelines(pythons, files, exe if "bare" in wanted else None, pack, args, log)

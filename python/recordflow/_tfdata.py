@@ -342,15 +342,17 @@ class _Ctx:
     """What every node of one chain shares: the budget, the iteration, the Dataset's cache
     store, the ignored-errors counts."""
 
-    def __init__(self, memory_budget: int, epoch: int, store: dict, counter: list):
+    def __init__(self, memory_budget: int, epoch: int, store: dict, counter: list,
+                 caps: dict | None = None):
         self.memory_budget = memory_budget
+        self.caps = dict(caps or {})  # the engine's CPU cap (Dataset.with_options)
         self.epoch = epoch
         self.store = store
         self.counter = counter  # [errors ignored], shared by a chain and all its inputs
         self.iteration = epoch  # the chain's iteration (epoch: a repetition's, under repeat)
 
     def child(self, epoch: int) -> "_Ctx":
-        c = _Ctx(self.memory_budget, epoch, self.store, self.counter)
+        c = _Ctx(self.memory_budget, epoch, self.store, self.counter, self.caps)
         c.iteration = self.iteration
         return c
 
@@ -388,7 +390,8 @@ class _NativeRoot(_Node):
 
     def _native(self):
         if self.it is None:
-            self.it = self.plan.native.make_iterator(self.ctx.memory_budget, self.ctx.epoch)
+            self.it = self.plan.native.make_iterator(self.ctx.memory_budget, self.ctx.epoch,
+                                                   **self.ctx.caps)
         return self.it
 
     def __next__(self):
@@ -407,7 +410,8 @@ class _NativeRoot(_Node):
 
     def set_state(self, state) -> None:
         self.close()
-        self.it = self.plan.native.restore(bytes(state["native"]), self.ctx.memory_budget)
+        self.it = self.plan.native.restore(bytes(state["native"]), self.ctx.memory_budget,
+                                           **self.ctx.caps)
 
     def close(self) -> None:
         if self.it is not None:
@@ -1282,12 +1286,13 @@ class ChainIterator(_Iterator):
     """An rf.Iterator over a chain (see the module's doc): same methods, and
     ``errors_ignored`` (elements dropped by ignore_errors)."""
 
-    def __init__(self, ds, memory_budget: int, epoch: int, state=None, counter=None):
+    def __init__(self, ds, memory_budget: int, epoch: int, state=None, counter=None,
+                 caps: dict | None = None):
         self._it = None
         self._stats_sink = None
         self._python_stages = ()
         self.epoch = epoch
-        self._ctx = _Ctx(memory_budget, epoch, _store_of(ds), counter or [0])
+        self._ctx = _Ctx(memory_budget, epoch, _store_of(ds), counter or [0], caps)
         self._node = _build(ds.stages, self._ctx)
         if state is not None:
             self._node.set_state(state)
@@ -1328,9 +1333,9 @@ class ChainIterator(_Iterator):
                 pass
 
 
-def restore(ds, blob: bytes, memory_budget: int) -> ChainIterator:
+def restore(ds, blob: bytes, memory_budget: int, caps: dict | None = None) -> ChainIterator:
     d = decode_state(blob)
-    it = ChainIterator(ds, memory_budget, int(d["epoch"]), d["state"])
+    it = ChainIterator(ds, memory_budget, int(d["epoch"]), d["state"], caps=caps)
     it._ctx.counter[0] = int(d["errors_ignored"])
     return it
 

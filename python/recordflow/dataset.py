@@ -42,6 +42,13 @@ INFINITE = -1  # cardinality of an endless pipeline (tf.data.INFINITE_CARDINALIT
 UNKNOWN = -2   # cardinality not known without running it (tf.data.UNKNOWN_CARDINALITY)
 
 
+def _cpu_fraction(value: float) -> float:
+    v = float(value)
+    if not 0.0 <= v <= 1.0:
+        raise ValueError(f"max_cpu_fraction must be in [0, 1] (0: no cap), not {value!r}")
+    return v
+
+
 class Dataset:
     """An immutable pipeline description (its stages; only the iteration counter advances, on
     each ``iter()``). Methods return new Datasets; iterate to run it.
@@ -69,8 +76,35 @@ class Dataset:
 
     def with_stages(self, stages: Iterable[_st.Stage]) -> "Dataset":
         """A new Dataset of ``stages`` (e.g. this one's, changed): a source stage first, then
-        transformations. Its iteration counter starts at 0, as any new Dataset's."""
-        return Dataset(stages)
+        transformations. Its iteration counter starts at 0, as any new Dataset's; its options
+        (:meth:`with_options`) are this one's."""
+        return Dataset(stages)._copy_options(self)
+
+    def with_options(self, max_threads: int | None = None,
+                     max_cpu_fraction: float | None = None) -> "Dataset":
+        """This pipeline with iterator options that every later ``iter()``/``iterator()``
+        (and the framework adapters, which go through it) uses, and that datasets derived from
+        it keep. ``max_threads``: at most this many engine threads (reading ahead, parsing,
+        native maps, decoding); ``max_cpu_fraction``: at most this share of the process's
+        cores, rounded down, at least one (0.4 leaves 60% to the training step). None keeps
+        the current setting; 0 removes the cap."""
+        d = Dataset(self._stages)._copy_options(self)
+        opts = dict(d._options)
+        if max_threads is not None:
+            opts["max_threads"] = _int_arg("max_threads", max_threads, 0)
+        if max_cpu_fraction is not None:
+            opts["max_cpu_fraction"] = _cpu_fraction(max_cpu_fraction)
+        d._options = opts
+        return d
+
+    @property
+    def options(self) -> dict:
+        """The iterator options set with :meth:`with_options` (a copy)."""
+        return dict(getattr(self, "_options", {}))
+
+    def _copy_options(self, other: "Dataset") -> "Dataset":
+        self._options = dict(getattr(other, "_options", {}))
+        return self
 
     # ---------------------------------------------------------------- sources
     @staticmethod
@@ -91,7 +125,7 @@ class Dataset:
 
     # ---------------------------------------------------------------- transformations
     def _with(self, stage: _st.Stage) -> "Dataset":
-        return Dataset(self._stages + (stage,))
+        return Dataset(self._stages + (stage,))._copy_options(self)
 
     def shard(self, num_shards: int, index: int) -> "Dataset":
         """Every num_shards-th file (right after from_files) or record (elsewhere), from
@@ -290,16 +324,19 @@ class Dataset:
         # The description only (native ops pickle as their constructor's arguments); an
         # unpickled Dataset builds its engine objects when iterated.
         # The iteration counter goes along: a copy runs the same next epoch as the original.
-        return {"stages": self._stages, "iterations": self.epoch}
+        return {"stages": self._stages, "iterations": self.epoch, "options": self.options}
 
     def __setstate__(self, state: dict) -> None:
         self._stages = _check_stages(state["stages"])
         self._iterations = int(state.get("iterations", 0))
+        self._options = dict(state.get("options", {}))
         self._last_iterator = None
         self._stats_box = {}
 
     # ---------------------------------------------------------------- running
-    def iterator(self, memory_budget: int = 1 << 30, epoch: int | None = None) -> "Iterator":
+    def iterator(self, memory_budget: int = 1 << 30, epoch: int | None = None,
+                 max_threads: int | None = None,
+                 max_cpu_fraction: float | None = None) -> "Iterator":
         """Starts the pipeline. ``memory_budget``: bytes the engine's buffers may hold (shuffle
         buffers, memory caches, interleave read-ahead, batches in flight, open files' record
         readers; see
@@ -310,17 +347,22 @@ class Dataset:
         Like tf.data's ``reshuffle_each_iteration``, iteration k of the same Dataset object
         gets a new order: seeded file orders, shuffles and augmentations (``rf.vision``
         presets) are a function of (seed, k), so iteration k is the same in every run.
-        Passing ``epoch`` also makes the next iteration ``epoch + 1`` (resuming at an epoch)."""
+        Passing ``epoch`` also makes the next iteration ``epoch + 1`` (resuming at an epoch).
+
+        ``max_threads`` / ``max_cpu_fraction``: cap the engine's cores for this iterator (see
+        :meth:`with_options`; None: the Dataset's options)."""
         memory_budget = _int_arg("memory_budget", memory_budget, 1)
+        caps = self._caps(max_threads, max_cpu_fraction)
         epoch = self._next_epoch(epoch)
         if _tfdata_chain(self._stages):
             from recordflow import _tfdata
-            it = _tfdata.ChainIterator(self, memory_budget, epoch)
+            it = _tfdata.ChainIterator(self, memory_budget, epoch, caps=caps)
             self._last_iterator = _weakref.ref(it)
             it._stats_sink = self._stats_box
             return it
         plan = _lower(self._stages)
-        it = Iterator(plan.native.make_iterator(memory_budget, epoch), plan.keys, plan.tail)
+        it = Iterator(plan.native.make_iterator(memory_budget, epoch, **caps), plan.keys,
+                      plan.tail)
         it.epoch = epoch
         self._last_iterator = _weakref.ref(it)
         it._stats_sink = self._stats_box
@@ -349,24 +391,36 @@ class Dataset:
     def __iter__(self) -> "Iterator":
         return self.iterator()
 
-    def restore(self, state: bytes, memory_budget: int = 1 << 30) -> "Iterator":
+    def _caps(self, max_threads: int | None, max_cpu_fraction: float | None) -> dict:
+        opts = self.options
+        if max_threads is not None:
+            opts["max_threads"] = _int_arg("max_threads", max_threads, 0)
+        if max_cpu_fraction is not None:
+            opts["max_cpu_fraction"] = _cpu_fraction(max_cpu_fraction)
+        return {"max_threads": opts.get("max_threads", 0),
+                "max_cpu_fraction": opts.get("max_cpu_fraction", 0.0)}
+
+    def restore(self, state: bytes, memory_budget: int = 1 << 30,
+                max_threads: int | None = None,
+                max_cpu_fraction: float | None = None) -> "Iterator":
         """An iterator that continues exactly where ``state`` (from Iterator.checkpoint() of an
         iterator of an equal Dataset) was taken, in the same iteration (epoch) as the saved
         one; the next ``iterator()`` runs the iteration after it."""
         memory_budget = _int_arg("memory_budget", memory_budget, 1)
+        caps = self._caps(max_threads, max_cpu_fraction)
         if _tfdata_chain(self._stages):
             from recordflow import _tfdata
             if not bytes(state).startswith(_tfdata.MAGIC):
                 raise InvalidArgumentError("restore: the checkpoint is not from an iterator of "
                                            "this Dataset (it has Python-side stages)")
-            it = _tfdata.restore(self, bytes(state), memory_budget)
+            it = _tfdata.restore(self, bytes(state), memory_budget, caps)
             self._iterations = it.epoch + 1
             self._last_iterator = _weakref.ref(it)
             it._stats_sink = self._stats_box
             return it
         plan = _lower(self._stages)
         state, tail_states = _split_checkpoint(bytes(state), plan.tail)
-        it = Iterator(plan.native.restore(state, memory_budget), plan.keys, plan.tail,
+        it = Iterator(plan.native.restore(state, memory_budget, **caps), plan.keys, plan.tail,
                       tail_states)
         # The checkpoint carries its iteration: the one after it comes next.
         it.epoch = it._it.iteration

@@ -80,6 +80,7 @@ StepRun StepFrom(const nb::dict& d, const std::vector<double>& waits,
   s.max_compute_ms = GetOr<double>(d, "max_compute_ms", 0);
   s.wait_s = GetOr<double>(d, "wait_s", 0);
   s.compute_s = GetOr<double>(d, "compute_s", 0);
+  s.step_cpu_s = Get<double>(d, "step_cpu_s");
   s.waits = waits;
   s.computes = computes;
   return s;
@@ -139,8 +140,20 @@ nb::dict Judge(const nb::dict& m) {
   if (m.contains("step") && !m["step"].is_none()) {
     measurements.step = StepFrom(nb::cast<nb::dict>(m["step"]), {}, {});
   }
+  measurements.cores = GetOr<int>(m, "cores", 1);
   const Verdict v = pipeline::JudgeMeasurements(measurements);
   nb::dict out;
+  if (std::optional<Recommendation> cap = pipeline::CpuCapRecommendation(measurements)) {
+    nb::dict r;
+    r["id"] = cap->id;
+    r["stage"] = nb::none();
+    r["title"] = cap->title;
+    r["detail"] = cap->detail;
+    r["command"] = cap->command.value_or("");
+    out["cpu_cap"] = r;
+  } else {
+    out["cpu_cap"] = nb::none();
+  }
   out["verdict"] = v.verdict;
   out["verdict_detail"] = v.detail;
   out["input_bound"] = Opt(v.input_bound);

@@ -361,10 +361,13 @@ void RegisterPipeline(nb::module_& m) {
       .def("debug_string", &Dataset::DebugString)
       .def(
           "make_iterator",
-          [](const Dataset& d, size_t memory_budget, uint64_t iteration) {
+          [](const Dataset& d, size_t memory_budget, uint64_t iteration, int max_threads,
+             double max_cpu_fraction) {
             pipeline::IteratorOptions o;
             o.memory_budget = memory_budget;
             o.iteration = iteration;
+            o.max_threads = max_threads;
+            o.max_cpu_fraction = max_cpu_fraction;
             Result<std::unique_ptr<Iterator>> it = CancelledError("not run");
             {
               nb::gil_scoped_release release;
@@ -372,13 +375,16 @@ void RegisterPipeline(nb::module_& m) {
             }
             return new PyIterator(ValueOrThrow(std::move(it)));
           },
-          "memory_budget"_a = size_t{1} << 30, "iteration"_a = uint64_t{0},
-          nb::rv_policy::take_ownership)
+          "memory_budget"_a = size_t{1} << 30, "iteration"_a = uint64_t{0}, "max_threads"_a = 0,
+          "max_cpu_fraction"_a = 0.0, nb::rv_policy::take_ownership)
       .def(
           "restore",
-          [](const Dataset& d, nb::bytes state, size_t memory_budget) {
+          [](const Dataset& d, nb::bytes state, size_t memory_budget, int max_threads,
+             double max_cpu_fraction) {
             pipeline::IteratorOptions o;
             o.memory_budget = memory_budget;
+            o.max_threads = max_threads;
+            o.max_cpu_fraction = max_cpu_fraction;
             std::string s(state.c_str(), state.size());
             Result<std::unique_ptr<Iterator>> it = CancelledError("not run");
             {
@@ -387,7 +393,8 @@ void RegisterPipeline(nb::module_& m) {
             }
             return new PyIterator(ValueOrThrow(std::move(it)));
           },
-          "state"_a, "memory_budget"_a = size_t{1} << 30, nb::rv_policy::take_ownership);
+          "state"_a, "memory_budget"_a = size_t{1} << 30, "max_threads"_a = 0,
+          "max_cpu_fraction"_a = 0.0, nb::rv_policy::take_ownership);
 }
 
 }  // namespace recordflow::python

@@ -105,3 +105,15 @@ def test_text_and_html_of_a_recorded_report():
     assert page.count("<rect") == 10
     assert "decode &lt;on&gt; GPU" in page and "decode <on> GPU" not in page
     assert json.dumps(data, indent=2).replace('"', "&quot;")[:40] in page
+
+
+def test_cpu_heavy_step_gets_the_cpu_cap_and_a_sleeping_step_does_not():
+    # Recorded: a 120 ms step of which 110 ms on the CPU (0.92 cores) on 4 cores.
+    heavy = _step(2, 120) | {"step_cpu_s": 100 * 0.110}
+    v = rules.judge(_measurements(heavy, cores=4))
+    assert v["cpu_cap"]["id"] == "cap_cpu"
+    assert v["cpu_cap"]["command"] == "max_cpu_fraction=0.75"
+    sleeping = _step(2, 120) | {"step_cpu_s": 100 * 0.0005}
+    assert rules.judge(_measurements(sleeping, cores=4))["cpu_cap"] is None
+    assert rules.judge(_measurements(heavy, cores=1))["cpu_cap"] is None
+    assert rules.judge(_measurements(_step(2, 120), cores=4))["cpu_cap"] is None  # not measured

@@ -37,6 +37,11 @@ class ThreadPool {
   // in a forked child, whose copy of the parent's pool has no threads).
   static ThreadPool& Default();
 
+  // The pool whose worker thread calls this, else Default(). ParallelFor spreads its chunks
+  // here, so work started on a smaller pool (an iterator's capped pool, see
+  // pipeline::IteratorOptions::max_threads) stays within that pool's threads.
+  static ThreadPool& Current();
+
  private:
   void WorkerLoop() RF_EXCLUDES(mu_);
   Mutex mu_;
@@ -62,7 +67,7 @@ Status CatchExceptions(const std::string& what, Fn&& fn) {
 }
 
 // Calls fn(begin, end) over [0, n) split into at most `max_parallelism` contiguous chunks of at
-// least `min_chunk` items, on the default pool and the calling thread; returns when all are
+// least `min_chunk` items, on ThreadPool::Current() and the calling thread; returns when all are
 // done. max_parallelism <= 0 means one chunk per core. An exception thrown by `fn` on any
 // thread is rethrown on the calling thread once every chunk has finished.
 void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,

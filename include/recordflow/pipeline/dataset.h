@@ -153,6 +153,17 @@ struct IteratorOptions {
   // which may go past the budget so that a too-small budget still makes progress.
   // Elements already returned by GetNext belong to the caller and are not counted.
   size_t memory_budget = size_t{1} << 30;
+  // Caps the cores the iterator's work may occupy (reading ahead, parsing, native maps and
+  // image decoding), leaving the rest to the training step: when the cap is below the process
+  // pool's size the iterator runs on a pool of its own with that many threads, and autotuned
+  // parallelism, MapContext::threads and every ParallelFor inside its work stay within it.
+  // Besides the pool, one producer thread pulls records into units; it blocks while the
+  // units in flight are full, so a CPU-bound pipeline uses about `cap` cores.
+  // max_threads: at most this many threads (0: no cap). max_cpu_fraction: at most this share
+  // of the cores the process may run on, rounded down, at least one (0: no cap; e.g. 0.4 keeps
+  // loading within 40% of the host's CPU). Both set: the smaller. See EffectiveThreads.
+  int max_threads = 0;
+  double max_cpu_fraction = 0;
   // Which iteration of the Dataset this iterator is (tf.data's reshuffle_each_iteration): the
   // seeds of shuffles and file orders (unless reshuffle_each_iteration is off) and the epoch
   // that per-element augmentation seeds mix in are derived from (seed, iteration, repeat
@@ -160,6 +171,10 @@ struct IteratorOptions {
   // 0 is the first iteration. A checkpoint carries it: Restore ignores this field.
   uint64_t iteration = 0;
 };
+
+// The threads an iterator made with `options` works on, out of `cores` (the process pool's
+// size): `cores`, lowered by max_threads and max_cpu_fraction, at least 1.
+int EffectiveThreads(const IteratorOptions& options, int cores);
 
 // How a native map may be run; see Dataset::Map.
 struct MapOptions {

@@ -40,6 +40,9 @@ inline constexpr double kKeepsUpMargin =
 inline constexpr double kReadHeadroom = 1.5;  // the stream alone this much faster: not the limit
 inline constexpr double kGainCap = 10.0;      // estimated upper bounds stop here
 inline constexpr uint64_t kReshardTargetBytes = uint64_t{128} << 20;
+// The step's own CPU time over its wall time at or above this: the step is CPU-heavy, and the
+// pipeline's threads compete with it for cores (recommend IteratorOptions::max_cpu_fraction).
+inline constexpr double kCpuHeavyStepShare = 0.5;
 
 // One Dataset call after FromFiles.
 struct PlanStep {
@@ -126,6 +129,9 @@ struct StepRun {
   double max_compute_ms = 0;
   std::vector<double> waits;     // seconds, per step
   std::vector<double> computes;  // seconds, per step
+  // CPU seconds the step itself used over all steps (its thread's CPU time; threads it starts
+  // are not seen); nullopt when not measured. A simulated step (a sleep) uses none.
+  std::optional<double> step_cpu_s;
 };
 
 // Everything the rules look at.
@@ -192,6 +198,12 @@ Verdict JudgeMeasurements(const Measurements& m);
 // above 10%). An upper bound in [1, kGainCap].
 double FreeGain(const std::vector<StageMeasurement>& stages, const std::string& stage_id,
                 std::optional<double> records_per_s);
+
+// The CPU cap rule: when the step is CPU-heavy (step_cpu_s / compute_s >=
+// kCpuHeavyStepShare) on a machine of more than one core, a "cap_cpu" recommendation of
+// IteratorOptions::max_cpu_fraction that leaves the step the cores it uses (at most 40% of the
+// cores for loading when the step keeps one busy or more); nullopt otherwise. Pure.
+std::optional<Recommendation> CpuCapRecommendation(const Measurements& m);
 
 // Measured gains that help first, then estimates, then what was measured not to help; each
 // group by decreasing gain.

@@ -180,6 +180,7 @@ def _run_with_step(ds: Dataset, step: Callable[[Any], Any], seconds: float) -> d
     it = ds.with_stages(ds.stages).iterator()  # a copy: the user's ds.stats() stays theirs
     waits: list[float] = []
     computes: list[float] = []
+    step_cpu = 0.0  # the step's own thread's CPU time (pipeline::StepRun::step_cpu_s)
     try:
         t_start = time.perf_counter()
         try:
@@ -197,7 +198,9 @@ def _run_with_step(ds: Dataset, step: Callable[[Any], Any], seconds: float) -> d
                 exhausted = True
                 break
             b = time.perf_counter()
+            cpu_b = time.thread_time()
             step(element)
+            step_cpu += time.thread_time() - cpu_b
             c = time.perf_counter()
             waits.append(b - a)
             computes.append(c - b)
@@ -211,7 +214,7 @@ def _run_with_step(ds: Dataset, step: Callable[[Any], Any], seconds: float) -> d
             "steps_per_s": len(waits) / total if total > 0 else 0.0,
             "mean_wait_ms": 1e3 * wait / max(len(waits), 1),
             "mean_compute_ms": 1e3 * compute / max(len(waits), 1),
-            "max_compute_ms": 1e3 * max(computes, default=0.0),
+            "max_compute_ms": 1e3 * max(computes, default=0.0), "step_cpu_s": step_cpu,
             "startup_s": t_first - t_start, "exhausted": exhausted, "stats": stats,
             "waits": waits, "computes": computes}
 

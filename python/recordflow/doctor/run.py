@@ -23,6 +23,7 @@ from recordflow.doctor.rules import (
     INPUT_BOUND_WAIT_FRACTION,
     KEEPS_UP_MARGIN,
     READ_HEADROOM,
+    _Rec,
     judge,
     ordered,
 )
@@ -97,9 +98,11 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
     judged = judge({
         "stages": stages, "batch_size": batch_size, "elements_per_s": rate,
         "elements": alone["elements"], "read_alone_records_per_s": read_alone,
+        "cores": _cores(),
         "step": None if step_run is None else {
             k: step_run[k] for k in ("steps", "steps_per_s", "wait_fraction", "mean_wait_ms",
-                                     "mean_compute_ms", "max_compute_ms", "wait_s", "compute_s")}})
+                                     "mean_compute_ms", "max_compute_ms", "wait_s", "compute_s",
+                                     "step_cpu_s")}})
     if judged["read_note"]:
         read["utilization_note"] = judged["read_note"]
     slowest = next(s for s in stages if s["id"] == judged["slowest_stage"])
@@ -111,6 +114,10 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
         # try_variants=False: the same rules with variant_seconds 0, which run nothing.
         recs = _recommend(dataset, judged["rule_cause"], stages, alone, step, step_run,
                           variant_seconds if try_variants else 0.0, log)
+    if judged["cpu_cap"] is not None:  # a CPU-heavy step (pipeline::CpuCapRecommendation)
+        cap = judged["cpu_cap"]
+        recs.append(_Rec.make(cap["id"], None, cap["title"], cap["detail"],
+                              command=cap["command"]))
     # Measured gains that help first, then estimates, then what was measured not to help.
     recs = ordered(recs)
 

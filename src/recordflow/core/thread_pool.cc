@@ -12,6 +12,10 @@
 #include <pthread.h>
 
 namespace recordflow {
+namespace {
+// The pool the calling thread works for (null: not a pool worker).
+thread_local ThreadPool* current_pool = nullptr;
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   for (int i = 0; i < std::max(1, num_threads); ++i)
@@ -36,6 +40,7 @@ void ThreadPool::Schedule(std::function<void()> fn) {
 }
 
 void ThreadPool::WorkerLoop() {
+  current_pool = this;
   while (true) {
     std::function<void()> fn;
     {
@@ -105,10 +110,12 @@ ThreadPool& ThreadPool::Default() {
   return *pool;  // another thread made it first; `fresh` is joined and freed
 }
 
+ThreadPool& ThreadPool::Current() { return current_pool != nullptr ? *current_pool : Default(); }
+
 void ParallelFor(size_t n, size_t min_chunk, int max_parallelism,
                  const std::function<void(size_t, size_t)>& fn) {
   if (n == 0) return;
-  ThreadPool& pool = ThreadPool::Default();
+  ThreadPool& pool = ThreadPool::Current();
   size_t parallelism = max_parallelism > 0 ? static_cast<size_t>(max_parallelism)
                                            : static_cast<size_t>(pool.num_threads());
   size_t chunks = std::min(parallelism, std::max<size_t>(1, n / std::max<size_t>(1, min_chunk)));

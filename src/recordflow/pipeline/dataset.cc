@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <string>
 
 #include "recordflow/io/filesystem.h"
 #include "recordflow/io/glob.h"
@@ -319,7 +320,32 @@ Result<bool> Iterator::GetNextFor(Element* out, std::chrono::nanoseconds /*timeo
   return GetNext(out);
 }
 
+int EffectiveThreads(const IteratorOptions& options, int cores) {
+  int threads = std::max(cores, 1);
+  if (options.max_threads > 0) threads = std::min(threads, options.max_threads);
+  if (options.max_cpu_fraction > 0) {
+    const int share = static_cast<int>(options.max_cpu_fraction * std::max(cores, 1) + 1e-9);
+    threads = std::min(threads, std::max(share, 1));
+  }
+  return threads;
+}
+
+namespace {
+Status CheckIteratorOptions(const IteratorOptions& o) {
+  if (o.max_threads < 0) {
+    return InvalidArgumentError("max_threads must be >= 0 (0: no cap), not " +
+                                std::to_string(o.max_threads));
+  }
+  if (!(o.max_cpu_fraction >= 0 && o.max_cpu_fraction <= 1)) {
+    return InvalidArgumentError("max_cpu_fraction must be in [0, 1] (0: no cap), not " +
+                                std::to_string(o.max_cpu_fraction));
+  }
+  return Status();
+}
+}  // namespace
+
 Result<std::unique_ptr<Iterator>> Dataset::MakeIterator(IteratorOptions options) const {
+  RF_RETURN_IF_ERROR(CheckIteratorOptions(options));
   RF_ASSIGN_OR_RETURN(internal::Plan plan, Compile(node_, options.optimize));
   auto it = std::make_unique<internal::PipelineIterator>(std::move(plan), options);
   RF_RETURN_IF_ERROR(it->Start(internal::SeedTable{}, nullptr));
@@ -328,6 +354,7 @@ Result<std::unique_ptr<Iterator>> Dataset::MakeIterator(IteratorOptions options)
 
 Result<std::unique_ptr<Iterator>> Dataset::Restore(std::span<const std::byte> state,
                                                    IteratorOptions options) const {
+  RF_RETURN_IF_ERROR(CheckIteratorOptions(options));
   RF_ASSIGN_OR_RETURN(internal::Plan plan, Compile(node_, options.optimize));
   auto it = std::make_unique<internal::PipelineIterator>(std::move(plan), options);
   internal::StateReader reader(

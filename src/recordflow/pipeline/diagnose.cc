@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <utility>
@@ -152,6 +153,15 @@ Result<AloneRun> RunAlone(const Dataset& dataset, double seconds) {
   return run;
 }
 
+namespace {
+// CPU time of the calling thread (what the step itself uses, not the pipeline's threads).
+double ThreadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+}  // namespace
+
 Result<StepRun> RunWithStep(const Dataset& dataset, const StepFn& step, double seconds) {
   RF_ASSIGN_OR_RETURN(std::unique_ptr<Iterator> it, dataset.MakeIterator());
   Element element;
@@ -159,13 +169,16 @@ Result<StepRun> RunWithStep(const Dataset& dataset, const StepFn& step, double s
   if (!got) return NoElements();
   RF_RETURN_IF_ERROR(step(element));
   StepRun run;
+  double step_cpu = 0;
   const Clock::time_point first = Clock::now();
   while (Since(first) < seconds) {
     const Clock::time_point a = Clock::now();
     RF_ASSIGN_OR_RETURN(got, it->GetNext(&element));
     if (!got) break;
     const Clock::time_point b = Clock::now();
+    const double cpu_before = ThreadCpuSeconds();
     RF_RETURN_IF_ERROR(step(element));
+    step_cpu += ThreadCpuSeconds() - cpu_before;
     run.waits.push_back(std::chrono::duration<double>(b - a).count());
     run.computes.push_back(Since(b));
   }
@@ -175,6 +188,7 @@ Result<StepRun> RunWithStep(const Dataset& dataset, const StepFn& step, double s
     run.max_compute_ms = std::max(run.max_compute_ms, 1e3 * c);
   }
   run.steps = run.waits.size();
+  run.step_cpu_s = step_cpu;
   const double total = run.wait_s + run.compute_s;
   run.wait_fraction = total > 0 ? run.wait_s / total : 0.0;
   run.steps_per_s = total > 0 ? static_cast<double>(run.steps) / total : 0.0;
@@ -266,6 +280,9 @@ Result<DiagnoseReport> Diagnose(const PipelinePlan& plan, const DiagnoseOptions&
         plan, m, report.verdict.rule_cause, step, options.try_variants ? variant_seconds : 0.0,
         log};
     report.recommendations = internal::Recommend(context);
+  }
+  if (std::optional<Recommendation> cap = CpuCapRecommendation(m)) {
+    report.recommendations.push_back(std::move(*cap));
   }
   SortRecommendations(report.recommendations);
   return report;

@@ -214,6 +214,32 @@ Recommendation MakeRecommendation(std::string id, std::optional<std::string> sta
   return r;
 }
 
+std::optional<Recommendation> CpuCapRecommendation(const Measurements& m) {
+  if (!m.step || !m.step->step_cpu_s || m.step->compute_s <= 0 || m.cores < 2) return std::nullopt;
+  const double step_cores = *m.step->step_cpu_s / m.step->compute_s;
+  if (step_cores < kCpuHeavyStepShare) return std::nullopt;
+  // Leave the step the cores it keeps busy (rounded up); a step that fills a core or more gets
+  // at least 60% of the host, as SPDL's guidance keeps loading within 40%.
+  const int step_needs = static_cast<int>(std::ceil(step_cores - 1e-9));
+  int loader = std::max(1, m.cores - step_needs);
+  if (step_cores >= 1.0) loader = std::min(loader, std::max(1, m.cores * 2 / 5));
+  // Rounded up to the printed hundredths, so that EffectiveThreads (which rounds down) gives
+  // back `loader` threads.
+  const double fraction = std::ceil(100.0 * loader / m.cores - 1e-9) / 100.0;
+  char value[32];
+  std::snprintf(value, sizeof(value), "%.2f", fraction);
+  Recommendation r = MakeRecommendation(
+      "cap_cpu", std::nullopt, std::string("Cap the pipeline's cores: max_cpu_fraction=") + value,
+      internal::Format("The step keeps %.2f cores busy itself (%.0f%% of its time on CPU); the "
+                       "pipeline's %d threads compete with it. Iterate with "
+                       "max_cpu_fraction=%s (%d of %d cores for loading), e.g. "
+                       "ds.iterator(max_cpu_fraction=%s).",
+                       step_cores, 100 * std::min(step_cores, 1.0), m.cores, value, loader, m.cores,
+                       value));
+  r.command = std::string("max_cpu_fraction=") + value;
+  return r;
+}
+
 void SortRecommendations(std::vector<Recommendation>& recs) {
   auto group = [](const Recommendation& r) {
     if (r.helps.value_or(false)) return 0;

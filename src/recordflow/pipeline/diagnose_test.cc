@@ -363,3 +363,46 @@ TEST(DiagnoseTest, ReadCauseOnManyFilesAdvisesParallelReadsAndMeasuresThem) {
 
 }  // namespace
 }  // namespace recordflow::pipeline
+
+namespace recordflow::pipeline {
+namespace {
+
+// Recorded: a 4-core host, a 120 ms step on the consumer thread.
+Measurements WithStepCpu(double step_cpu_ms_per_step, int cores = 4) {
+  Measurements m;
+  m.cores = cores;
+  m.step = StepRun();
+  m.step->steps = 100;
+  m.step->compute_s = 100 * 0.120;
+  m.step->step_cpu_s = 100 * step_cpu_ms_per_step / 1e3;
+  return m;
+}
+
+TEST(DiagnoseCpuCapTest, CpuHeavyStepGetsACapThatLeavesItsCores) {
+  // 110 ms of CPU in a 120 ms step: 0.92 cores, so the loader keeps 3 of 4 cores.
+  std::optional<Recommendation> r = CpuCapRecommendation(WithStepCpu(110));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->id, "cap_cpu");
+  EXPECT_EQ(r->command.value_or(""), "max_cpu_fraction=0.75");
+  EXPECT_NE(r->detail.find("0.92 cores"), std::string::npos) << r->detail;
+  // A step that keeps 2.5 cores busy (intra-op threads on the consumer's clock): loading
+  // gets at most 40% of the host.
+  r = CpuCapRecommendation(WithStepCpu(300, 8));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->command.value_or(""), "max_cpu_fraction=0.38");  // 3 of 8 cores
+}
+
+TEST(DiagnoseCpuCapTest, SleepingOrLightStepsAndOneCoreGetNone) {
+  EXPECT_FALSE(CpuCapRecommendation(WithStepCpu(0.5)).has_value());  // a simulated step
+  EXPECT_FALSE(CpuCapRecommendation(WithStepCpu(50)).has_value());   // 42%: below the share
+  EXPECT_FALSE(CpuCapRecommendation(WithStepCpu(110, 1)).has_value());
+  Measurements unmeasured = WithStepCpu(110);
+  unmeasured.step->step_cpu_s.reset();
+  EXPECT_FALSE(CpuCapRecommendation(unmeasured).has_value());
+  Measurements no_step = WithStepCpu(110);
+  no_step.step.reset();
+  EXPECT_FALSE(CpuCapRecommendation(no_step).has_value());
+}
+
+}  // namespace
+}  // namespace recordflow::pipeline

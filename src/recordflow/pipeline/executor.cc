@@ -52,7 +52,12 @@ PipelineIterator::PipelineIterator(Plan plan, IteratorOptions options)
       iteration_(options.iteration) {
   ctx_.fetcher = MakeFetcher(plan_.stream_end);
   ctx_.memory = &memory_;
-  const int cores = ThreadPool::Default().num_threads();
+  const int pool_threads = ThreadPool::Default().num_threads();
+  const int cores = EffectiveThreads(options, pool_threads);
+  if (cores < pool_threads) {
+    own_pool_ = std::make_unique<ThreadPool>(cores);
+    ctx_.pool = own_pool_.get();
+  }
   parallelism_ = plan_.num_parallel == kAutotune ? cores : std::max(plan_.num_parallel, 1);
   autotune_buffer_ = plan_.prefetch == kAutotune;
   MutexLock lock(mu_);  // no other thread yet; the analysis wants the guarded members locked
@@ -223,7 +228,7 @@ void PipelineIterator::ScheduleQueued() {
 void PipelineIterator::Schedule(const std::shared_ptr<Unit>& unit) {
   unit->scheduled = true;
   ++running_;
-  ThreadPool::Default().Schedule([this, unit] {
+  ctx_.Pool().Schedule([this, unit] {
     const auto t0 = Clock::now();
     Status s = CatchExceptions("processing a pipeline batch", [&] { return Process(*unit); });
     const double busy = Seconds(t0);

@@ -155,6 +155,9 @@ class PipelineIterator final : public Iterator {
   double process_busy_ RF_GUARDED_BY(mu_) = 0;
   uint64_t processed_elements_ RF_GUARDED_BY(mu_) = 0;
   std::vector<StageStats> stream_stats_ RF_GUARDED_BY(mu_);
+  // A pool of the capped size (IteratorOptions::max_threads / max_cpu_fraction), or null.
+  // Declared last: after what its tasks touch, so it is joined before those are destroyed.
+  std::unique_ptr<ThreadPool> own_pool_;
 };
 
 }  // namespace recordflow::pipeline::internal

@@ -16,6 +16,7 @@
 #include "node.h"
 #include "recordflow/core/mutex.h"
 #include "recordflow/core/status.h"
+#include "recordflow/core/thread_pool.h"
 
 namespace recordflow::pipeline::internal {
 
@@ -49,6 +50,9 @@ struct StreamContext {
   std::map<const Node*, std::shared_ptr<CacheStore>> caches RF_GUARDED_BY(cache_mu);
   // The iterator's memory account; null: nothing is counted (stand-alone stream tests).
   MemoryAccount* memory = nullptr;
+  // The iterator's thread pool (IteratorOptions::max_threads); null: the process's pool.
+  ThreadPool* pool = nullptr;
+  ThreadPool& Pool() const { return pool != nullptr ? *pool : ThreadPool::Default(); }
   void Charge(int stage, size_t bytes) const {
     if (memory != nullptr) memory->Charge(stage, bytes);
   }

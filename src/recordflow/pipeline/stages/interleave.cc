@@ -18,7 +18,8 @@ class InterleaveIterator final : public RecordIterator {
   InterleaveIterator(FileSource src, std::vector<uint32_t> order, const InterleaveOptions& o,
                      StreamContext* ctx)
       : src_(src), order_(std::move(order)), o_(o), ctx_(ctx) {
-    const int cores = ThreadPool::Default().num_threads();
+    const int cores =
+        ctx_ != nullptr ? ctx_->Pool().num_threads() : ThreadPool::Default().num_threads();
     cycle_ = o_.cycle_length == kAutotune ? std::max(cores, 2) : std::max(o_.cycle_length, 1);
     parallel_ = o_.num_parallel == kAutotune ? std::min(cycle_, cores) : o_.num_parallel;
     block_ = std::max(o_.block_length, 1);
@@ -230,7 +231,7 @@ class InterleaveIterator final : public RecordIterator {
       MutexLock g(tasks_mu_);
       ++tasks_;
     }
-    ThreadPool::Default().Schedule([this, &s] { Fill(s); });
+    (ctx_ != nullptr ? ctx_->Pool() : ThreadPool::Default()).Schedule([this, &s] { Fill(s); });
   }
 
   // Runs on the pool: reads until the queue is full, the file ends or we are stopped.
