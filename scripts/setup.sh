@@ -62,6 +62,9 @@ if [[ $with_test == 1 ]]; then
   # version so that pip takes the CPU wheel on local disk: an unpinned `torch` resolves to the
   # multi-GB CUDA build. jax/jaxlib come from PyPI as CPU wheels.
   pip_packages+=("torch==2.13.0" "jax" "jaxlib")
+  # rf.vision.functional's reference (python/tests/test_vision_augment.py): the torchvision
+  # built for torch 2.13 (its compiled ops want CUDA torch; the test loads only its transforms).
+  pip_packages+=("torchvision==0.28.0")
   # torchdata's StatefulDataLoader checkpoints rf.torch through state_dict() in the DDP test.
   pip_packages+=("torchdata==0.11.0")
   # recordflow.spark (python/tests/test_spark.py, bench/spark_bench.py): Spark 4's Python data

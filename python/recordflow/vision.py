@@ -242,6 +242,7 @@ def _numpy_dtype(dtype: str):
             return np.uint16
     return np.dtype(dtype)
 
+from recordflow import vision_functional as functional  # noqa: E402  rf.vision.functional
 
 # The composable ops (rf.vision.Compose and its ops), defined in vision_compose.py.
 from recordflow.vision_compose import (  # noqa: E402

@@ -33,5 +33,6 @@ void RegisterVision(nanobind::module_& m);
 void RegisterReshard(nanobind::module_& m);
 void RegisterIo(nanobind::module_& m);
 void RegisterDiagnose(nanobind::module_& m);
+void RegisterAugment(nanobind::module_& m);
 
 }  // namespace recordflow::python

@@ -16,4 +16,5 @@ NB_MODULE(_core, m) {
   recordflow::python::RegisterReshard(m);
   recordflow::python::RegisterIo(m);
   recordflow::python::RegisterDiagnose(m);
+  recordflow::python::RegisterAugment(m);
 }

@@ -1,0 +1,1128 @@
+// Photometric and affine ops, augmentation policies, MixUp / CutMix (augment.h).
+//
+// Arithmetic mirrors torchvision v2's tensor kernels on uint8 input: float32 throughout, the
+// same truncating (to(uint8)) or rounding (round_()) conversions, the same constants (0.2989,
+// 0.587, 0.114; x / 255 as x * float(1 / 255); 255.999 on the way back), so that most ops agree
+// exactly and the rest within one grey level. Loops run over flat sample arrays so that the
+// compiler vectorises them.
+#include "recordflow/image/augment.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+// The per-pixel loops are compiled twice, for x86-64-v3 (AVX2 + FMA) and baseline x86-64, and
+// picked at load time (an ifunc): torchvision's float32 formulas use fused multiply-adds
+// (ATen's vectorised add with alpha), which std::fma reproduces exactly on both, but only the
+// v3 clone has them in hardware. Both clones give the same bits.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define RF_AUGMENT_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define RF_AUGMENT_CLONES
+#endif
+
+namespace recordflow::image {
+namespace {
+
+constexpr float kGrayR = 0.2989f;
+constexpr float kGrayG = 0.587f;
+constexpr float kGrayB = 0.114f;
+
+Image SameShape(const Image& image) {
+  Image out;
+  out.width = image.width;
+  out.height = image.height;
+  out.channels = image.channels;
+  out.pixels.resize(image.pixels.size());
+  return out;
+}
+
+Status CheckImage(const Image& image, const char* op) {
+  if (image.width <= 0 || image.height <= 0 || image.channels < 1 || image.channels > 4 ||
+      image.pixels.size() != image.row_bytes() * static_cast<size_t>(image.height)) {
+    return InvalidArgumentError(std::string(op) + ": expected a non-empty HxWxC image with 1 to 4 " +
+                                "channels, got " + std::to_string(image.height) + "x" +
+                                std::to_string(image.width) + "x" +
+                                std::to_string(image.channels));
+  }
+  return Status::OK();
+}
+
+Status CheckRgbOrGray(const Image& image, const char* op) {
+  RF_RETURN_IF_ERROR(CheckImage(image, op));
+  if (image.channels != 1 && image.channels != 3) {
+    return InvalidArgumentError(std::string(op) + ": expected 1 or 3 channels, got " +
+                                std::to_string(image.channels));
+  }
+  return Status::OK();
+}
+
+Status CheckFactor(double factor, const char* op) {
+  if (!(factor >= 0) || !std::isfinite(factor)) {
+    return InvalidArgumentError(std::string(op) + ": factor " + std::to_string(factor) +
+                                " is not a finite non-negative number");
+  }
+  return Status::OK();
+}
+
+// float -> uint8 as torch's .to(uint8) after clamp_(0, 255): truncation.
+inline uint8_t TruncU8(float v) {
+  v = std::min(std::max(v, 0.0f), 255.0f);
+  return static_cast<uint8_t>(v);
+}
+
+// round_() (half to even) then to(uint8).
+inline uint8_t RoundU8(float v) {
+  v = std::nearbyint(v);
+  v = std::min(std::max(v, 0.0f), 255.0f);
+  return static_cast<uint8_t>(v);
+}
+
+// The float32 grayscale torchvision computes (not yet converted).
+inline float GrayF(const uint8_t* p) {
+  return std::fma(static_cast<float>(p[2]), kGrayB,
+                  std::fma(static_cast<float>(p[1]), kGrayG, static_cast<float>(p[0]) * kGrayR));
+}
+
+// out = clamp(x * ratio + other * (1 - ratio)) truncated: torchvision's _blend.
+inline uint8_t Blend(uint8_t x, float other, float ratio, float one_minus) {
+  return TruncU8(std::fma(other, one_minus, static_cast<float>(x) * ratio));
+}
+
+// torch.linspace in float32.
+float Linspace(float start, float end, int steps, int i) {
+  if (steps == 1) return start;
+  const float step = (end - start) / static_cast<float>(steps - 1);
+  if (i < steps / 2) return start + step * static_cast<float>(i);
+  return end - step * static_cast<float>(steps - i - 1);
+}
+
+// Index into [0, n) with reflect padding (edge not repeated), folded as often as needed.
+inline int Reflect(int i, int n) {
+  if (n == 1) return 0;
+  const int period = 2 * (n - 1);
+  i %= period;
+  if (i < 0) i += period;
+  return i < n ? i : period - i;
+}
+
+RF_AUGMENT_CLONES void BrightnessKernel(const uint8_t* in, uint8_t* out, size_t n, float f) {
+  for (size_t i = 0; i < n; ++i) out[i] = TruncU8(static_cast<float>(in[i]) * f);
+}
+
+// Sum of floor(gray) over `pixels` RGB pixels (contrast's mean), in double (exact for any
+// image up to 2^44 pixels).
+RF_AUGMENT_CLONES double GraySum(const uint8_t* in, size_t pixels) {
+  double sum = 0;
+  for (size_t i = 0; i < pixels; ++i) sum += std::floor(GrayF(in + 3 * i));
+  return sum;
+}
+
+RF_AUGMENT_CLONES void ContrastKernel(const uint8_t* in, uint8_t* out, size_t n, float ratio,
+                                      float one_minus, float mean) {
+  for (size_t i = 0; i < n; ++i) out[i] = Blend(in[i], mean, ratio, one_minus);
+}
+
+RF_AUGMENT_CLONES void SaturationKernel(const uint8_t* in, uint8_t* out, size_t pixels,
+                                        float ratio, float one_minus) {
+  for (size_t i = 0; i < pixels; ++i) {
+    const float gray = std::floor(GrayF(in + 3 * i));
+    for (int c = 0; c < 3; ++c) out[3 * i + c] = Blend(in[3 * i + c], gray, ratio, one_minus);
+  }
+}
+
+RF_AUGMENT_CLONES void GrayKernel(const uint8_t* in, uint8_t* out, size_t pixels, int out_ch) {
+  for (size_t i = 0; i < pixels; ++i) {
+    const uint8_t g = TruncU8(GrayF(in + 3 * i));
+    for (int c = 0; c < out_ch; ++c) out[i * out_ch + c] = g;
+  }
+}
+
+// One row of adjust_sharpness' interior: blur = round(ring / 13 + 5 mid / 13), out = x +
+// alpha (blur - x) as ATen's fused add.
+RF_AUGMENT_CLONES void SharpnessRow(const uint8_t* up, const uint8_t* mid, const uint8_t* down,
+                                    size_t inner, size_t ch, float alpha, uint8_t* out) {
+  const float a = static_cast<float>(1.0 / 13.0);
+  const float b = static_cast<float>(5.0 / 13.0);
+  for (size_t i = 0; i < inner; ++i) {
+    const size_t l = i, m = i + ch, r = i + 2 * ch;
+    const float ring = static_cast<float>(up[l]) + static_cast<float>(up[m]) +
+                       static_cast<float>(up[r]) + static_cast<float>(mid[l]) +
+                       static_cast<float>(mid[r]) + static_cast<float>(down[l]) +
+                       static_cast<float>(down[m]) + static_cast<float>(down[r]);
+    const float blur = std::nearbyint(ring * a + static_cast<float>(mid[m]) * b);
+    const float xv = static_cast<float>(mid[m]);
+    out[i] = TruncU8(std::fma(blur - xv, alpha, xv));
+  }
+}
+
+RF_AUGMENT_CLONES void MultiplyAdd(const float* p, float w, size_t n, float* acc) {
+  for (size_t i = 0; i < n; ++i) acc[i] += w * p[i];
+}
+
+RF_AUGMENT_CLONES void RoundRow(const float* in, size_t n, uint8_t* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = RoundU8(in[i]);
+}
+
+}  // namespace
+
+// ---- photometric ----------------------------------------------------------------------------
+
+Result<Image> AdjustBrightness(const Image& image, double factor) {
+  RF_RETURN_IF_ERROR(CheckImage(image, "adjust_brightness"));
+  RF_RETURN_IF_ERROR(CheckFactor(factor, "adjust_brightness"));
+  Image out = SameShape(image);
+  const float f = static_cast<float>(factor);
+  BrightnessKernel(image.pixels.data(), out.pixels.data(), image.pixels.size(), f);
+  return out;
+}
+
+Result<Image> AdjustContrast(const Image& image, double factor) {
+  RF_RETURN_IF_ERROR(CheckRgbOrGray(image, "adjust_contrast"));
+  RF_RETURN_IF_ERROR(CheckFactor(factor, "adjust_contrast"));
+  const size_t pixels = static_cast<size_t>(image.width) * static_cast<size_t>(image.height);
+  const uint8_t* in = image.pixels.data();
+  double sum = 0;
+  if (image.channels == 3) {
+    sum = GraySum(in, pixels);
+  } else {
+    for (size_t i = 0; i < pixels; ++i) sum += in[i];
+  }
+  const float mean = static_cast<float>(sum / static_cast<double>(pixels));
+  const float ratio = static_cast<float>(factor);
+  const float one_minus = static_cast<float>(1.0 - factor);
+  Image out = SameShape(image);
+  ContrastKernel(in, out.pixels.data(), image.pixels.size(), ratio, one_minus, mean);
+  return out;
+}
+
+Result<Image> AdjustSaturation(const Image& image, double factor) {
+  RF_RETURN_IF_ERROR(CheckRgbOrGray(image, "adjust_saturation"));
+  RF_RETURN_IF_ERROR(CheckFactor(factor, "adjust_saturation"));
+  if (image.channels == 1) return image;  // as torchvision (and PIL)
+  const float ratio = static_cast<float>(factor);
+  const float one_minus = static_cast<float>(1.0 - factor);
+  Image out = SameShape(image);
+  const size_t pixels = static_cast<size_t>(image.width) * static_cast<size_t>(image.height);
+  SaturationKernel(image.pixels.data(), out.pixels.data(), pixels, ratio, one_minus);
+  return out;
+}
+
+Result<Image> AdjustHue(const Image& image, double factor) {
+  RF_RETURN_IF_ERROR(CheckRgbOrGray(image, "adjust_hue"));
+  if (!(factor >= -0.5 && factor <= 0.5)) {
+    return InvalidArgumentError("adjust_hue: hue_factor " + std::to_string(factor) +
+                                " is not in [-0.5, 0.5]");
+  }
+  if (image.channels == 1) return image;
+  const float hue = static_cast<float>(factor);
+  constexpr float kInv255 = static_cast<float>(1.0 / 255.0);
+  constexpr float kSixth = static_cast<float>(1.0 / 6.0);
+  constexpr float kToU8 = 255.0f + 1.0f - 1e-3f;
+  Image out = SameShape(image);
+  const uint8_t* in = image.pixels.data();
+  uint8_t* o = out.pixels.data();
+  const size_t pixels = static_cast<size_t>(image.width) * static_cast<size_t>(image.height);
+  for (size_t i = 0; i < pixels; ++i) {
+    const float r = static_cast<float>(in[3 * i]) * kInv255;
+    const float g = static_cast<float>(in[3 * i + 1]) * kInv255;
+    const float b = static_cast<float>(in[3 * i + 2]) * kInv255;
+    const float maxc = std::max(std::max(r, g), b);
+    const float minc = std::min(std::min(r, g), b);
+    const bool eqc = maxc == minc;
+    const float range = maxc - minc;
+    const float s = range / (eqc ? 1.0f : maxc);
+    const float div = eqc ? 1.0f : range;
+    const float rc = (maxc - r) / div;
+    const float gc = (maxc - g) / div;
+    const float bc = (maxc - b) / div;
+    const bool max_is_r = maxc == r;
+    const bool max_is_g = maxc == g;
+    const float hr = max_is_r ? bc - gc : 0.0f;
+    const float hg = (max_is_g && !max_is_r) ? (rc + 2.0f) - bc : 0.0f;
+    const float hb = (!max_is_r && !max_is_g) ? (gc + 4.0f) - rc : 0.0f;
+    float h = std::fmod((hr + hg + hb) * kSixth + 1.0f, 1.0f);
+    // remainder_(1.0): Python's modulo (result in [0, 1)).
+    h = h + hue;
+    h = h - std::floor(h);
+    if (h >= 1.0f) h = 0.0f;
+    const float v = maxc;
+    const float h6 = h * 6.0f;
+    const float fi = std::floor(h6);
+    const float f = h6 - fi;
+    int sector = static_cast<int>(fi) % 6;
+    if (sector < 0) sector += 6;
+    const float sxf = s * f;
+    const float one_minus_s = 1.0f - s;
+    const float q = std::clamp((1.0f - sxf) * v, 0.0f, 1.0f);
+    const float t = std::clamp((sxf + one_minus_s) * v, 0.0f, 1.0f);
+    const float p = std::clamp(one_minus_s * v, 0.0f, 1.0f);
+    float ro, go, bo;
+    switch (sector) {
+      case 0: ro = v, go = t, bo = p; break;
+      case 1: ro = q, go = v, bo = p; break;
+      case 2: ro = p, go = v, bo = t; break;
+      case 3: ro = p, go = q, bo = v; break;
+      case 4: ro = t, go = p, bo = v; break;
+      default: ro = v, go = p, bo = q; break;
+    }
+    o[3 * i] = static_cast<uint8_t>(ro * kToU8);
+    o[3 * i + 1] = static_cast<uint8_t>(go * kToU8);
+    o[3 * i + 2] = static_cast<uint8_t>(bo * kToU8);
+  }
+  return out;
+}
+
+Result<Image> RgbToGrayscale(const Image& image, int num_output_channels) {
+  RF_RETURN_IF_ERROR(CheckRgbOrGray(image, "rgb_to_grayscale"));
+  if (num_output_channels != 1 && num_output_channels != 3) {
+    return InvalidArgumentError("rgb_to_grayscale: num_output_channels must be 1 or 3, got " +
+                                std::to_string(num_output_channels));
+  }
+  Image out;
+  out.width = image.width;
+  out.height = image.height;
+  out.channels = num_output_channels;
+  const size_t pixels = static_cast<size_t>(image.width) * static_cast<size_t>(image.height);
+  out.pixels.resize(pixels * static_cast<size_t>(num_output_channels));
+  const uint8_t* in = image.pixels.data();
+  uint8_t* o = out.pixels.data();
+  if (image.channels == 3) {
+    GrayKernel(in, o, pixels, num_output_channels);
+    return out;
+  }
+  for (size_t i = 0; i < pixels; ++i) {
+    for (int c = 0; c < num_output_channels; ++c) o[i * num_output_channels + c] = in[i];
+  }
+  return out;
+}
+
+Result<Image> Posterize(const Image& image, int bits) {
+  RF_RETURN_IF_ERROR(CheckImage(image, "posterize"));
+  if (bits < 0 || bits > 8) {
+    return InvalidArgumentError("posterize: bits must be in [0, 8], got " + std::to_string(bits));
+  }
+  const auto mask = static_cast<uint8_t>(((1u << bits) - 1u) << (8 - bits));
+  Image out = SameShape(image);
+  const size_t n = image.pixels.size();
+  for (size_t i = 0; i < n; ++i) out.pixels[i] = image.pixels[i] & mask;
+  return out;
+}
+
+Result<Image> Solarize(const Image& image, double threshold) {
+  RF_RETURN_IF_ERROR(CheckImage(image, "solarize"));
+  if (!(threshold >= 0 && threshold <= 255)) {
+    return InvalidArgumentError("solarize: threshold " + std::to_string(threshold) +
+                                " is not in [0, 255]");
+  }
+  // x >= threshold (a real number) <=> x >= ceil(threshold) for integer x.
+  const int t = static_cast<int>(std::ceil(threshold));
+  Image out = SameShape(image);
+  const size_t n = image.pixels.size();
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t x = image.pixels[i];
+    out.pixels[i] = x >= t ? static_cast<uint8_t>(255 - x) : x;
+  }
+  return out;
+}
+
+Image Invert(const Image& image) {
+  Image out = SameShape(image);
+  const size_t n = image.pixels.size();
+  for (size_t i = 0; i < n; ++i) out.pixels[i] = static_cast<uint8_t>(255 - image.pixels[i]);
+  return out;
+}
+
+Image AutoContrast(const Image& image) {
+  Image out = SameShape(image);
+  const int ch = image.channels;
+  if (image.pixels.empty()) return out;
+  std::array<uint8_t, 4> lo = {255, 255, 255, 255};
+  std::array<uint8_t, 4> hi = {0, 0, 0, 0};
+  const size_t pixels = image.pixels.size() / static_cast<size_t>(ch);
+  for (size_t i = 0; i < pixels; ++i) {
+    for (int c = 0; c < ch; ++c) {
+      const uint8_t v = image.pixels[i * ch + c];
+      lo[c] = std::min(lo[c], v);
+      hi[c] = std::max(hi[c], v);
+    }
+  }
+  // A lookup table per channel of torchvision's float32 formula (x - min) / ((max - min) / 255).
+  std::array<std::array<uint8_t, 256>, 4> lut;
+  for (int c = 0; c < ch; ++c) {
+    float minimum = lo[c];
+    float inv_scale = (static_cast<float>(hi[c]) - minimum) * static_cast<float>(1.0 / 255.0);
+    if (lo[c] == hi[c]) minimum = 0.0f, inv_scale = 1.0f;
+    for (int v = 0; v < 256; ++v) lut[c][v] = TruncU8((static_cast<float>(v) - minimum) / inv_scale);
+  }
+  for (size_t i = 0; i < pixels; ++i) {
+    for (int c = 0; c < ch; ++c) out.pixels[i * ch + c] = lut[c][image.pixels[i * ch + c]];
+  }
+  return out;
+}
+
+Image Equalize(const Image& image) {
+  Image out = SameShape(image);
+  const int ch = image.channels;
+  if (image.pixels.empty()) return out;
+  const size_t pixels = image.pixels.size() / static_cast<size_t>(ch);
+  std::array<std::array<uint8_t, 256>, 4> lut;
+  for (int c = 0; c < ch; ++c) {
+    std::array<int64_t, 256> hist{};
+    for (size_t i = 0; i < pixels; ++i) ++hist[image.pixels[i * ch + c]];
+    int last = 255;
+    while (last > 0 && hist[last] == 0) --last;
+    const int64_t step = (static_cast<int64_t>(pixels) - hist[last]) / 255;
+    if (step == 0) {
+      for (int v = 0; v < 256; ++v) lut[c][v] = static_cast<uint8_t>(v);
+      continue;
+    }
+    int64_t acc = step / 2;
+    for (int v = 0; v < 256; ++v) {
+      lut[c][v] = static_cast<uint8_t>(std::min<int64_t>(acc / step, 255));
+      acc += hist[v];
+    }
+  }
+  for (size_t i = 0; i < pixels; ++i) {
+    for (int c = 0; c < ch; ++c) out.pixels[i * ch + c] = lut[c][image.pixels[i * ch + c]];
+  }
+  return out;
+}
+
+Result<Image> AdjustSharpness(const Image& image, double factor) {
+  RF_RETURN_IF_ERROR(CheckImage(image, "adjust_sharpness"));
+  RF_RETURN_IF_ERROR(CheckFactor(factor, "adjust_sharpness"));
+  if (image.width <= 2 || image.height <= 2) return image;
+  Image out = image;
+  const float alpha = static_cast<float>(1.0 - factor);
+  const size_t ch = static_cast<size_t>(image.channels);
+  const size_t inner = static_cast<size_t>(image.width - 2) * ch;
+  for (int y = 1; y + 1 < image.height; ++y) {
+    SharpnessRow(image.row(y - 1), image.row(y), image.row(y + 1), inner, ch, alpha,
+                 out.row(y) + ch);
+  }
+  return out;
+}
+
+Result<Image> GaussianBlur(const Image& image, std::array<int, 2> kernel_size,
+                           std::array<double, 2> sigma) {
+  RF_RETURN_IF_ERROR(CheckImage(image, "gaussian_blur"));
+  for (int k : kernel_size) {
+    if (k <= 0 || k % 2 == 0) {
+      return InvalidArgumentError("gaussian_blur: kernel_size must be odd and positive, got " +
+                                  std::to_string(k));
+    }
+  }
+  for (double s : sigma) {
+    if (!(s > 0) || !std::isfinite(s)) {
+      return InvalidArgumentError("gaussian_blur: sigma must be positive, got " +
+                                  std::to_string(s));
+    }
+  }
+  // torchvision's kernel: softmax(-(x / sigma)^2) over x = linspace(-l, l, k), l = (k-1)/(2
+  // sqrt 2), i.e. a Gaussian at (k-1)/2 * x / l, normalised.
+  std::array<std::vector<float>, 2> kernels;
+  for (int axis = 0; axis < 2; ++axis) {
+    const int k = kernel_size[axis];
+    const float lim = static_cast<float>((k - 1) / (2.0 * std::sqrt(2.0)));
+    std::vector<float>& w = kernels[axis];
+    w.resize(k);
+    float sum = 0;
+    for (int i = 0; i < k; ++i) {
+      const float x = Linspace(-lim, lim, k, i) / static_cast<float>(sigma[axis]);
+      w[i] = std::exp(-(x * x));
+      sum += w[i];
+    }
+    for (float& v : w) v /= sum;
+  }
+  const int ch = image.channels;
+  const int width = image.width, height = image.height;
+  const int kx = kernel_size[0], ky = kernel_size[1];
+  const int rx = kx / 2, ry = ky / 2;
+  const size_t row_n = image.row_bytes();
+  // Horizontal pass into a float image (each row copied once into a reflect-padded float row,
+  // then one multiply-add sweep per tap over contiguous floats), then the vertical pass per
+  // output row (one sweep per tap over whole rows).
+  std::vector<float> horiz(row_n * static_cast<size_t>(height));
+  std::vector<int> col(static_cast<size_t>(width + 2 * rx));
+  for (int i = 0; i < width + 2 * rx; ++i) col[i] = Reflect(i - rx, width);
+  std::vector<float> padded(static_cast<size_t>(width + 2 * rx) * ch);
+  for (int y = 0; y < height; ++y) {
+    const uint8_t* in = image.row(y);
+    for (int i = 0; i < width + 2 * rx; ++i) {
+      const uint8_t* s = in + static_cast<size_t>(col[i]) * ch;
+      for (int c = 0; c < ch; ++c) padded[static_cast<size_t>(i) * ch + c] = s[c];
+    }
+    float* o = horiz.data() + static_cast<size_t>(y) * row_n;
+    std::fill(o, o + row_n, 0.0f);
+    for (int k = 0; k < kx; ++k) {
+      const float w = kernels[0][k];
+      const float* p = padded.data() + static_cast<size_t>(k) * ch;
+      MultiplyAdd(p, w, row_n, o);
+    }
+  }
+  Image out = SameShape(image);
+  std::vector<float> acc(row_n);
+  for (int y = 0; y < height; ++y) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int k = 0; k < ky; ++k) {
+      const float w = kernels[1][k];
+      const float* src = horiz.data() + static_cast<size_t>(Reflect(y - ry + k, height)) * row_n;
+      MultiplyAdd(src, w, row_n, acc.data());
+    }
+    RoundRow(acc.data(), row_n, out.row(y));
+  }
+  return out;
+}
+
+Result<Image> Erase(const Image& image, const Rect& rect, std::span<const double> value) {
+  RF_RETURN_IF_ERROR(CheckImage(image, "erase"));
+  if (rect.x < 0 || rect.y < 0 || rect.width < 0 || rect.height < 0 ||
+      rect.x + rect.width > image.width || rect.y + rect.height > image.height) {
+    return InvalidArgumentError("erase: rectangle outside the " + std::to_string(image.width) +
+                                "x" + std::to_string(image.height) + " image");
+  }
+  if (value.size() != 1 && value.size() != static_cast<size_t>(image.channels)) {
+    return InvalidArgumentError("erase: value needs 1 or " + std::to_string(image.channels) +
+                                " entries, got " + std::to_string(value.size()));
+  }
+  std::array<uint8_t, 4> v{};
+  for (int c = 0; c < image.channels; ++c) {
+    const double d = value.size() == 1 ? value[0] : value[c];
+    v[c] = static_cast<uint8_t>(std::clamp(d, 0.0, 255.0));
+  }
+  Image out = image;
+  const int ch = image.channels;
+  for (int y = rect.y; y < rect.y + rect.height; ++y) {
+    uint8_t* o = out.row(y) + static_cast<size_t>(rect.x) * ch;
+    for (int x = 0; x < rect.width; ++x) {
+      for (int c = 0; c < ch; ++c) o[static_cast<size_t>(x) * ch + c] = v[c];
+    }
+  }
+  return out;
+}
+
+// ---- affine -------------------------------------------------------------------------------------
+
+Result<Image> Affine(const Image& image, const AffineOptions& options) {
+  RF_RETURN_IF_ERROR(CheckImage(image, "affine"));
+  const int ch = image.channels;
+  if (!options.fill.empty() && options.fill.size() != 1 &&
+      options.fill.size() != static_cast<size_t>(ch)) {
+    return InvalidArgumentError("affine: fill needs 1 or " + std::to_string(ch) +
+                                " entries, got " + std::to_string(options.fill.size()));
+  }
+  if (!(options.scale > 0)) {
+    return InvalidArgumentError("affine: scale must be positive, got " +
+                                std::to_string(options.scale));
+  }
+  const int width = image.width, height = image.height;
+  // torchvision's _get_inverse_affine_matrix (in double, as Python computes it).
+  double cx = 0, cy = 0;
+  if (options.center) {
+    cx = (*options.center)[0] - width * 0.5;
+    cy = (*options.center)[1] - height * 0.5;
+  }
+  const double rot = options.angle * M_PI / 180.0;
+  const double sx = options.shear[0] * M_PI / 180.0;
+  const double sy = options.shear[1] * M_PI / 180.0;
+  const double tx = options.translate[0], ty = options.translate[1];
+  const double a = std::cos(rot - sy) / std::cos(sy);
+  const double b = -std::cos(rot - sy) * std::tan(sx) / std::cos(sy) - std::sin(rot);
+  const double c = std::sin(rot - sy) / std::cos(sy);
+  const double d = -std::sin(rot - sy) * std::tan(sx) / std::cos(sy) + std::cos(rot);
+  double m[6] = {d / options.scale, -b / options.scale, 0.0,
+                 -c / options.scale, a / options.scale, 0.0};
+  m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty);
+  m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty);
+  m[2] += cx;
+  m[5] += cy;
+  // The sampling grid in float32 as torchvision builds it (theta float32, divided by half the
+  // size, then grid_sample's unnormalisation with align_corners=False).
+  const float hw = 0.5f * static_cast<float>(width), hh = 0.5f * static_cast<float>(height);
+  const float t0 = static_cast<float>(m[0]) / hw, t1 = static_cast<float>(m[1]) / hw,
+              t2 = static_cast<float>(m[2]) / hw;
+  const float t3 = static_cast<float>(m[3]) / hh, t4 = static_cast<float>(m[4]) / hh,
+              t5 = static_cast<float>(m[5]) / hh;
+  const float fw = static_cast<float>(width), fh = static_cast<float>(height);
+  std::array<float, 4> fill{};
+  const bool has_fill = !options.fill.empty();
+  for (int k = 0; k < ch && has_fill; ++k) {
+    fill[k] = static_cast<float>(options.fill.size() == 1 ? options.fill[0] : options.fill[k]);
+  }
+  Image out = SameShape(image);
+  const bool nearest = options.interpolation == AffineInterpolation::kNearest;
+  for (int y = 0; y < height; ++y) {
+    const float by = Linspace((1.0f - fh) * 0.5f, (fh - 1.0f) * 0.5f, height, y);
+    uint8_t* o = out.row(y);
+    for (int x = 0; x < width; ++x) {
+      const float bx = Linspace((1.0f - fw) * 0.5f, (fw - 1.0f) * 0.5f, width, x);
+      const float gx = bx * t0 + by * t1 + t2;
+      const float gy = bx * t3 + by * t4 + t5;
+      const float ix = ((gx + 1.0f) * fw - 1.0f) / 2.0f;
+      const float iy = ((gy + 1.0f) * fh - 1.0f) / 2.0f;
+      uint8_t* px = o + static_cast<size_t>(x) * ch;
+      if (nearest) {
+        const float nx = std::nearbyint(ix), ny = std::nearbyint(iy);
+        if (nx >= 0 && nx < fw && ny >= 0 && ny < fh) {
+          const uint8_t* s = image.row(static_cast<int>(ny)) + static_cast<size_t>(nx) * ch;
+          std::memcpy(px, s, static_cast<size_t>(ch));
+        } else {
+          for (int k = 0; k < ch; ++k) px[k] = RoundU8(fill[k]);
+        }
+        continue;
+      }
+      const float x0f = std::floor(ix), y0f = std::floor(iy);
+      const int x0 = static_cast<int>(x0f), y0 = static_cast<int>(y0f);
+      const float fx = ix - x0f, fy = iy - y0f;
+      const float wts[4] = {(1 - fx) * (1 - fy), fx * (1 - fy), (1 - fx) * fy, fx * fy};
+      const int xs[4] = {x0, x0 + 1, x0, x0 + 1};
+      const int ys[4] = {y0, y0, y0 + 1, y0 + 1};
+      std::array<float, 4> acc{};
+      float mask = 0;
+      for (int q = 0; q < 4; ++q) {
+        if (xs[q] < 0 || xs[q] >= width || ys[q] < 0 || ys[q] >= height) continue;
+        const uint8_t* s = image.row(ys[q]) + static_cast<size_t>(xs[q]) * ch;
+        for (int k = 0; k < ch; ++k) acc[k] += wts[q] * static_cast<float>(s[k]);
+        mask += wts[q];
+      }
+      for (int k = 0; k < ch; ++k) {
+        const float v = has_fill ? (acc[k] - fill[k]) * mask + fill[k] : acc[k];
+        px[k] = RoundU8(v);
+      }
+    }
+  }
+  return out;
+}
+
+Result<Image> Rotate(const Image& image, double angle, AffineInterpolation interpolation,
+                     std::span<const double> fill) {
+  AffineOptions o;
+  o.angle = -angle;  // rotate() is counter-clockwise; the inverse matrix takes the negation
+  o.interpolation = interpolation;
+  o.fill.assign(fill.begin(), fill.end());
+  return Affine(image, o);
+}
+
+// ---- random transforms --------------------------------------------------------------------------
+
+ColorJitterOptions ColorJitterOptions::FromScalars(double brightness, double contrast,
+                                                   double saturation, double hue) {
+  ColorJitterOptions o;
+  auto factor_range = [](double v) -> std::optional<std::array<double, 2>> {
+    if (v == 0) return std::nullopt;
+    return std::array<double, 2>{std::max(0.0, 1.0 - v), 1.0 + v};
+  };
+  o.brightness = factor_range(brightness);
+  o.contrast = factor_range(contrast);
+  o.saturation = factor_range(saturation);
+  if (hue != 0) o.hue = std::array<double, 2>{-hue, hue};
+  return o;
+}
+
+Result<Image> ColorJitter(const Image& image, const ColorJitterOptions& options, Rng& rng) {
+  const std::optional<std::array<double, 2>>* ranges[4] = {&options.brightness, &options.contrast,
+                                                           &options.saturation, &options.hue};
+  for (int i = 0; i < 4; ++i) {
+    if (!*ranges[i]) continue;
+    const auto& r = **ranges[i];
+    const bool ok = i < 3 ? (r[0] >= 0 && r[0] <= r[1]) : (r[0] >= -0.5 && r[0] <= r[1] && r[1] <= 0.5);
+    if (!ok) {
+      static const char* kNames[4] = {"brightness", "contrast", "saturation", "hue"};
+      return InvalidArgumentError(std::string("color_jitter: ") + kNames[i] + " range [" +
+                                  std::to_string(r[0]) + ", " + std::to_string(r[1]) +
+                                  "] is not valid (factors >= 0; hue within [-0.5, 0.5])");
+    }
+  }
+  std::vector<int> order = {0, 1, 2, 3};
+  Shuffle(&order, &rng);
+  std::array<double, 4> factor{};
+  for (int i = 0; i < 4; ++i) {
+    if (*ranges[i]) factor[i] = rng.Uniform((**ranges[i])[0], (**ranges[i])[1]);
+  }
+  Image out = image;
+  for (int i : order) {
+    if (!*ranges[i]) continue;
+    Result<Image> next = CancelledError("not run");
+    switch (i) {
+      case 0: next = AdjustBrightness(out, factor[0]); break;
+      case 1: next = AdjustContrast(out, factor[1]); break;
+      case 2: next = AdjustSaturation(out, factor[2]); break;
+      default: next = AdjustHue(out, factor[3]); break;
+    }
+    RF_ASSIGN_OR_RETURN(out, std::move(next));
+  }
+  return out;
+}
+
+Result<Image> RandomGrayscale(const Image& image, double p, Rng& rng) {
+  RF_RETURN_IF_ERROR(CheckRgbOrGray(image, "random_grayscale"));
+  if (rng.Uniform(0, 1) >= p) return image;
+  return RgbToGrayscale(image, image.channels);
+}
+
+Result<Image> RandomGaussianBlur(const Image& image, const GaussianBlurOptions& options,
+                                 Rng& rng) {
+  if (!(options.sigma[0] > 0 && options.sigma[0] <= options.sigma[1])) {
+    return InvalidArgumentError("gaussian_blur: sigma range must satisfy 0 < min <= max");
+  }
+  const double s = rng.Uniform(options.sigma[0], options.sigma[1]);
+  return GaussianBlur(image, options.kernel_size, {s, s});
+}
+
+Result<std::optional<Rect>> RandomErasingRect(int width, int height,
+                                              const RandomErasingOptions& options, Rng& rng) {
+  const auto& sc = options.scale;
+  const auto& ra = options.ratio;
+  if (!(sc[0] >= 0 && sc[0] <= sc[1] && sc[1] <= 1) || !(ra[0] > 0 && ra[0] <= ra[1]) ||
+      !(options.p >= 0 && options.p <= 1)) {
+    return InvalidArgumentError(
+        "random_erasing: needs 0 <= p <= 1, 0 <= scale[0] <= scale[1] <= 1 and "
+        "0 < ratio[0] <= ratio[1]");
+  }
+  if (rng.Uniform(0, 1) >= options.p) return std::optional<Rect>();
+  const double area = static_cast<double>(width) * height;
+  const double log_lo = std::log(ra[0]), log_hi = std::log(ra[1]);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double erase_area = area * rng.Uniform(sc[0], sc[1]);
+    const double aspect = std::exp(rng.Uniform(log_lo, log_hi));
+    const int h = static_cast<int>(std::nearbyint(std::sqrt(erase_area * aspect)));
+    const int w = static_cast<int>(std::nearbyint(std::sqrt(erase_area / aspect)));
+    if (!(h < height && w < width)) continue;
+    Rect r;
+    r.height = h;
+    r.width = w;
+    r.y = static_cast<int>(rng.UniformInt(0, height - h + 1));
+    r.x = static_cast<int>(rng.UniformInt(0, width - w + 1));
+    return std::optional<Rect>(r);
+  }
+  return std::optional<Rect>();
+}
+
+Result<Image> RandomErasing(const Image& image, const RandomErasingOptions& options, Rng& rng) {
+  RF_RETURN_IF_ERROR(CheckImage(image, "random_erasing"));
+  RF_ASSIGN_OR_RETURN(std::optional<Rect> rect,
+                      RandomErasingRect(image.width, image.height, options, rng));
+  if (!rect) return image;
+  return Erase(image, *rect, options.value);
+}
+
+// ---- policies -----------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view kOpNames[] = {
+    "Identity", "ShearX",    "ShearY",   "TranslateX", "TranslateY",
+    "Rotate",   "Brightness", "Color",   "Contrast",   "Sharpness",
+    "Posterize", "Solarize", "AutoContrast", "Equalize", "Invert"};
+
+bool IsSigned(AugmentOp op) { return op >= AugmentOp::kShearX && op <= AugmentOp::kSharpness; }
+
+enum class Space : uint8_t { kAutoAugment, kRandAugment, kTrivialWide };
+
+// float(magnitudes[bin]) of torchvision's augmentation space (0 for ops without one).
+double Magnitude(Space space, AugmentOp op, int bins, int bin, int width, int height) {
+  const bool wide = space == Space::kTrivialWide;
+  const float range = wide ? 0.99f : 0.9f;
+  switch (op) {
+    case AugmentOp::kShearX:
+    case AugmentOp::kShearY:
+      return Linspace(0.0f, wide ? 0.99f : 0.3f, bins, bin);
+    case AugmentOp::kTranslateX:
+      return Linspace(0.0f, wide ? 32.0f : static_cast<float>(150.0 / 331.0 * width), bins, bin);
+    case AugmentOp::kTranslateY:
+      return Linspace(0.0f, wide ? 32.0f : static_cast<float>(150.0 / 331.0 * height), bins, bin);
+    case AugmentOp::kRotate:
+      return Linspace(0.0f, wide ? 135.0f : 30.0f, bins, bin);
+    case AugmentOp::kBrightness:
+    case AugmentOp::kColor:
+    case AugmentOp::kContrast:
+    case AugmentOp::kSharpness:
+      return Linspace(0.0f, range, bins, bin);
+    case AugmentOp::kPosterize: {
+      const float div = static_cast<float>((bins - 1) / (wide ? 6.0 : 4.0));
+      return 8 - static_cast<int>(std::nearbyint(static_cast<float>(bin) / div));
+    }
+    case AugmentOp::kSolarize:
+      return Linspace(1.0f, 0.0f, bins, bin);
+    default:
+      return 0.0;
+  }
+}
+
+struct SubPolicyOp {
+  AugmentOp op;
+  double p;
+  int bin;  // -1: no magnitude
+};
+
+using A = AugmentOp;
+constexpr SubPolicyOp kImageNetPolicy[25][2] = {
+    {{A::kPosterize, 0.4, 8}, {A::kRotate, 0.6, 9}},
+    {{A::kSolarize, 0.6, 5}, {A::kAutoContrast, 0.6, -1}},
+    {{A::kEqualize, 0.8, -1}, {A::kEqualize, 0.6, -1}},
+    {{A::kPosterize, 0.6, 7}, {A::kPosterize, 0.6, 6}},
+    {{A::kEqualize, 0.4, -1}, {A::kSolarize, 0.2, 4}},
+    {{A::kEqualize, 0.4, -1}, {A::kRotate, 0.8, 8}},
+    {{A::kSolarize, 0.6, 3}, {A::kEqualize, 0.6, -1}},
+    {{A::kPosterize, 0.8, 5}, {A::kEqualize, 1.0, -1}},
+    {{A::kRotate, 0.2, 3}, {A::kSolarize, 0.6, 8}},
+    {{A::kEqualize, 0.6, -1}, {A::kPosterize, 0.4, 6}},
+    {{A::kRotate, 0.8, 8}, {A::kColor, 0.4, 0}},
+    {{A::kRotate, 0.4, 9}, {A::kEqualize, 0.6, -1}},
+    {{A::kEqualize, 0.0, -1}, {A::kEqualize, 0.8, -1}},
+    {{A::kInvert, 0.6, -1}, {A::kEqualize, 1.0, -1}},
+    {{A::kColor, 0.6, 4}, {A::kContrast, 1.0, 8}},
+    {{A::kRotate, 0.8, 8}, {A::kColor, 1.0, 2}},
+    {{A::kColor, 0.8, 8}, {A::kSolarize, 0.8, 7}},
+    {{A::kSharpness, 0.4, 7}, {A::kInvert, 0.6, -1}},
+    {{A::kShearX, 0.6, 5}, {A::kEqualize, 1.0, -1}},
+    {{A::kColor, 0.4, 0}, {A::kEqualize, 0.6, -1}},
+    {{A::kEqualize, 0.4, -1}, {A::kSolarize, 0.2, 4}},
+    {{A::kSolarize, 0.6, 5}, {A::kAutoContrast, 0.6, -1}},
+    {{A::kInvert, 0.6, -1}, {A::kEqualize, 1.0, -1}},
+    {{A::kColor, 0.6, 4}, {A::kContrast, 1.0, 8}},
+    {{A::kEqualize, 0.8, -1}, {A::kEqualize, 0.6, -1}},
+};
+
+// RandAugment's and TrivialAugmentWide's space, in torchvision's key order.
+constexpr AugmentOp kWideSpace[] = {A::kIdentity,   A::kShearX,     A::kShearY,   A::kTranslateX,
+                                    A::kTranslateY, A::kRotate,     A::kBrightness, A::kColor,
+                                    A::kContrast,   A::kSharpness,  A::kPosterize, A::kSolarize,
+                                    A::kAutoContrast, A::kEqualize};
+
+bool HasMagnitude(AugmentOp op) {
+  return op != A::kIdentity && op != A::kAutoContrast && op != A::kEqualize && op != A::kInvert;
+}
+
+double SignedDraw(AugmentOp op, double magnitude, Rng& rng) {
+  if (IsSigned(op) && rng.Uniform(0, 1) <= 0.5) return -magnitude;
+  return magnitude;
+}
+
+Result<Image> ApplyAll(const Image& image, const std::vector<AppliedOp>& ops,
+                       const PolicyOptions& options) {
+  Image out = image;
+  for (const AppliedOp& op : ops) {
+    RF_ASSIGN_OR_RETURN(out, ApplyAugmentOp(out, op, options));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view AugmentOpName(AugmentOp op) { return kOpNames[static_cast<int>(op)]; }
+
+Result<AugmentOp> ParseAugmentOp(std::string_view name) {
+  for (size_t i = 0; i < std::size(kOpNames); ++i) {
+    if (kOpNames[i] == name) return static_cast<AugmentOp>(i);
+  }
+  return InvalidArgumentError("unknown augmentation op \"" + std::string(name) +
+                              "\" (Identity, ShearX, ShearY, TranslateX, TranslateY, Rotate, "
+                              "Brightness, Color, Contrast, Sharpness, Posterize, Solarize, "
+                              "AutoContrast, Equalize, Invert)");
+}
+
+Result<Image> ApplyAugmentOp(const Image& image, const AppliedOp& op,
+                             const PolicyOptions& options) {
+  const double m = op.magnitude;
+  AffineOptions affine;
+  affine.interpolation = options.interpolation;
+  affine.fill = options.fill;
+  switch (op.op) {
+    case A::kIdentity:
+      return image;
+    case A::kShearX:
+    case A::kShearY: {
+      const double deg = std::atan(m) * 180.0 / M_PI;
+      affine.shear = op.op == A::kShearX ? std::array<double, 2>{deg, 0.0}
+                                         : std::array<double, 2>{0.0, deg};
+      affine.center = std::array<double, 2>{0.0, 0.0};
+      return Affine(image, affine);
+    }
+    case A::kTranslateX:
+    case A::kTranslateY: {
+      const double t = std::trunc(m);
+      affine.translate = op.op == A::kTranslateX ? std::array<double, 2>{t, 0.0}
+                                                 : std::array<double, 2>{0.0, t};
+      return Affine(image, affine);
+    }
+    case A::kRotate:
+      return Rotate(image, m, options.interpolation, options.fill);
+    case A::kBrightness:
+      return AdjustBrightness(image, 1.0 + m);
+    case A::kColor:
+      return AdjustSaturation(image, 1.0 + m);
+    case A::kContrast:
+      return AdjustContrast(image, 1.0 + m);
+    case A::kSharpness:
+      return AdjustSharpness(image, 1.0 + m);
+    case A::kPosterize:
+      return Posterize(image, static_cast<int>(m));
+    case A::kSolarize:
+      return Solarize(image, 255.0 * m);
+    case A::kAutoContrast:
+      RF_RETURN_IF_ERROR(CheckImage(image, "autocontrast"));
+      return AutoContrast(image);
+    case A::kEqualize:
+      RF_RETURN_IF_ERROR(CheckImage(image, "equalize"));
+      return Equalize(image);
+    case A::kInvert:
+      RF_RETURN_IF_ERROR(CheckImage(image, "invert"));
+      return Invert(image);
+  }
+  return InvalidArgumentError("unknown augmentation op");
+}
+
+Result<std::vector<AppliedOp>> SampleAutoAugment(int width, int height, Rng& rng) {
+  std::vector<AppliedOp> ops;
+  const auto& policy = kImageNetPolicy[rng.UniformInt(0, std::size(kImageNetPolicy))];
+  for (const SubPolicyOp& s : policy) {
+    if (!(rng.Uniform(0, 1) <= s.p)) continue;
+    double m = 0;
+    if (HasMagnitude(s.op)) {
+      m = SignedDraw(s.op, Magnitude(Space::kAutoAugment, s.op, 10, s.bin, width, height), rng);
+    }
+    ops.push_back({s.op, m});
+  }
+  return ops;
+}
+
+Result<std::vector<AppliedOp>> SampleRandAugment(int width, int height,
+                                                 const RandAugmentOptions& options, Rng& rng) {
+  if (options.num_ops < 0 || options.num_magnitude_bins < 2 || options.magnitude < 0 ||
+      options.magnitude >= options.num_magnitude_bins) {
+    return InvalidArgumentError(
+        "rand_augment: needs num_ops >= 0, num_magnitude_bins >= 2 and 0 <= magnitude < "
+        "num_magnitude_bins");
+  }
+  std::vector<AppliedOp> ops;
+  for (int i = 0; i < options.num_ops; ++i) {
+    const AugmentOp op = kWideSpace[rng.UniformInt(0, std::size(kWideSpace))];
+    double m = 0;
+    if (HasMagnitude(op)) {
+      m = SignedDraw(op,
+                     Magnitude(Space::kRandAugment, op, options.num_magnitude_bins,
+                               options.magnitude, width, height),
+                     rng);
+    }
+    ops.push_back({op, m});
+  }
+  return ops;
+}
+
+Result<std::vector<AppliedOp>> SampleTrivialAugmentWide(int width, int height,
+                                                        const TrivialAugmentWideOptions& options,
+                                                        Rng& rng) {
+  if (options.num_magnitude_bins < 2) {
+    return InvalidArgumentError("trivial_augment_wide: num_magnitude_bins must be >= 2");
+  }
+  const AugmentOp op = kWideSpace[rng.UniformInt(0, std::size(kWideSpace))];
+  double m = 0;
+  if (HasMagnitude(op)) {
+    const int bin = static_cast<int>(rng.UniformInt(0, options.num_magnitude_bins));
+    m = SignedDraw(
+        op, Magnitude(Space::kTrivialWide, op, options.num_magnitude_bins, bin, width, height),
+        rng);
+  }
+  return std::vector<AppliedOp>{{op, m}};
+}
+
+Result<Image> AutoAugment(const Image& image, const PolicyOptions& options, Rng& rng) {
+  RF_RETURN_IF_ERROR(CheckImage(image, "auto_augment"));
+  RF_ASSIGN_OR_RETURN(auto ops, SampleAutoAugment(image.width, image.height, rng));
+  return ApplyAll(image, ops, options);
+}
+
+Result<Image> RandAugment(const Image& image, const RandAugmentOptions& rand_options,
+                          const PolicyOptions& options, Rng& rng) {
+  RF_RETURN_IF_ERROR(CheckImage(image, "rand_augment"));
+  RF_ASSIGN_OR_RETURN(auto ops, SampleRandAugment(image.width, image.height, rand_options, rng));
+  return ApplyAll(image, ops, options);
+}
+
+Result<Image> TrivialAugmentWide(const Image& image, const TrivialAugmentWideOptions& ta_options,
+                                 const PolicyOptions& options, Rng& rng) {
+  RF_RETURN_IF_ERROR(CheckImage(image, "trivial_augment_wide"));
+  RF_ASSIGN_OR_RETURN(auto ops,
+                      SampleTrivialAugmentWide(image.width, image.height, ta_options, rng));
+  return ApplyAll(image, ops, options);
+}
+
+// ---- batch ops ----------------------------------------------------------------------------------
+
+namespace {
+
+double StandardNormal(Rng& rng) {
+  // Box-Muller; 1 - u keeps the logarithm's argument in (0, 1].
+  const double u = 1.0 - rng.Uniform(0, 1);
+  const double v = rng.Uniform(0, 1);
+  return std::sqrt(-2.0 * std::log(u)) * std::cos(2.0 * M_PI * v);
+}
+
+// Gamma(shape, 1) by Marsaglia and Tsang (shape < 1 boosted by u^(1 / shape)).
+double SampleGamma(double shape, Rng& rng) {
+  if (shape < 1) {
+    const double u = 1.0 - rng.Uniform(0, 1);
+    return SampleGamma(shape + 1.0, rng) * std::pow(u, 1.0 / shape);
+  }
+  const double d = shape - 1.0 / 3.0;
+  const double c = 1.0 / std::sqrt(9.0 * d);
+  for (;;) {
+    double x, v;
+    do {
+      x = StandardNormal(rng);
+      v = 1.0 + c * x;
+    } while (v <= 0);
+    v = v * v * v;
+    const double u = 1.0 - rng.Uniform(0, 1);
+    if (u < 1.0 - 0.0331 * x * x * x * x) return d * v;
+    if (std::log(u) < 0.5 * x * x + d * (1.0 - v + std::log(v))) return d * v;
+  }
+}
+
+Status CheckBatch(const BatchView& batch, std::span<const int64_t> labels, int num_classes,
+                  std::span<float> soft_labels, const char* op) {
+  if (batch.batch <= 0 || batch.height <= 0 || batch.width <= 0 || batch.channels <= 0 ||
+      (batch.u8 == nullptr) == (batch.f32 == nullptr)) {
+    return InvalidArgumentError(std::string(op) +
+                                ": expected a non-empty [B, H, W, C] uint8 or float32 batch");
+  }
+  if (num_classes <= 0) {
+    return InvalidArgumentError(std::string(op) + ": num_classes must be positive");
+  }
+  if (labels.size() != static_cast<size_t>(batch.batch)) {
+    return InvalidArgumentError(std::string(op) + ": " + std::to_string(labels.size()) +
+                                " labels for a batch of " + std::to_string(batch.batch));
+  }
+  if (soft_labels.size() != static_cast<size_t>(batch.batch) * static_cast<size_t>(num_classes)) {
+    return InvalidArgumentError(std::string(op) + ": soft_labels must hold B * num_classes values");
+  }
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0 || labels[i] >= num_classes) {
+      return InvalidArgumentError(std::string(op) + ": label " + std::to_string(labels[i]) +
+                                  " of batch element " + std::to_string(i) +
+                                  " is not in [0, num_classes=" + std::to_string(num_classes) +
+                                  ")");
+    }
+  }
+  return Status::OK();
+}
+
+// soft[i] = lam * onehot(label[i]) + (1 - lam) * onehot(label[i - 1]).
+void MixLabels(std::span<const int64_t> labels, int num_classes, double lam,
+               std::span<float> soft) {
+  const size_t b = labels.size();
+  std::fill(soft.begin(), soft.end(), 0.0f);
+  for (size_t i = 0; i < b; ++i) {
+    const size_t prev = (i + b - 1) % b;
+    float* row = soft.data() + i * static_cast<size_t>(num_classes);
+    row[labels[i]] += static_cast<float>(lam);
+    row[labels[prev]] += static_cast<float>(1.0 - lam);
+  }
+}
+
+}  // namespace
+
+double SampleBeta(double alpha, Rng& rng) {
+  const double x = SampleGamma(alpha, rng);
+  const double y = SampleGamma(alpha, rng);
+  return x + y > 0 ? x / (x + y) : 0.5;
+}
+
+Status MixUpWithLambda(const BatchView& batch, std::span<const int64_t> labels, int num_classes,
+                       double lambda, std::span<float> soft_labels) {
+  RF_RETURN_IF_ERROR(CheckBatch(batch, labels, num_classes, soft_labels, "mixup"));
+  const size_t per = static_cast<size_t>(batch.height) * static_cast<size_t>(batch.width) *
+                     static_cast<size_t>(batch.channels);
+  const size_t b = static_cast<size_t>(batch.batch);
+  const float lam = static_cast<float>(lambda);
+  const float rest = static_cast<float>(1.0 - lambda);
+  // x_i = lam x_i + (1 - lam) x_{i-1}, every x_{i-1} the original: keep the last one aside and
+  // go from the back.
+  if (batch.f32 != nullptr) {
+    std::vector<float> last(batch.f32 + (b - 1) * per, batch.f32 + b * per);
+    for (size_t i = b; i-- > 0;) {
+      float* x = batch.f32 + i * per;
+      const float* prev = i == 0 ? last.data() : batch.f32 + (i - 1) * per;
+      for (size_t k = 0; k < per; ++k) x[k] = prev[k] * rest + x[k] * lam;
+    }
+  } else {
+    std::vector<uint8_t> last(batch.u8 + (b - 1) * per, batch.u8 + b * per);
+    for (size_t i = b; i-- > 0;) {
+      uint8_t* x = batch.u8 + i * per;
+      const uint8_t* prev = i == 0 ? last.data() : batch.u8 + (i - 1) * per;
+      for (size_t k = 0; k < per; ++k) {
+        x[k] = RoundU8(static_cast<float>(prev[k]) * rest + static_cast<float>(x[k]) * lam);
+      }
+    }
+  }
+  MixLabels(labels, num_classes, lambda, soft_labels);
+  return Status::OK();
+}
+
+Rect CutMixBox(int width, int height, double lambda, Rng& rng) {
+  const int rx = static_cast<int>(rng.UniformInt(0, width));
+  const int ry = static_cast<int>(rng.UniformInt(0, height));
+  const double r = 0.5 * std::sqrt(1.0 - lambda);
+  const int half_w = static_cast<int>(r * width);
+  const int half_h = static_cast<int>(r * height);
+  const int x1 = std::max(rx - half_w, 0), y1 = std::max(ry - half_h, 0);
+  const int x2 = std::min(rx + half_w, width), y2 = std::min(ry + half_h, height);
+  return Rect{x1, y1, x2 - x1, y2 - y1};
+}
+
+Status CutMixWithBox(const BatchView& batch, std::span<const int64_t> labels, int num_classes,
+                     const Rect& box, std::span<float> soft_labels) {
+  RF_RETURN_IF_ERROR(CheckBatch(batch, labels, num_classes, soft_labels, "cutmix"));
+  if (box.x < 0 || box.y < 0 || box.width < 0 || box.height < 0 ||
+      box.x + box.width > batch.width || box.y + box.height > batch.height) {
+    return InvalidArgumentError("cutmix: box outside the image");
+  }
+  const size_t elem = batch.f32 != nullptr ? sizeof(float) : 1;
+  auto* base = batch.f32 != nullptr ? reinterpret_cast<uint8_t*>(batch.f32) : batch.u8;
+  const size_t row = static_cast<size_t>(batch.width) * batch.channels * elem;
+  const size_t per = row * static_cast<size_t>(batch.height);
+  const size_t b = static_cast<size_t>(batch.batch);
+  const size_t off = static_cast<size_t>(box.x) * batch.channels * elem;
+  const size_t len = static_cast<size_t>(box.width) * batch.channels * elem;
+  // Element 0 reads element b-1's box, which is overwritten first (going from the back): save it.
+  std::vector<uint8_t> last(static_cast<size_t>(box.height) * len);
+  for (int y = 0; y < box.height; ++y) {
+    std::memcpy(last.data() + y * len, base + (b - 1) * per + (box.y + y) * row + off, len);
+  }
+  for (size_t i = b; i-- > 0;) {
+    for (int y = 0; y < box.height; ++y) {
+      uint8_t* dst = base + i * per + (box.y + y) * row + off;
+      const uint8_t* src =
+          i == 0 ? last.data() + y * len : base + (i - 1) * per + (box.y + y) * row + off;
+      std::memcpy(dst, src, len);
+    }
+  }
+  const double lam = 1.0 - static_cast<double>(box.width) * box.height /
+                               (static_cast<double>(batch.width) * batch.height);
+  MixLabels(labels, num_classes, lam, soft_labels);
+  return Status::OK();
+}
+
+Result<double> MixUp(const BatchView& batch, std::span<const int64_t> labels, int num_classes,
+                     double alpha, std::span<float> soft_labels, Rng& rng) {
+  if (!(alpha > 0)) return InvalidArgumentError("mixup: alpha must be positive");
+  const double lam = SampleBeta(alpha, rng);
+  RF_RETURN_IF_ERROR(MixUpWithLambda(batch, labels, num_classes, lam, soft_labels));
+  return lam;
+}
+
+Result<double> CutMix(const BatchView& batch, std::span<const int64_t> labels, int num_classes,
+                      double alpha, std::span<float> soft_labels, Rng& rng) {
+  if (!(alpha > 0)) return InvalidArgumentError("cutmix: alpha must be positive");
+  const double lam = SampleBeta(alpha, rng);
+  const Rect box = CutMixBox(batch.width, batch.height, lam, rng);
+  RF_RETURN_IF_ERROR(CutMixWithBox(batch, labels, num_classes, box, soft_labels));
+  return 1.0 - static_cast<double>(box.width) * box.height /
+                   (static_cast<double>(batch.width) * batch.height);
+}
+
+}  // namespace recordflow::image

@@ -1,0 +1,251 @@
+#include "recordflow/image/augment.h"
+
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace recordflow::image {
+namespace {
+
+Image Gradient(int width, int height, int channels = 3) {
+  Image img;
+  img.width = width;
+  img.height = height;
+  img.channels = channels;
+  img.pixels.resize(img.row_bytes() * height);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      for (int c = 0; c < channels; ++c) {
+        img.row(y)[x * channels + c] = static_cast<uint8_t>((x * 7 + y * 13 + c * 85) % 256);
+      }
+    }
+  }
+  return img;
+}
+
+TEST(AugmentTest, BrightnessTruncatesAndClamps) {
+  Image img = Gradient(8, 4);
+  Image out = AdjustBrightness(img, 1.5).value();
+  for (size_t i = 0; i < img.pixels.size(); ++i) {
+    const int want = std::min(255, static_cast<int>(img.pixels[i] * 1.5f));
+    EXPECT_EQ(out.pixels[i], want) << i;
+  }
+  EXPECT_EQ(AdjustBrightness(img, -1).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(AugmentTest, IdentityFactors) {
+  Image img = Gradient(16, 9);
+  EXPECT_EQ(AdjustBrightness(img, 1.0).value().pixels, img.pixels);
+  EXPECT_EQ(AdjustContrast(img, 1.0).value().pixels, img.pixels);
+  EXPECT_EQ(AdjustSaturation(img, 1.0).value().pixels, img.pixels);
+  EXPECT_EQ(AdjustSharpness(img, 1.0).value().pixels, img.pixels);
+  // A hue shift of 0 goes through HSV and back: exact for 8-bit input.
+  EXPECT_EQ(AdjustHue(img, 0.0).value().pixels, img.pixels);
+  EXPECT_EQ(Posterize(img, 8).value().pixels, img.pixels);
+  EXPECT_EQ(Invert(Invert(img)).pixels, img.pixels);
+  EXPECT_EQ(Rotate(img, 0.0).value().pixels, img.pixels);
+}
+
+TEST(AugmentTest, SaturationZeroIsGray) {
+  Image img = Gradient(5, 5);
+  Image out = AdjustSaturation(img, 0.0).value();
+  Image gray = RgbToGrayscale(img, 3).value();
+  EXPECT_EQ(out.pixels, gray.pixels);
+}
+
+TEST(AugmentTest, PosterizeSolarizeInvert) {
+  Image img = Gradient(16, 16, 1);
+  Image p = Posterize(img, 3).value();
+  Image s = Solarize(img, 128).value();
+  for (size_t i = 0; i < img.pixels.size(); ++i) {
+    EXPECT_EQ(p.pixels[i], img.pixels[i] & 0xE0);
+    EXPECT_EQ(s.pixels[i], img.pixels[i] >= 128 ? 255 - img.pixels[i] : img.pixels[i]);
+  }
+  EXPECT_FALSE(Posterize(img, 9).ok());
+  EXPECT_FALSE(Solarize(img, 300).ok());
+}
+
+TEST(AugmentTest, AutoContrastStretchesEachChannel) {
+  Image img;
+  img.width = 3;
+  img.height = 1;
+  img.channels = 1;
+  img.pixels = {50, 100, 150};
+  // torchvision divides by (max - min) * float(1 / 255): 100 / 0.39215687f truncates to 254.
+  EXPECT_EQ(AutoContrast(img).pixels, (std::vector<uint8_t>{0, 127, 254}));
+  img.pixels = {7, 7, 7};
+  EXPECT_EQ(AutoContrast(img).pixels, img.pixels);
+}
+
+TEST(AugmentTest, EqualizeFlattensHistogram) {
+  Image img = Gradient(64, 64, 1);
+  for (auto& v : img.pixels) v = static_cast<uint8_t>(v / 4);  // 0..63
+  Image out = Equalize(img);
+  const auto [lo, hi] = std::minmax_element(out.pixels.begin(), out.pixels.end());
+  EXPECT_EQ(*lo, 0);
+  EXPECT_GE(*hi, 240);
+}
+
+TEST(AugmentTest, GaussianBlurKeepsConstantAndMean) {
+  Image img = Gradient(20, 11);
+  Image flat = img;
+  std::fill(flat.pixels.begin(), flat.pixels.end(), 77);
+  EXPECT_EQ(GaussianBlur(flat, {5, 3}, {1.5, 0.7}).value().pixels, flat.pixels);
+  EXPECT_FALSE(GaussianBlur(img, {4, 3}, {1, 1}).ok());
+  EXPECT_FALSE(GaussianBlur(img, {3, 3}, {0, 1}).ok());
+  // Kernel larger than the image: reflection folds again and still gives a constant.
+  Image tiny = flat;
+  tiny.width = 2;
+  tiny.height = 2;
+  tiny.pixels.resize(12);
+  EXPECT_EQ(GaussianBlur(tiny, {9, 9}, {3, 3}).value().pixels, tiny.pixels);
+}
+
+TEST(AugmentTest, AffineTranslateIsAShift) {
+  Image img = Gradient(10, 6);
+  AffineOptions o;
+  o.translate = {3, -2};
+  Image out = Affine(img, o).value();
+  for (int y = 0; y < 6; ++y) {
+    for (int x = 0; x < 10; ++x) {
+      const int sx = x - 3, sy = y + 2;
+      for (int c = 0; c < 3; ++c) {
+        const int want = (sx >= 0 && sx < 10 && sy >= 0 && sy < 6) ? img.row(sy)[sx * 3 + c] : 0;
+        ASSERT_EQ(out.row(y)[x * 3 + c], want) << x << "," << y;
+      }
+    }
+  }
+}
+
+TEST(AugmentTest, Rotate180IsDoubleFlip) {
+  Image img = Gradient(9, 7);
+  Image out = Rotate(img, 180.0).value();
+  for (int y = 0; y < 7; ++y) {
+    for (int x = 0; x < 9; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        ASSERT_EQ(out.row(y)[x * 3 + c], img.row(6 - y)[(8 - x) * 3 + c]) << x << "," << y;
+      }
+    }
+  }
+}
+
+TEST(AugmentTest, EraseAndRandomErasing) {
+  Image img = Gradient(32, 32);
+  const std::vector<double> value = {1, 2, 3};
+  Image out = Erase(img, Rect{2, 3, 4, 5}, value).value();
+  EXPECT_EQ(out.row(3)[2 * 3], 1);
+  EXPECT_EQ(out.row(7)[5 * 3 + 2], 3);
+  EXPECT_EQ(out.row(8)[2 * 3], img.row(8)[2 * 3]);
+  EXPECT_FALSE(Erase(img, Rect{30, 0, 4, 4}, value).ok());
+  RandomErasingOptions o;
+  o.p = 1.0;
+  int erased = 0;
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    Rng rng(seed);
+    auto r = RandomErasingRect(32, 32, o, rng).value();
+    if (!r) continue;
+    ++erased;
+    EXPECT_LT(r->width, 32);
+    EXPECT_LT(r->height, 32);
+    EXPECT_LE(r->x + r->width, 32);
+    EXPECT_LE(r->y + r->height, 32);
+  }
+  EXPECT_GT(erased, 40);
+}
+
+TEST(AugmentTest, RandomOpsAreDeterministicPerSeed) {
+  Image img = Gradient(40, 30);
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    Rng a(seed), b(seed);
+    EXPECT_EQ(AutoAugment(img, {}, a).value().pixels, AutoAugment(img, {}, b).value().pixels);
+    EXPECT_EQ(RandAugment(img, {}, {}, a).value().pixels,
+              RandAugment(img, {}, {}, b).value().pixels);
+    EXPECT_EQ(TrivialAugmentWide(img, {}, {}, a).value().pixels,
+              TrivialAugmentWide(img, {}, {}, b).value().pixels);
+    const auto cj = ColorJitterOptions::FromScalars(0.4, 0.4, 0.4, 0.1);
+    EXPECT_EQ(ColorJitter(img, cj, a).value().pixels, ColorJitter(img, cj, b).value().pixels);
+  }
+}
+
+TEST(AugmentTest, PolicyEqualsItsSampledOps) {
+  Image img = Gradient(40, 30);
+  for (uint64_t seed = 0; seed < 30; ++seed) {
+    Rng a(seed), b(seed);
+    Image direct = RandAugment(img, {}, {}, a).value();
+    auto ops = SampleRandAugment(40, 30, {}, b).value();
+    ASSERT_EQ(ops.size(), 2u);
+    Image replay = img;
+    for (const auto& op : ops) replay = ApplyAugmentOp(replay, op).value();
+    EXPECT_EQ(direct.pixels, replay.pixels);
+  }
+}
+
+TEST(AugmentTest, PolicyMagnitudes) {
+  // RandAugment's default magnitude 9 of 31 bins: rotate by 9 degrees (30 * 9 / 30).
+  bool saw_rotate = false;
+  for (uint64_t seed = 0; seed < 200 && !saw_rotate; ++seed) {
+    Rng rng(seed);
+    for (const auto& op : SampleRandAugment(224, 224, {}, rng).value()) {
+      if (op.op == AugmentOp::kRotate) {
+        saw_rotate = true;
+        EXPECT_NEAR(std::abs(op.magnitude), 9.0, 1e-5);
+      }
+      if (op.op == AugmentOp::kPosterize) EXPECT_EQ(op.magnitude, 7);  // 8 - round(9 / 7.5)
+    }
+  }
+  EXPECT_TRUE(saw_rotate);
+  EXPECT_EQ(ParseAugmentOp("Equalize").value(), AugmentOp::kEqualize);
+  EXPECT_FALSE(ParseAugmentOp("Blur").ok());
+}
+
+TEST(AugmentTest, MixUpSoftLabelsAndPixels) {
+  std::vector<float> batch = {0, 10, 20, 30};  // B=4, 1x1x1
+  std::vector<int64_t> labels = {0, 1, 2, 0};
+  std::vector<float> soft(4 * 3);
+  BatchView v{4, 1, 1, 1, nullptr, batch.data()};
+  ASSERT_TRUE(MixUpWithLambda(v, labels, 3, 0.25, soft).ok());
+  EXPECT_FLOAT_EQ(batch[0], 0.25f * 0 + 0.75f * 30);
+  EXPECT_FLOAT_EQ(batch[1], 0.25f * 10 + 0.75f * 0);
+  EXPECT_FLOAT_EQ(batch[3], 0.25f * 30 + 0.75f * 20);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FLOAT_EQ(soft[i * 3] + soft[i * 3 + 1] + soft[i * 3 + 2], 1.0f);
+  }
+  EXPECT_FLOAT_EQ(soft[0], 1.0f);  // labels 0 and (rolled) 0
+  EXPECT_FLOAT_EQ(soft[1 * 3 + 1], 0.25f);
+  EXPECT_FLOAT_EQ(soft[1 * 3 + 0], 0.75f);
+  labels[2] = 3;
+  EXPECT_EQ(MixUpWithLambda(v, labels, 3, 0.5, soft).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(AugmentTest, CutMixPastesRolledBox) {
+  std::vector<uint8_t> batch(2 * 4 * 4, 0);
+  std::fill(batch.begin() + 16, batch.end(), 9);
+  std::vector<int64_t> labels = {0, 1};
+  std::vector<float> soft(4);
+  BatchView v{2, 4, 4, 1, batch.data(), nullptr};
+  ASSERT_TRUE(CutMixWithBox(v, labels, 2, Rect{1, 1, 2, 2}, soft).ok());
+  EXPECT_EQ(batch[1 * 4 + 1], 9);
+  EXPECT_EQ(batch[0], 0);
+  EXPECT_EQ(batch[16 + 1 * 4 + 1], 0);
+  EXPECT_EQ(batch[16], 9);
+  EXPECT_FLOAT_EQ(soft[0], 0.75f);
+  EXPECT_FLOAT_EQ(soft[1], 0.25f);
+}
+
+TEST(AugmentTest, BetaMeanIsOneHalf) {
+  Rng rng(5);
+  double sum = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const double x = SampleBeta(0.4, rng);
+    ASSERT_GE(x, 0);
+    ASSERT_LE(x, 1);
+    sum += x;
+  }
+  EXPECT_NEAR(sum / 4000, 0.5, 0.03);
+}
+
+}  // namespace
+}  // namespace recordflow::image
