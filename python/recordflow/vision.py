@@ -246,8 +246,16 @@ from recordflow import vision_functional as functional  # noqa: E402  rf.vision.
 
 # The composable ops (rf.vision.Compose and its ops), defined in vision_compose.py.
 from recordflow.vision_compose import (  # noqa: E402
+    AutoAugment,
     CenterCrop,
+    ColorJitter,
     Compose,
+    GaussianBlur,
+    Grayscale,
+    RandAugment,
+    RandomErasing,
+    RandomGrayscale,
+    TrivialAugmentWide,
     Normalize,
     Pad,
     RandomHorizontalFlip,

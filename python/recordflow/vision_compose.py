@@ -237,8 +237,143 @@ class Normalize(_Op):
         return ("Normalize", {"mean": self.mean, "std": self.std})
 
 
+def _jitter_range(value, name: str, center: float, bound=None):
+    """torchvision ColorJitter's argument: a number v -> [center - v, center + v] (clamped at
+    0 for factors), a pair as is, None / 0 -> not applied."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Number):
+        if value < 0:
+            raise ValueError(f"ColorJitter: {name} must be non-negative, got {value!r}")
+        if value == 0:
+            return None
+        lo, hi = center - float(value), center + float(value)
+        if bound is None:
+            lo = max(lo, 0.0)
+        return (lo, hi)
+    lo, hi = _pair(value, f"ColorJitter: {name}")
+    return (lo, hi)
+
+
+class ColorJitter(_Op):
+    """torchvision.transforms.v2.ColorJitter (the four adjustments in a random order)."""
+
+    def __init__(self, brightness=None, contrast=None, saturation=None, hue=None):
+        self.brightness = _jitter_range(brightness, "brightness", 1.0)
+        self.contrast = _jitter_range(contrast, "contrast", 1.0)
+        self.saturation = _jitter_range(saturation, "saturation", 1.0)
+        self.hue = _jitter_range(hue, "hue", 0.0, bound=0.5)
+
+    def _spec(self):
+        return ("ColorJitter", dict(self.__dict__))
+
+
+class RandomGrayscale(_Op):
+    def __init__(self, p: float = 0.1):
+        self.p = float(p)
+
+    def _spec(self):
+        return ("RandomGrayscale", {"p": self.p})
+
+
+class Grayscale(_Op):
+    """torchvision.transforms.v2.Grayscale; the output keeps 3 channels (the tensor is RGB)."""
+
+    def __init__(self, num_output_channels: int = 3):
+        if num_output_channels != 3:
+            raise ValueError("Grayscale: only num_output_channels=3 (the output tensor is RGB)")
+        self.num_output_channels = 3
+
+    def _spec(self):
+        return ("Grayscale", {})
+
+
+class GaussianBlur(_Op):
+    """torchvision.transforms.v2.GaussianBlur(kernel_size, sigma=(0.1, 2.0))."""
+
+    def __init__(self, kernel_size, sigma=(0.1, 2.0)):
+        k = [kernel_size] * 2 if isinstance(kernel_size, numbers.Integral) else list(kernel_size)
+        if len(k) != 2:
+            raise ValueError(f"GaussianBlur: kernel_size must be an int or 2 ints, got {kernel_size!r}")
+        self.kernel_size = (int(k[0]), int(k[1]))
+        s = (float(sigma), float(sigma)) if isinstance(sigma, numbers.Number) else _pair(sigma, "GaussianBlur: sigma")
+        self.sigma = s
+
+    def _spec(self):
+        return ("GaussianBlur", {"kernel_size": self.kernel_size, "sigma": self.sigma})
+
+
+class RandomErasing(_Op):
+    """torchvision.transforms.v2.RandomErasing on the 8-bit image: place it before ToDtype;
+    ``value`` is in pixel units (0..255), one number or one per channel."""
+
+    def __init__(self, p: float = 0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0,
+                 inplace: bool = False):
+        if isinstance(value, str):
+            raise ValueError("RandomErasing: value='random' is not supported; give numbers")
+        self.p = float(p)
+        self.scale = _pair(scale, "RandomErasing: scale")
+        self.ratio = _pair(ratio, "RandomErasing: ratio")
+        self.value = (float(value),) if isinstance(value, numbers.Number) else tuple(float(v) for v in value)
+
+    def _spec(self):
+        return ("RandomErasing", {"p": self.p, "scale": self.scale, "ratio": self.ratio,
+                                  "value": list(self.value)})
+
+
+def _policy_fill(fill):
+    if fill is None:
+        return []
+    return [float(fill)] if isinstance(fill, numbers.Number) else [float(v) for v in fill]
+
+
+def _policy_interpolation(value, what):
+    name = _interpolation(value, what)
+    if name not in ("nearest", "bilinear"):
+        raise ValueError(f"{what}: interpolation must be nearest or bilinear")
+    return name
+
+
+class AutoAugment(_Op):
+    """torchvision.transforms.v2.AutoAugment with the ImageNet policy."""
+
+    def __init__(self, policy="imagenet", interpolation="nearest", fill=None):
+        pname = str(getattr(policy, "value", policy)).lower()
+        if pname != "imagenet":
+            raise ValueError(f"AutoAugment: only the ImageNet policy is supported, got {policy!r}")
+        self.interpolation = _policy_interpolation(interpolation, "AutoAugment")
+        self.fill = _policy_fill(fill)
+
+    def _spec(self):
+        return ("AutoAugment", {"interpolation": self.interpolation, "fill": self.fill})
+
+
+class RandAugment(_Op):
+    def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
+                 interpolation="nearest", fill=None):
+        self.num_ops = int(num_ops)
+        self.magnitude = int(magnitude)
+        self.num_magnitude_bins = int(num_magnitude_bins)
+        self.interpolation = _policy_interpolation(interpolation, "RandAugment")
+        self.fill = _policy_fill(fill)
+
+    def _spec(self):
+        return ("RandAugment", dict(self.__dict__))
+
+
+class TrivialAugmentWide(_Op):
+    def __init__(self, num_magnitude_bins: int = 31, interpolation="nearest", fill=None):
+        self.num_magnitude_bins = int(num_magnitude_bins)
+        self.interpolation = _policy_interpolation(interpolation, "TrivialAugmentWide")
+        self.fill = _policy_fill(fill)
+
+    def _spec(self):
+        return ("TrivialAugmentWide", dict(self.__dict__))
+
+
 _OPS = (RandomResizedCrop, Resize, CenterCrop, Pad, RandomHorizontalFlip, RandomVerticalFlip,
-        RandomRotation, Rotate90, ToDtype, Normalize)
+        RandomRotation, Rotate90, ToDtype, Normalize, ColorJitter, RandomGrayscale, Grayscale,
+        GaussianBlur, RandomErasing, AutoAugment, RandAugment, TrivialAugmentWide)
 
 
 def Compose(transforms: Sequence[_Op], *, image_key: str = "image/encoded",

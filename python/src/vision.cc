@@ -154,6 +154,56 @@ vision::OpSpec ToOpSpec(const std::string& name, nb::dict d) {
     return vision::NormalizeOp{nb::cast<std::array<float, 3>>(d["mean"]),
                                nb::cast<std::array<float, 3>>(d["std"])};
   }
+  auto range = [&](const char* key) -> std::optional<std::array<double, 2>> {
+    return nb::cast<std::optional<std::array<double, 2>>>(d[key]);
+  };
+  auto policy = [&]() {
+    image::PolicyOptions p;
+    p.interpolation = nb::cast<std::string>(d["interpolation"]) == "bilinear"
+                          ? image::AffineInterpolation::kBilinear
+                          : image::AffineInterpolation::kNearest;
+    p.fill = nb::cast<std::vector<double>>(d["fill"]);
+    return p;
+  };
+  if (name == "ColorJitter") {
+    vision::ColorJitterOp o;
+    o.options.brightness = range("brightness");
+    o.options.contrast = range("contrast");
+    o.options.saturation = range("saturation");
+    o.options.hue = range("hue");
+    return o;
+  }
+  if (name == "RandomGrayscale") return vision::RandomGrayscaleOp{nb::cast<double>(d["p"])};
+  if (name == "Grayscale") return vision::GrayscaleOp{};
+  if (name == "GaussianBlur") {
+    vision::GaussianBlurOp o;
+    o.options.kernel_size = nb::cast<std::array<int, 2>>(d["kernel_size"]);
+    o.options.sigma = nb::cast<std::array<double, 2>>(d["sigma"]);
+    return o;
+  }
+  if (name == "RandomErasing") {
+    vision::RandomErasingOp o;
+    o.options.p = nb::cast<double>(d["p"]);
+    o.options.scale = nb::cast<std::array<double, 2>>(d["scale"]);
+    o.options.ratio = nb::cast<std::array<double, 2>>(d["ratio"]);
+    o.options.value = nb::cast<std::vector<double>>(d["value"]);
+    return o;
+  }
+  if (name == "AutoAugment") return vision::AutoAugmentOp{policy()};
+  if (name == "RandAugment") {
+    vision::RandAugmentOp o;
+    o.rand.num_ops = nb::cast<int>(d["num_ops"]);
+    o.rand.magnitude = nb::cast<int>(d["magnitude"]);
+    o.rand.num_magnitude_bins = nb::cast<int>(d["num_magnitude_bins"]);
+    o.options = policy();
+    return o;
+  }
+  if (name == "TrivialAugmentWide") {
+    vision::TrivialAugmentWideOp o;
+    o.trivial.num_magnitude_bins = nb::cast<int>(d["num_magnitude_bins"]);
+    o.options = policy();
+    return o;
+  }
   throw nb::value_error(("unknown rf.vision op '" + name + "'").c_str());
 }
 

@@ -296,3 +296,46 @@ def test_corrupt_image_names_the_record_or_is_skipped():
     assert out[0]["image"].shape[0] == 2 and out[0]["label"].tolist() == [1, 1]
     assert out[0]["id"].tolist() == [b"a", b"a"]
     assert op.skipped_records == 1
+
+
+# ---- photometric ops and policies in the chain (kernels: image/augment.h) ------------------
+
+def test_photometric_ops_in_the_chain_match_torchvision():
+    base = F.center_crop(_tv(IMG), [64, 80])
+    cases = [
+        ([V.ColorJitter(brightness=(1.4, 1.4))], F.adjust_brightness(base, 1.4)),
+        ([V.ColorJitter(contrast=(0.6, 0.6))], F.adjust_contrast(base, 0.6)),
+        ([V.ColorJitter(saturation=(1.7, 1.7))], F.adjust_saturation(base, 1.7)),
+        ([V.ColorJitter(hue=(0.2, 0.2))], F.adjust_hue(base, 0.2)),
+        ([V.Grayscale(3)], F.rgb_to_grayscale(base, num_output_channels=3)),
+        ([V.RandomGrayscale(p=1.0)], F.rgb_to_grayscale(base, num_output_channels=3)),
+        ([V.GaussianBlur(5, sigma=1.3)], F.gaussian_blur(base, [5, 5], [1.3, 1.3])),
+    ]
+    for ops, ref in cases:
+        got = _run([V.CenterCrop((64, 80))] + ops, [IMG])["image"][0]
+        d = np.abs(got.astype(int) - ref.numpy().astype(int))
+        assert d.max() <= 1, (ops, d.max())
+
+
+def test_random_erasing_and_policies_are_deterministic_and_change_the_image():
+    crop = [V.CenterCrop((64, 80))]
+    plain = _run(crop, [IMG, IMG2])["image"]
+    erased = _run(crop + [V.RandomErasing(p=1.0, value=(255, 0, 255))], [IMG, IMG2], seed=4)["image"]
+    for k in range(2):
+        changed = np.any(erased[k] != plain[k], axis=0)
+        ys, xs = np.nonzero(changed)
+        # One rectangle, filled with the value; the rest untouched.
+        box = erased[k][:, ys.min():ys.max() + 1, xs.min():xs.max() + 1]
+        assert (box[0] == 255).all() and (box[1] == 0).all() and (box[2] == 255).all()
+    for policy in (V.AutoAugment(), V.RandAugment(), V.TrivialAugmentWide()):
+        a = _run(crop + [policy], [IMG, IMG2, IMG, IMG2], seed=5)["image"]
+        b = _run(crop + [policy], [IMG, IMG2, IMG, IMG2], seed=5)["image"]
+        np.testing.assert_array_equal(a, b)
+        assert a.shape == (4, 3, 64, 80)
+        assert any(not np.array_equal(a[k], np.concatenate([plain, plain])[k]) for k in range(4))
+    with pytest.raises(ValueError, match="ColorJitter"):
+        V.Compose(crop + [V.ColorJitter(hue=(0.2, 0.9))])
+    with pytest.raises(ValueError, match="GaussianBlur"):
+        V.Compose(crop + [V.GaussianBlur(4)])
+    with pytest.raises(ValueError, match="RandomErasing"):
+        V.Compose(crop + [V.ToDtype("float32", scale=True), V.RandomErasing()])

@@ -42,6 +42,7 @@
 #include "recordflow/core/status.h"
 #include "recordflow/example/parse.h"
 #include "recordflow/format/record_reader.h"
+#include "recordflow/image/augment.h"
 #include "recordflow/image/ops.h"
 #include "recordflow/pipeline/dataset.h"
 
@@ -120,9 +121,39 @@ struct NormalizeOp {
   std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
 };
 
+// Photometric ops and policies on the 8-bit image (the kernels of image/augment.h, torchvision
+// v2 semantics); boxes are unchanged by them. RandomErasing works on the 8-bit pixels too, so it
+// comes before ToDtype / Normalize, with `value` in pixel units (0..255).
+struct ColorJitterOp {
+  image::ColorJitterOptions options;
+};
+struct RandomGrayscaleOp {
+  double p = 0.1;
+};
+struct GrayscaleOp {};  // 3 output channels (the tensor is RGB)
+struct GaussianBlurOp {
+  image::GaussianBlurOptions options;
+};
+struct RandomErasingOp {
+  image::RandomErasingOptions options;
+};
+struct AutoAugmentOp {
+  image::PolicyOptions options;
+};
+struct RandAugmentOp {
+  image::RandAugmentOptions rand;
+  image::PolicyOptions options;
+};
+struct TrivialAugmentWideOp {
+  image::TrivialAugmentWideOptions trivial;
+  image::PolicyOptions options;
+};
+
 using OpSpec = std::variant<RandomResizedCropOp, ResizeOp, CenterCropOp, PadOp,
                             RandomHorizontalFlipOp, RandomVerticalFlipOp, RandomRotationOp,
-                            Rotate90Op, ToDtypeOp, NormalizeOp>;
+                            Rotate90Op, ToDtypeOp, NormalizeOp, ColorJitterOp, RandomGrayscaleOp,
+                            GrayscaleOp, GaussianBlurOp, RandomErasingOp, AutoAugmentOp,
+                            RandAugmentOp, TrivialAugmentWideOp>;
 
 // How the label feature becomes the label output.
 enum class LabelMode : uint8_t {

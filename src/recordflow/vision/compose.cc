@@ -542,6 +542,30 @@ Status ApplyOp(const OpSpec& spec, image::Rng& rng, bool has_boxes, Scratch& s, 
         return std::pair{ox + cs * dx + sn * dy, oy - sn * dx + cs * dy};
       });
     }
+  } else if (const auto* op = std::get_if<ColorJitterOp>(&spec)) {
+    RF_RETURN_IF_ERROR(Materialize(st, s));
+    RF_ASSIGN_OR_RETURN(s.img, image::ColorJitter(s.img, op->options, rng));
+  } else if (const auto* op = std::get_if<RandomGrayscaleOp>(&spec)) {
+    RF_RETURN_IF_ERROR(Materialize(st, s));
+    RF_ASSIGN_OR_RETURN(s.img, image::RandomGrayscale(s.img, op->p, rng));
+  } else if (std::holds_alternative<GrayscaleOp>(spec)) {
+    RF_RETURN_IF_ERROR(Materialize(st, s));
+    RF_ASSIGN_OR_RETURN(s.img, image::RgbToGrayscale(s.img, 3));
+  } else if (const auto* op = std::get_if<GaussianBlurOp>(&spec)) {
+    RF_RETURN_IF_ERROR(Materialize(st, s));
+    RF_ASSIGN_OR_RETURN(s.img, image::RandomGaussianBlur(s.img, op->options, rng));
+  } else if (const auto* op = std::get_if<RandomErasingOp>(&spec)) {
+    RF_RETURN_IF_ERROR(Materialize(st, s));
+    RF_ASSIGN_OR_RETURN(s.img, image::RandomErasing(s.img, op->options, rng));
+  } else if (const auto* op = std::get_if<AutoAugmentOp>(&spec)) {
+    RF_RETURN_IF_ERROR(Materialize(st, s));
+    RF_ASSIGN_OR_RETURN(s.img, image::AutoAugment(s.img, op->options, rng));
+  } else if (const auto* op = std::get_if<RandAugmentOp>(&spec)) {
+    RF_RETURN_IF_ERROR(Materialize(st, s));
+    RF_ASSIGN_OR_RETURN(s.img, image::RandAugment(s.img, op->rand, op->options, rng));
+  } else if (const auto* op = std::get_if<TrivialAugmentWideOp>(&spec)) {
+    RF_RETURN_IF_ERROR(Materialize(st, s));
+    RF_ASSIGN_OR_RETURN(s.img, image::TrivialAugmentWide(s.img, op->trivial, op->options, rng));
   } else if (const auto* op = std::get_if<Rotate90Op>(&spec)) {
     RF_RETURN_IF_ERROR(Materialize(st, s));
     const int k = ((op->k % 4) + 4) % 4;
@@ -916,6 +940,32 @@ Status CheckSize(int h, int w, const std::string& where) {
   return Status::OK();
 }
 
+bool IsPhotometric(const OpSpec& op) {
+  return std::holds_alternative<ColorJitterOp>(op) || std::holds_alternative<RandomGrayscaleOp>(op) ||
+         std::holds_alternative<GrayscaleOp>(op) || std::holds_alternative<GaussianBlurOp>(op) ||
+         std::holds_alternative<RandomErasingOp>(op) || std::holds_alternative<AutoAugmentOp>(op) ||
+         std::holds_alternative<RandAugmentOp>(op) ||
+         std::holds_alternative<TrivialAugmentWideOp>(op);
+}
+
+// Runs a photometric op on a small image so that parameters the kernels refuse are reported
+// when the recipe is made, not at its first record.
+Status DryRun(const OpSpec& op, const std::string& where) {
+  thread_local Scratch s;
+  State st;
+  st.width = st.height = 8;
+  s.img.width = s.img.height = 8;
+  s.img.channels = 3;
+  s.img.pixels.assign(8 * 8 * 3, 100);
+  image::Rng rng(1);
+  Status status = ApplyOp(op, rng, false, s, st);
+  if (!status.ok()) return Status(status.code(), where + ": " + status.message());
+  if (s.img.channels != 3 || s.img.width != 8 || s.img.height != 8) {
+    return InvalidArgumentError(where + ": the op changes the image's shape or channels");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<PadMode> ParsePadMode(std::string_view name) {
@@ -929,8 +979,12 @@ Result<PadMode> ParsePadMode(std::string_view name) {
 
 std::string_view OpName(const OpSpec& op) {
   static constexpr std::string_view kNames[] = {
-      "RandomResizedCrop",    "Resize",         "CenterCrop", "Pad",     "RandomHorizontalFlip",
-      "RandomVerticalFlip",   "RandomRotation", "Rotate90",   "ToDtype", "Normalize"};
+      "RandomResizedCrop", "Resize",          "CenterCrop",    "Pad",
+      "RandomHorizontalFlip", "RandomVerticalFlip", "RandomRotation", "Rotate90",
+      "ToDtype",           "Normalize",       "ColorJitter",   "RandomGrayscale",
+      "Grayscale",         "GaussianBlur",    "RandomErasing", "AutoAugment",
+      "RandAugment",       "TrivialAugmentWide"};
+  static_assert(std::size(kNames) == std::variant_size_v<OpSpec>);
   return kNames[op.index()];
 }
 
@@ -1024,7 +1078,41 @@ Result<std::array<int, 2>> OutputSize(const std::vector<OpSpec>& ops) {
       }
     } else if (const auto* op = std::get_if<Rotate90Op>(&spec)) {
       if (known && (op->k % 2) != 0) hw = {hw[1], hw[0]};
-    } else if (const auto* op = std::get_if<ToDtypeOp>(&spec)) {
+    } else if (const auto* op = std::get_if<RandomGrayscaleOp>(&spec)) {
+      if (!(op->p >= 0 && op->p <= 1)) return InvalidArgumentError(w + ": p must be in [0, 1]");
+    } else if (const auto* op = std::get_if<GaussianBlurOp>(&spec)) {
+      const auto& g = op->options;
+      for (int k : g.kernel_size) {
+        if (k <= 0 || k % 2 == 0 || k > 1001) {
+          return InvalidArgumentError(w + ": kernel_size must be odd and positive");
+        }
+      }
+      if (!(g.sigma[0] > 0 && g.sigma[0] <= g.sigma[1] && std::isfinite(g.sigma[1]))) {
+        return InvalidArgumentError(w + ": sigma must be an increasing range of positive numbers");
+      }
+    } else if (const auto* op = std::get_if<RandomErasingOp>(&spec)) {
+      const auto& g = op->options;
+      if (!(g.p >= 0 && g.p <= 1)) return InvalidArgumentError(w + ": p must be in [0, 1]");
+      if (!(g.scale[0] >= 0 && g.scale[0] <= g.scale[1] && g.scale[1] <= 1)) {
+        return InvalidArgumentError(w + ": scale must be an increasing range within [0, 1]");
+      }
+      RF_RETURN_IF_ERROR(CheckRange(g.ratio, w + ": ratio"));
+      if (g.value.size() != 1 && g.value.size() != 3) {
+        return InvalidArgumentError(w + ": value must be one number or three");
+      }
+    } else if (const auto* op = std::get_if<RandAugmentOp>(&spec)) {
+      if (op->rand.num_ops < 0 || op->rand.num_magnitude_bins < 2 || op->rand.magnitude < 0 ||
+          op->rand.magnitude >= op->rand.num_magnitude_bins) {
+        return InvalidArgumentError(w + ": needs num_ops >= 0, num_magnitude_bins >= 2 and 0 <= "
+                                        "magnitude < num_magnitude_bins");
+      }
+    } else if (const auto* op = std::get_if<TrivialAugmentWideOp>(&spec)) {
+      if (op->trivial.num_magnitude_bins < 2) {
+        return InvalidArgumentError(w + ": num_magnitude_bins must be >= 2");
+      }
+    }
+    if (IsPhotometric(spec)) RF_RETURN_IF_ERROR(DryRun(spec, w));
+    if (const auto* op = std::get_if<ToDtypeOp>(&spec)) {
       to_float = op->dtype != image::TensorType::kUint8;
     } else if (std::holds_alternative<NormalizeOp>(spec)) {
       if (!to_float) {
