@@ -371,6 +371,24 @@ class TrivialAugmentWide(_Op):
         return ("TrivialAugmentWide", dict(self.__dict__))
 
 
+class MixUp(_Op):
+    """torchvision.transforms.v2.MixUp(alpha=1.0, num_classes): last in a Compose; mixes each
+    batch the op makes (sample i with i - 1); the label becomes float32 [B, num_classes]."""
+
+    def __init__(self, *, alpha: float = 1.0, num_classes: int | None = None, labels_getter="default"):
+        if num_classes is None:
+            raise ValueError("MixUp: num_classes is required")
+        self.alpha = float(alpha)
+        self.num_classes = int(num_classes)
+
+    def _spec(self):
+        raise TypeError("MixUp is a batch op")
+
+
+class CutMix(MixUp):
+    """torchvision.transforms.v2.CutMix(alpha=1.0, num_classes): as MixUp, pasting a box."""
+
+
 _OPS = (RandomResizedCrop, Resize, CenterCrop, Pad, RandomHorizontalFlip, RandomVerticalFlip,
         RandomRotation, Rotate90, ToDtype, Normalize, ColorJitter, RandomGrayscale, Grayscale,
         GaussianBlur, RandomErasing, AutoAugment, RandAugment, TrivialAugmentWide)
@@ -399,6 +417,12 @@ def Compose(transforms: Sequence[_Op], *, image_key: str = "image/encoded",
         if not isinstance(t, _Op):
             raise TypeError(f"Compose: transform #{i} {t!r} is not an rf.vision op (a Python "
                             "callable needs Dataset.map with a Python function)")
+    mix = None
+    if ops and isinstance(ops[-1], MixUp):
+        mix = ops.pop()
+    for t in ops:
+        if isinstance(t, MixUp):
+            raise ValueError(f"Compose: {type(t).__name__} is a batch op and must come last")
     if label_key is None:
         label_mode = "none"
     elif label_mode not in ("int", "multi_hot", "padded"):
@@ -411,19 +435,21 @@ def Compose(transforms: Sequence[_Op], *, image_key: str = "image/encoded",
         raise ValueError(f"layout must be HWC or CHW, got {layout!r}")
     if seed is None:  # drawn here so that a pickled copy (a spawned worker) keeps it
         seed = secrets.randbits(63)
-    params = dict(transforms=ops, image_key=image_key, label_key=label_key,
+    params = dict(transforms=list(transforms), image_key=image_key, label_key=label_key,
                   label_mode=label_mode if label_key is not None else "int",
                   num_classes=num_classes, default_label=default_label,
                   extra_keys=None if extra_keys is None else dict(extra_keys),
                   boxes_key=boxes_key, boxes_format=boxes_format, layout=layout, seed=seed,
                   dct_scaling=dct_scaling, max_pixels=max_pixels, on_corruption=on_corruption)
-    description = "Compose([" + ", ".join(repr(t) for t in ops) + "])"
+    description = "Compose([" + ", ".join(repr(t) for t in transforms) + "])"
     core, h, w = _core.compose([t._spec() for t in ops], str(image_key), str(label_key or ""),
                                label_mode, int(num_classes or 0), default_label,
                                _specs(extra_keys, "extra_keys"), str(boxes_key or ""),
                                boxes_format == "normalized", str(layout).upper(), int(seed),
                                bool(dct_scaling), int(max_pixels), str(on_corruption),
-                               "compose")
+                               "compose", "" if mix is None else type(mix).__name__,
+                               1.0 if mix is None else mix.alpha,
+                               0 if mix is None else mix.num_classes)
     from recordflow.vision import NativeOp
     dtype = "uint8"
     for t in ops:
@@ -435,7 +461,9 @@ def Compose(transforms: Sequence[_Op], *, image_key: str = "image/encoded",
     if dtype in ("float32", "float16", "uint8") and not boxes_key and simple_extras:
         image = (3, h, w) if str(layout).upper() == "CHW" else (h, w, 3)
         outputs = {"image": (image, dtype)}
-        if label_mode == "int":
+        if mix is not None:
+            outputs["label"] = ((mix.num_classes,), "float32")
+        elif label_mode == "int":
             outputs["label"] = ((), "int64")
         elif label_mode == "multi_hot":
             outputs["label"] = ((int(num_classes),), "float32")

@@ -261,8 +261,16 @@ void RegisterVision(nb::module_& m) {
          const std::string& label_mode, int num_classes, std::optional<int64_t> default_label,
          nb::list extra_specs, const std::string& boxes_key, bool boxes_normalized,
          const std::string& layout, std::optional<uint64_t> seed, bool dct_scaling,
-         uint64_t max_pixels, const std::string& on_corruption, const std::string& name) {
+         uint64_t max_pixels, const std::string& on_corruption, const std::string& name,
+         const std::string& batch_mix, double mix_alpha, int mix_classes) {
         vision::RecipeOptions o;
+        if (batch_mix == "MixUp") {
+          o.batch_mix.kind = vision::BatchMixKind::kMixUp;
+        } else if (batch_mix == "CutMix") {
+          o.batch_mix.kind = vision::BatchMixKind::kCutMix;
+        }
+        o.batch_mix.alpha = mix_alpha;
+        o.batch_mix.num_classes = mix_classes;
         for (nb::handle h : ops) {
           nb::tuple t = nb::cast<nb::tuple>(h);
           o.ops.push_back(ToOpSpec(nb::cast<std::string>(t[0]), nb::cast<nb::dict>(t[1])));
@@ -296,7 +304,8 @@ void RegisterVision(nb::module_& m) {
       },
       "ops"_a, "image_key"_a, "label_key"_a, "label_mode"_a, "num_classes"_a,
       "default_label"_a.none(), "extra_specs"_a, "boxes_key"_a, "boxes_normalized"_a, "layout"_a,
-      "seed"_a.none(), "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a, "name"_a);
+      "seed"_a.none(), "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a, "name"_a,
+      "batch_mix"_a, "mix_alpha"_a, "mix_classes"_a);
 
   // channels: 0 (as stored), 1, 3 or 4; sixteen: uint16 samples (TF's dtype=tf.uint16).
   m.def(

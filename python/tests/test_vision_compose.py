@@ -339,3 +339,41 @@ def test_random_erasing_and_policies_are_deterministic_and_change_the_image():
         V.Compose(crop + [V.GaussianBlur(4)])
     with pytest.raises(ValueError, match="RandomErasing"):
         V.Compose(crop + [V.ToDtype("float32", scale=True), V.RandomErasing()])
+
+
+def test_mixup_and_cutmix_mix_each_batch_like_torchvision():
+    imgs = [IMG, IMG2, IMG, IMG2]
+    crop = [V.CenterCrop((48, 64))]
+    plain = _run(crop, imgs, layout="HWC")["image"].astype(np.float64)
+    labels = np.arange(4)
+    for layout in ("HWC", "CHW"):
+        out = _run(crop + [V.MixUp(alpha=0.4, num_classes=5)], imgs, layout=layout, seed=2)
+        x = out["image"].astype(np.float64)
+        if layout == "CHW":
+            x = x.transpose(0, 2, 3, 1)
+        soft = out["label"]
+        assert soft.shape == (4, 5) and soft.dtype == np.float32
+        lam = float(soft[0, 0])  # sample 0 keeps lam of its own class 0
+        # torchvision: x = lam * x + (1 - lam) * x.roll(1, 0); labels likewise.
+        ref = lam * plain + (1 - lam) * np.roll(plain, 1, axis=0)
+        assert np.abs(x - ref).max() <= 1.0
+        one_hot = np.eye(5)[labels]
+        np.testing.assert_allclose(soft, lam * one_hot + (1 - lam) * np.roll(one_hot, 1, 0), atol=1e-6)
+        cut = _run(crop + [V.CutMix(alpha=1.0, num_classes=5)], imgs, layout=layout, seed=3)
+        c = cut["image"].astype(np.float64)
+        if layout == "CHW":
+            c = c.transpose(0, 2, 3, 1)
+        pasted = np.any(c != plain, axis=(0, 3))
+        rolled = np.roll(plain, 1, axis=0)
+        # Every pixel is either the sample's own or the previous sample's (one box).
+        assert np.all((c == plain) | (c == rolled))
+        lam_c = float(cut["label"][0, 0])
+        # The box: the extent of the pixels that changed (some pixels of the two photos agree).
+        ys, xs = np.nonzero(pasted)
+        area = 0.0 if ys.size == 0 else \
+            (ys.max() - ys.min() + 1) * (xs.max() - xs.min() + 1) / pasted.size
+        assert abs((1 - lam_c) - area) <= 0.02, (lam_c, area)
+    with pytest.raises(ValueError, match="must come last"):
+        V.Compose([V.MixUp(num_classes=3), V.CenterCrop(4)])
+    with pytest.raises(ValueError, match="float32"):
+        V.Compose(crop + [V.ToDtype("float16", scale=True), V.CutMix(num_classes=3)])

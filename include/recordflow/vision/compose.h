@@ -164,8 +164,20 @@ enum class LabelMode : uint8_t {
               // kInvalidArgument naming the record)
 };
 
+// torchvision.transforms.v2.MixUp / CutMix(alpha, num_classes) on each batch the op makes (the
+// kernels of image/augment.h; sample i mixed with sample i - 1): the int label becomes a float32
+// tensor [records, num_classes] of mixed one-hot labels. Needs label_mode kInt and a uint8 or
+// float32 output; the generator is seeded by the batch's first record.
+enum class BatchMixKind : uint8_t { kNone, kMixUp, kCutMix };
+struct BatchMixOptions {
+  BatchMixKind kind = BatchMixKind::kNone;
+  double alpha = 1.0;
+  int num_classes = 0;
+};
+
 struct RecipeOptions {
   std::vector<OpSpec> ops;
+  BatchMixOptions batch_mix;
   std::string image_key = "image/encoded";
   std::string label_key = "image/class/label";
   std::string image_output = "image";

@@ -14,6 +14,7 @@
 
 #include "recordflow/core/buffer_pool_internal.h"
 #include "recordflow/core/thread_pool.h"
+#include "recordflow/image/augment.h"
 
 namespace recordflow::vision {
 namespace {
@@ -687,6 +688,90 @@ std::pair<int64_t, int64_t> RowRange(const Column& c, size_t i, size_t n) {
   return {static_cast<int64_t>(i) * per, static_cast<int64_t>(i + 1) * per};
 }
 
+// MixUp / CutMix over the batch in `t` (uint8 or float32, HWC or CHW) in place; returns the
+// mixed one-hot labels.
+Result<Tensor> MixBatch(const Recipe& r, const Element& e, const std::vector<size_t>& keep,
+                        const std::vector<int64_t>& labels, Tensor& t) {
+  const BatchMixOptions& m = r.o.batch_mix;
+  const auto b = static_cast<int>(keep.size());
+  const size_t nc = static_cast<size_t>(m.num_classes);
+  Tensor soft;
+  soft.key = r.o.label_output;
+  soft.dtype = Tensor::DType::kFloat32;
+  soft.shape = {b, static_cast<int64_t>(nc)};
+  soft.size_bytes = keep.size() * nc * sizeof(float);
+  soft.data = std::shared_ptr<std::byte[]>(new std::byte[std::max<size_t>(1, soft.size_bytes)]);
+  std::span<float> out(reinterpret_cast<float*>(soft.data.get()), keep.size() * nc);
+  if (b == 0) return soft;
+  const pipeline::RecordPosition& p0 = e.positions.empty() ? pipeline::RecordPosition{}
+                                                            : e.positions[keep[0]];
+  // A stream apart from the records' own (which seed the same positions).
+  image::Rng rng(image::ElementSeed(r.seed ^ 0x6261746368u, p0.file, p0.index, p0.epoch));
+  const bool u8 = r.norm.type == image::TensorType::kUint8;
+  image::BatchView v;
+  v.batch = b;
+  v.u8 = u8 ? reinterpret_cast<uint8_t*>(t.data.get()) : nullptr;
+  v.f32 = u8 ? nullptr : reinterpret_cast<float*>(t.data.get());
+  const int h = r.out_h, w = r.out_w;
+  Status st;
+  if (m.kind == BatchMixKind::kMixUp) {
+    // Elementwise: any layout (viewed as one row of pixels per sample).
+    v.height = 1;
+    v.width = h * w;
+    v.channels = 3;
+    const double lambda = image::SampleBeta(m.alpha, rng);
+    st = image::MixUpWithLambda(v, labels, m.num_classes, lambda, out);
+  } else {
+    const double lambda = image::SampleBeta(m.alpha, rng);
+    const Rect box = image::CutMixBox(w, h, lambda, rng);
+    if (r.norm.layout == image::Layout::kHWC) {
+      v.height = h;
+      v.width = w;
+      v.channels = 3;
+      st = image::CutMixWithBox(v, labels, m.num_classes, box, out);
+    } else {
+      // CHW: the kernel's labels (an empty box leaves the pixels), then the box of each channel
+      // plane copied from the previous sample.
+      v.height = h;
+      v.width = w;
+      v.channels = 3;
+      st = image::CutMixWithBox(v, labels, m.num_classes, Rect{0, 0, 0, 0}, out);
+      if (st.ok()) {
+        const double lam = 1.0 - static_cast<double>(box.width) * box.height / (static_cast<double>(w) * h);
+        for (int i = 0; i < b; ++i) {
+          const int j = (i + b - 1) % b;
+          for (size_t c = 0; c < nc; ++c) {
+            const float a = labels[static_cast<size_t>(i)] == static_cast<int64_t>(c) ? 1.0f : 0.0f;
+            const float z = labels[static_cast<size_t>(j)] == static_cast<int64_t>(c) ? 1.0f : 0.0f;
+            out[static_cast<size_t>(i) * nc + c] = static_cast<float>(lam * a + (1.0 - lam) * z);
+          }
+        }
+        const size_t es = image::TensorTypeSize(r.norm.type);
+        const size_t plane = static_cast<size_t>(h) * w * es, per = plane * 3;
+        std::vector<std::byte> orig(t.data.get(), t.data.get() + per * keep.size());
+        for (int i = 0; i < b; ++i) {
+          const int j = (i + b - 1) % b;
+          for (int c = 0; c < 3; ++c) {
+            for (int y = box.y; y < box.y + box.height; ++y) {
+              const size_t off = static_cast<size_t>(c) * plane +
+                                 (static_cast<size_t>(y) * w + box.x) * es;
+              std::memcpy(t.data.get() + static_cast<size_t>(i) * per + off,
+                          orig.data() + static_cast<size_t>(j) * per + off,
+                          static_cast<size_t>(box.width) * es);
+            }
+          }
+        }
+      }
+    }
+  }
+  if (!st.ok()) {
+    return Status(st.code(), std::string(m.kind == BatchMixKind::kMixUp ? "MixUp" : "CutMix") +
+                                 " of the batch starting at " + Where(e, keep[0]) + ": " +
+                                 st.message());
+  }
+  return soft;
+}
+
 struct ParseScratch {
   std::vector<Column> columns;
   std::vector<std::span<const std::byte>> spans;
@@ -826,7 +911,13 @@ Status Run(const Recipe& r, Element& e, const pipeline::MapContext& context) {
   }
   tensors.push_back(std::move(t));
   // Labels.
-  if (o.label_mode == LabelMode::kInt) {
+  if (o.batch_mix.kind != BatchMixKind::kNone) {
+    std::vector<int64_t> ids;
+    ids.reserve(keep.size());
+    for (size_t i : keep) ids.push_back(labels->int64s[i]);
+    RF_ASSIGN_OR_RETURN(Tensor soft, MixBatch(r, e, keep, ids, tensors[0]));
+    tensors.push_back(std::move(soft));
+  } else if (o.label_mode == LabelMode::kInt) {
     Column label;
     label.key = o.label_output;
     label.dtype = example::DType::kInt64;
@@ -1193,6 +1284,21 @@ Result<pipeline::MapOp> Compose(RecipeOptions options) {
   }
   norm.layout = options.layout;
   r->norm = norm;
+  if (options.batch_mix.kind != BatchMixKind::kNone) {
+    const std::string w = options.batch_mix.kind == BatchMixKind::kMixUp ? "MixUp" : "CutMix";
+    if (options.label_mode != LabelMode::kInt) {
+      return InvalidArgumentError(w + " needs one int label per record (label_mode int)");
+    }
+    if (options.batch_mix.num_classes <= 0 || options.batch_mix.num_classes > (1 << 24)) {
+      return InvalidArgumentError(w + ": num_classes must be in 1..16777216");
+    }
+    if (!(options.batch_mix.alpha > 0) || !std::isfinite(options.batch_mix.alpha)) {
+      return InvalidArgumentError(w + ": alpha must be positive");
+    }
+    if (norm.type != image::TensorType::kUint8 && norm.type != image::TensorType::kFloat32) {
+      return InvalidArgumentError(w + " needs a uint8 or float32 image");
+    }
+  }
   // Fusion with the decode.
   const auto& ops = options.ops;
   if (r->geometry_end >= 1 && std::holds_alternative<RandomResizedCropOp>(ops[0])) {
