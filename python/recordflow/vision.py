@@ -242,10 +242,10 @@ def _numpy_dtype(dtype: str):
             return np.uint16
     return np.dtype(dtype)
 
-from recordflow import vision_functional as functional  # noqa: E402  rf.vision.functional
+from recordflow import vision_functional as functional  # noqa: E402, F401  (rf.vision.functional)
 
 # The composable ops (rf.vision.Compose and its ops), defined in vision_compose.py.
-from recordflow.vision_compose import (  # noqa: E402
+from recordflow.vision_compose import (  # noqa: E402, F401
     AutoAugment,
     CenterCrop,
     ColorJitter,
@@ -254,12 +254,11 @@ from recordflow.vision_compose import (  # noqa: E402
     GaussianBlur,
     Grayscale,
     MixUp,
+    Normalize,
+    Pad,
     RandAugment,
     RandomErasing,
     RandomGrayscale,
-    TrivialAugmentWide,
-    Normalize,
-    Pad,
     RandomHorizontalFlip,
     RandomResizedCrop,
     RandomRotation,
@@ -267,4 +266,5 @@ from recordflow.vision_compose import (  # noqa: E402
     Resize,
     Rotate90,
     ToDtype,
+    TrivialAugmentWide,
 )

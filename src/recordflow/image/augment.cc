@@ -112,31 +112,55 @@ RF_AUGMENT_CLONES void BrightnessKernel(const uint8_t* in, uint8_t* out, size_t 
   for (size_t i = 0; i < n; ++i) out[i] = TruncU8(static_cast<float>(in[i]) * f);
 }
 
-// Sum of floor(gray) over `pixels` RGB pixels (contrast's mean), in double (exact for any
-// image up to 2^44 pixels).
-RF_AUGMENT_CLONES double GraySum(const uint8_t* in, size_t pixels) {
-  double sum = 0;
-  for (size_t i = 0; i < pixels; ++i) sum += std::floor(GrayF(in + 3 * i));
+// Sum of floor(gray) over `pixels` RGB pixels (contrast's mean). The terms are integers in
+// [0, 255], so an integer sum is exact (and vectorises).
+RF_AUGMENT_CLONES int64_t GraySum(const uint8_t* __restrict in, size_t pixels) {
+  int64_t sum = 0;
+  constexpr size_t kChunk = size_t{1} << 22;  // 255 * 2^22 < 2^31
+  for (size_t start = 0; start < pixels; start += kChunk) {
+    const size_t end = std::min(pixels, start + kChunk);
+    int32_t part = 0;
+    for (size_t i = start; i < end; ++i) part += static_cast<int32_t>(GrayF(in + 3 * i));
+    sum += part;
+  }
   return sum;
 }
 
-RF_AUGMENT_CLONES void ContrastKernel(const uint8_t* in, uint8_t* out, size_t n, float ratio,
-                                      float one_minus, float mean) {
+RF_AUGMENT_CLONES void ContrastKernel(const uint8_t* __restrict in, uint8_t* __restrict out,
+                                      size_t n, float ratio, float one_minus, float mean) {
   for (size_t i = 0; i < n; ++i) out[i] = Blend(in[i], mean, ratio, one_minus);
 }
 
-RF_AUGMENT_CLONES void SaturationKernel(const uint8_t* in, uint8_t* out, size_t pixels,
-                                        float ratio, float one_minus) {
-  for (size_t i = 0; i < pixels; ++i) {
-    const float gray = std::floor(GrayF(in + 3 * i));
-    for (int c = 0; c < 3; ++c) out[3 * i + c] = Blend(in[3 * i + c], gray, ratio, one_minus);
+RF_AUGMENT_CLONES void SaturationKernel(const uint8_t* __restrict in, uint8_t* __restrict out,
+                                        size_t pixels, float ratio, float one_minus) {
+  // In blocks: the grayscale first (a loop the compiler vectorises), then the blends.
+  constexpr size_t kBlock = 256;
+  float gray[kBlock];
+  for (size_t start = 0; start < pixels; start += kBlock) {
+    const size_t n = std::min(kBlock, pixels - start);
+    const uint8_t* p = in + 3 * start;
+    uint8_t* o = out + 3 * start;
+    for (size_t i = 0; i < n; ++i) gray[i] = std::floor(GrayF(p + 3 * i));
+    for (size_t i = 0; i < n; ++i) {
+      o[3 * i] = Blend(p[3 * i], gray[i], ratio, one_minus);
+      o[3 * i + 1] = Blend(p[3 * i + 1], gray[i], ratio, one_minus);
+      o[3 * i + 2] = Blend(p[3 * i + 2], gray[i], ratio, one_minus);
+    }
   }
 }
 
-RF_AUGMENT_CLONES void GrayKernel(const uint8_t* in, uint8_t* out, size_t pixels, int out_ch) {
+RF_AUGMENT_CLONES void GrayKernel1(const uint8_t* __restrict in, uint8_t* __restrict out,
+                                   size_t pixels) {
+  for (size_t i = 0; i < pixels; ++i) out[i] = TruncU8(GrayF(in + 3 * i));
+}
+
+RF_AUGMENT_CLONES void GrayKernel3(const uint8_t* __restrict in, uint8_t* __restrict out,
+                                   size_t pixels) {
   for (size_t i = 0; i < pixels; ++i) {
     const uint8_t g = TruncU8(GrayF(in + 3 * i));
-    for (int c = 0; c < out_ch; ++c) out[i * out_ch + c] = g;
+    out[3 * i] = g;
+    out[3 * i + 1] = g;
+    out[3 * i + 2] = g;
   }
 }
 
@@ -166,6 +190,137 @@ RF_AUGMENT_CLONES void RoundRow(const float* in, size_t n, uint8_t* out) {
   for (size_t i = 0; i < n; ++i) out[i] = RoundU8(in[i]);
 }
 
+RF_AUGMENT_CLONES void PosterizeKernel(const uint8_t* __restrict in, uint8_t* __restrict out,
+                                       size_t n, uint8_t mask) {
+  for (size_t i = 0; i < n; ++i) out[i] = in[i] & mask;
+}
+
+RF_AUGMENT_CLONES void SolarizeKernel(const uint8_t* __restrict in, uint8_t* __restrict out,
+                                      size_t n, int threshold) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t x = in[i];
+    out[i] = x >= threshold ? static_cast<uint8_t>(255 - x) : x;
+  }
+}
+
+RF_AUGMENT_CLONES void InvertKernel(const uint8_t* __restrict in, uint8_t* __restrict out,
+                                    size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(255 - in[i]);
+}
+
+void ApplyLuts(const uint8_t* __restrict in, uint8_t* __restrict out, size_t pixels, int ch,
+               const std::array<std::array<uint8_t, 256>, 4>& lut) {
+  if (ch == 3) {
+    for (size_t i = 0; i < pixels; ++i) {
+      out[3 * i] = lut[0][in[3 * i]];
+      out[3 * i + 1] = lut[1][in[3 * i + 1]];
+      out[3 * i + 2] = lut[2][in[3 * i + 2]];
+    }
+    return;
+  }
+  for (size_t i = 0; i < pixels; ++i) {
+    for (int c = 0; c < ch; ++c) out[i * ch + c] = lut[c][in[i * ch + c]];
+  }
+}
+
+// adjust_hue's per-pixel HSV round trip (torchvision's _rgb_to_hsv / _hsv_to_rgb in float32).
+RF_AUGMENT_CLONES void HueKernel(const uint8_t* __restrict in, uint8_t* __restrict o,
+                                 size_t pixels, float hue) {
+  constexpr float kInv255 = static_cast<float>(1.0 / 255.0);
+  constexpr float kSixth = static_cast<float>(1.0 / 6.0);
+  constexpr float kToU8 = 255.0f + 1.0f - 1e-3f;
+  for (size_t i = 0; i < pixels; ++i) {
+    const float r = static_cast<float>(in[3 * i]) * kInv255;
+    const float g = static_cast<float>(in[3 * i + 1]) * kInv255;
+    const float b = static_cast<float>(in[3 * i + 2]) * kInv255;
+    const float maxc = std::max(std::max(r, g), b);
+    const float minc = std::min(std::min(r, g), b);
+    const bool eqc = maxc == minc;
+    const float range = maxc - minc;
+    const float s = range / (eqc ? 1.0f : maxc);
+    const float div = eqc ? 1.0f : range;
+    const float rc = (maxc - r) / div;
+    const float gc = (maxc - g) / div;
+    const float bc = (maxc - b) / div;
+    const bool max_is_r = maxc == r;
+    const bool max_is_g = maxc == g;
+    const float hr = max_is_r ? bc - gc : 0.0f;
+    const float hg = (max_is_g && !max_is_r) ? (rc + 2.0f) - bc : 0.0f;
+    const float hb = (!max_is_r && !max_is_g) ? (gc + 4.0f) - rc : 0.0f;
+    // fmod(x, 1) for x in [5/6, 11/6]: x - 1 is exact there (Sterbenz).
+    float h = (hr + hg + hb) * kSixth + 1.0f;
+    if (h >= 1.0f) h -= 1.0f;
+    // remainder_(1.0): Python's modulo, result in [0, 1].
+    h = h + hue;
+    h = h - std::floor(h);
+    const float v = maxc;
+    const float h6 = h * 6.0f;
+    const float fi = std::floor(h6);
+    const float f = h6 - fi;
+    int sector = static_cast<int>(fi) % 6;
+    if (sector < 0) sector += 6;
+    const float sxf = s * f;
+    const float one_minus_s = 1.0f - s;
+    const float q = std::clamp((1.0f - sxf) * v, 0.0f, 1.0f);
+    const float t = std::clamp((sxf + one_minus_s) * v, 0.0f, 1.0f);
+    const float p = std::clamp(one_minus_s * v, 0.0f, 1.0f);
+    float ro, go, bo;
+    switch (sector) {
+      case 0: ro = v, go = t, bo = p; break;
+      case 1: ro = q, go = v, bo = p; break;
+      case 2: ro = p, go = v, bo = t; break;
+      case 3: ro = p, go = q, bo = v; break;
+      case 4: ro = t, go = p, bo = v; break;
+      default: ro = v, go = p, bo = q; break;
+    }
+    o[3 * i] = static_cast<uint8_t>(ro * kToU8);
+    o[3 * i + 1] = static_cast<uint8_t>(go * kToU8);
+    o[3 * i + 2] = static_cast<uint8_t>(bo * kToU8);
+  }
+}
+
+// Source coordinates of one output row of an affine warp: grid_sample's unnormalised
+// ((g + 1) W - 1) / 2 of g = bx t0 + (by t1) + t2, in torchvision's float32 order.
+RF_AUGMENT_CLONES void AffineRowCoords(const float* __restrict bx, int width, float byt1,
+                                       float byt4, float t0, float t2, float t3, float t5,
+                                       float fw, float fh, float* __restrict ix,
+                                       float* __restrict iy) {
+  for (int x = 0; x < width; ++x) {
+    const float gx = bx[x] * t0 + byt1 + t2;
+    const float gy = bx[x] * t3 + byt4 + t5;
+    ix[x] = ((gx + 1.0f) * fw - 1.0f) / 2.0f;
+    iy[x] = ((gy + 1.0f) * fh - 1.0f) / 2.0f;
+  }
+}
+
+RF_AUGMENT_CLONES void NearestRow(const float* ix, const float* iy, int width, int height,
+                                  const Image& image, const uint8_t* fill, uint8_t* out) {
+  const size_t ch = static_cast<size_t>(image.channels);
+  const float fw = static_cast<float>(width), fh = static_cast<float>(height);
+  const uint8_t* base = image.pixels.data();
+  const size_t row = image.row_bytes();
+  if (ch == 3) {
+    for (int x = 0; x < width; ++x) {
+      const float nx = std::nearbyint(ix[x]), ny = std::nearbyint(iy[x]);
+      const bool inside = nx >= 0 && nx < fw && ny >= 0 && ny < fh;
+      const uint8_t* s = inside ? base + static_cast<size_t>(ny) * row + static_cast<size_t>(nx) * 3
+                                : fill;
+      out[3 * x] = s[0];
+      out[3 * x + 1] = s[1];
+      out[3 * x + 2] = s[2];
+    }
+    return;
+  }
+  for (int x = 0; x < width; ++x) {
+    const float nx = std::nearbyint(ix[x]), ny = std::nearbyint(iy[x]);
+    const uint8_t* s = fill;
+    if (nx >= 0 && nx < fw && ny >= 0 && ny < fh) {
+      s = base + static_cast<size_t>(ny) * row + static_cast<size_t>(nx) * ch;
+    }
+    for (size_t k = 0; k < ch; ++k) out[x * ch + k] = s[k];
+  }
+}
+
 }  // namespace
 
 // ---- photometric ----------------------------------------------------------------------------
@@ -186,7 +341,7 @@ Result<Image> AdjustContrast(const Image& image, double factor) {
   const uint8_t* in = image.pixels.data();
   double sum = 0;
   if (image.channels == 3) {
-    sum = GraySum(in, pixels);
+    sum = static_cast<double>(GraySum(in, pixels));
   } else {
     for (size_t i = 0; i < pixels; ++i) sum += in[i];
   }
@@ -217,61 +372,9 @@ Result<Image> AdjustHue(const Image& image, double factor) {
                                 " is not in [-0.5, 0.5]");
   }
   if (image.channels == 1) return image;
-  const float hue = static_cast<float>(factor);
-  constexpr float kInv255 = static_cast<float>(1.0 / 255.0);
-  constexpr float kSixth = static_cast<float>(1.0 / 6.0);
-  constexpr float kToU8 = 255.0f + 1.0f - 1e-3f;
   Image out = SameShape(image);
-  const uint8_t* in = image.pixels.data();
-  uint8_t* o = out.pixels.data();
   const size_t pixels = static_cast<size_t>(image.width) * static_cast<size_t>(image.height);
-  for (size_t i = 0; i < pixels; ++i) {
-    const float r = static_cast<float>(in[3 * i]) * kInv255;
-    const float g = static_cast<float>(in[3 * i + 1]) * kInv255;
-    const float b = static_cast<float>(in[3 * i + 2]) * kInv255;
-    const float maxc = std::max(std::max(r, g), b);
-    const float minc = std::min(std::min(r, g), b);
-    const bool eqc = maxc == minc;
-    const float range = maxc - minc;
-    const float s = range / (eqc ? 1.0f : maxc);
-    const float div = eqc ? 1.0f : range;
-    const float rc = (maxc - r) / div;
-    const float gc = (maxc - g) / div;
-    const float bc = (maxc - b) / div;
-    const bool max_is_r = maxc == r;
-    const bool max_is_g = maxc == g;
-    const float hr = max_is_r ? bc - gc : 0.0f;
-    const float hg = (max_is_g && !max_is_r) ? (rc + 2.0f) - bc : 0.0f;
-    const float hb = (!max_is_r && !max_is_g) ? (gc + 4.0f) - rc : 0.0f;
-    float h = std::fmod((hr + hg + hb) * kSixth + 1.0f, 1.0f);
-    // remainder_(1.0): Python's modulo (result in [0, 1)).
-    h = h + hue;
-    h = h - std::floor(h);
-    if (h >= 1.0f) h = 0.0f;
-    const float v = maxc;
-    const float h6 = h * 6.0f;
-    const float fi = std::floor(h6);
-    const float f = h6 - fi;
-    int sector = static_cast<int>(fi) % 6;
-    if (sector < 0) sector += 6;
-    const float sxf = s * f;
-    const float one_minus_s = 1.0f - s;
-    const float q = std::clamp((1.0f - sxf) * v, 0.0f, 1.0f);
-    const float t = std::clamp((sxf + one_minus_s) * v, 0.0f, 1.0f);
-    const float p = std::clamp(one_minus_s * v, 0.0f, 1.0f);
-    float ro, go, bo;
-    switch (sector) {
-      case 0: ro = v, go = t, bo = p; break;
-      case 1: ro = q, go = v, bo = p; break;
-      case 2: ro = p, go = v, bo = t; break;
-      case 3: ro = p, go = q, bo = v; break;
-      case 4: ro = t, go = p, bo = v; break;
-      default: ro = v, go = p, bo = q; break;
-    }
-    o[3 * i] = static_cast<uint8_t>(ro * kToU8);
-    o[3 * i + 1] = static_cast<uint8_t>(go * kToU8);
-    o[3 * i + 2] = static_cast<uint8_t>(bo * kToU8);
-  }
+  HueKernel(image.pixels.data(), out.pixels.data(), pixels, static_cast<float>(factor));
   return out;
 }
 
@@ -290,7 +393,11 @@ Result<Image> RgbToGrayscale(const Image& image, int num_output_channels) {
   const uint8_t* in = image.pixels.data();
   uint8_t* o = out.pixels.data();
   if (image.channels == 3) {
-    GrayKernel(in, o, pixels, num_output_channels);
+    if (num_output_channels == 1) {
+      GrayKernel1(in, o, pixels);
+    } else {
+      GrayKernel3(in, o, pixels);
+    }
     return out;
   }
   for (size_t i = 0; i < pixels; ++i) {
@@ -306,8 +413,7 @@ Result<Image> Posterize(const Image& image, int bits) {
   }
   const auto mask = static_cast<uint8_t>(((1u << bits) - 1u) << (8 - bits));
   Image out = SameShape(image);
-  const size_t n = image.pixels.size();
-  for (size_t i = 0; i < n; ++i) out.pixels[i] = image.pixels[i] & mask;
+  PosterizeKernel(image.pixels.data(), out.pixels.data(), image.pixels.size(), mask);
   return out;
 }
 
@@ -320,18 +426,13 @@ Result<Image> Solarize(const Image& image, double threshold) {
   // x >= threshold (a real number) <=> x >= ceil(threshold) for integer x.
   const int t = static_cast<int>(std::ceil(threshold));
   Image out = SameShape(image);
-  const size_t n = image.pixels.size();
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t x = image.pixels[i];
-    out.pixels[i] = x >= t ? static_cast<uint8_t>(255 - x) : x;
-  }
+  SolarizeKernel(image.pixels.data(), out.pixels.data(), image.pixels.size(), t);
   return out;
 }
 
 Image Invert(const Image& image) {
   Image out = SameShape(image);
-  const size_t n = image.pixels.size();
-  for (size_t i = 0; i < n; ++i) out.pixels[i] = static_cast<uint8_t>(255 - image.pixels[i]);
+  InvertKernel(image.pixels.data(), out.pixels.data(), image.pixels.size());
   return out;
 }
 
@@ -342,9 +443,10 @@ Image AutoContrast(const Image& image) {
   std::array<uint8_t, 4> lo = {255, 255, 255, 255};
   std::array<uint8_t, 4> hi = {0, 0, 0, 0};
   const size_t pixels = image.pixels.size() / static_cast<size_t>(ch);
+  const uint8_t* in = image.pixels.data();
   for (size_t i = 0; i < pixels; ++i) {
     for (int c = 0; c < ch; ++c) {
-      const uint8_t v = image.pixels[i * ch + c];
+      const uint8_t v = in[i * ch + c];
       lo[c] = std::min(lo[c], v);
       hi[c] = std::max(hi[c], v);
     }
@@ -357,9 +459,7 @@ Image AutoContrast(const Image& image) {
     if (lo[c] == hi[c]) minimum = 0.0f, inv_scale = 1.0f;
     for (int v = 0; v < 256; ++v) lut[c][v] = TruncU8((static_cast<float>(v) - minimum) / inv_scale);
   }
-  for (size_t i = 0; i < pixels; ++i) {
-    for (int c = 0; c < ch; ++c) out.pixels[i * ch + c] = lut[c][image.pixels[i * ch + c]];
-  }
+  ApplyLuts(image.pixels.data(), out.pixels.data(), pixels, ch, lut);
   return out;
 }
 
@@ -371,7 +471,8 @@ Image Equalize(const Image& image) {
   std::array<std::array<uint8_t, 256>, 4> lut;
   for (int c = 0; c < ch; ++c) {
     std::array<int64_t, 256> hist{};
-    for (size_t i = 0; i < pixels; ++i) ++hist[image.pixels[i * ch + c]];
+    const uint8_t* in = image.pixels.data() + c;
+    for (size_t i = 0; i < pixels; ++i) ++hist[in[i * ch]];
     int last = 255;
     while (last > 0 && hist[last] == 0) --last;
     const int64_t step = (static_cast<int64_t>(pixels) - hist[last]) / 255;
@@ -385,9 +486,7 @@ Image Equalize(const Image& image) {
       acc += hist[v];
     }
   }
-  for (size_t i = 0; i < pixels; ++i) {
-    for (int c = 0; c < ch; ++c) out.pixels[i * ch + c] = lut[c][image.pixels[i * ch + c]];
-  }
+  ApplyLuts(image.pixels.data(), out.pixels.data(), pixels, ch, lut);
   return out;
 }
 
@@ -554,26 +653,22 @@ Result<Image> Affine(const Image& image, const AffineOptions& options) {
   }
   Image out = SameShape(image);
   const bool nearest = options.interpolation == AffineInterpolation::kNearest;
+  std::vector<float> bx(static_cast<size_t>(width)), ixs(bx.size()), iys(bx.size());
+  for (int x = 0; x < width; ++x) bx[x] = Linspace((1.0f - fw) * 0.5f, (fw - 1.0f) * 0.5f, width, x);
+  std::array<uint8_t, 4> fill_u8{};
+  for (int k = 0; k < ch; ++k) fill_u8[k] = RoundU8(fill[k]);
   for (int y = 0; y < height; ++y) {
     const float by = Linspace((1.0f - fh) * 0.5f, (fh - 1.0f) * 0.5f, height, y);
+    AffineRowCoords(bx.data(), width, by * t1, by * t4, t0, t2, t3, t5, fw, fh, ixs.data(),
+                    iys.data());
     uint8_t* o = out.row(y);
+    if (nearest) {
+      NearestRow(ixs.data(), iys.data(), width, height, image, fill_u8.data(), o);
+      continue;
+    }
     for (int x = 0; x < width; ++x) {
-      const float bx = Linspace((1.0f - fw) * 0.5f, (fw - 1.0f) * 0.5f, width, x);
-      const float gx = bx * t0 + by * t1 + t2;
-      const float gy = bx * t3 + by * t4 + t5;
-      const float ix = ((gx + 1.0f) * fw - 1.0f) / 2.0f;
-      const float iy = ((gy + 1.0f) * fh - 1.0f) / 2.0f;
+      const float ix = ixs[x], iy = iys[x];
       uint8_t* px = o + static_cast<size_t>(x) * ch;
-      if (nearest) {
-        const float nx = std::nearbyint(ix), ny = std::nearbyint(iy);
-        if (nx >= 0 && nx < fw && ny >= 0 && ny < fh) {
-          const uint8_t* s = image.row(static_cast<int>(ny)) + static_cast<size_t>(nx) * ch;
-          std::memcpy(px, s, static_cast<size_t>(ch));
-        } else {
-          for (int k = 0; k < ch; ++k) px[k] = RoundU8(fill[k]);
-        }
-        continue;
-      }
       const float x0f = std::floor(ix), y0f = std::floor(iy);
       const int x0 = static_cast<int>(x0f), y0 = static_cast<int>(y0f);
       const float fx = ix - x0f, fy = iy - y0f;

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Augmentation ops: cost per image of rf.vision.functional against torchvision.transforms.v2
+(uint8 tensors and PIL images) and, where installed, DALI's CPU operators, on one core.
+
+    taskset -c 0 python bench/augment_ops.py [--sizes 224x224,500x375] [--min-time 0.2]
+
+Same image (a natural photo from scikit-image resized to the size, or a noisy gradient when
+scikit-image is missing) and same parameters for every contender; torch runs with one thread.
+Prints CPU microseconds per image (process time: a loaded machine's other work is not
+counted) and the ratio peer / recordflow (> 1: recordflow is faster).
+rf's time includes the NumPy copy in and the array out; torchvision's tensor time excludes the
+HWC -> CHW conversion (its ops take CHW tensors as they come from a decoder).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+import types
+
+import numpy as np
+
+import recordflow as rf
+
+fn = rf.vision.functional
+
+
+def _import_tv():
+    try:
+        import torchvision.transforms.v2 as T
+        import torchvision.transforms.v2.functional as F
+    except (ImportError, RuntimeError, OSError):
+        # torchvision's compiled ops need CUDA torch; its transforms do not.
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]
+        spec = importlib.util.find_spec("torchvision")
+        if spec is None:
+            return None, None
+        pkg = types.ModuleType("torchvision")
+        pkg.__path__ = list(spec.submodule_search_locations)
+        pkg.__file__ = spec.origin
+        sys.modules["torchvision"] = pkg
+        import torchvision.transforms.v2 as T
+        import torchvision.transforms.v2.functional as F
+    return T, F
+
+
+def make_image(w: int, h: int) -> np.ndarray:
+    try:
+        from PIL import Image
+        from skimage import data
+        return np.asarray(Image.fromarray(data.astronaut()).resize((w, h), Image.BILINEAR))
+    except ImportError:
+        rng = np.random.default_rng(0)
+        y, x = np.mgrid[0:h, 0:w]
+        base = np.stack([x * 255 / w, y * 255 / h, (x + y) * 127 / (w + h)], -1)
+        return np.clip(base + rng.integers(-30, 31, (h, w, 3)), 0, 255).astype(np.uint8)
+
+
+def per_call(f, min_time: float) -> float:
+    """CPU seconds per call (this process's CPU time, so that other load on a shared machine
+    does not count): the best of 3 runs of at least min_time / 3 each."""
+    f()
+    best = float("inf")
+    for _ in range(3):
+        n, t0 = 0, time.process_time()
+        while True:
+            f()
+            n += 1
+            el = time.process_time() - t0
+            if el >= min_time / 3:
+                break
+        best = min(best, el / n)
+    return best
+
+
+def ops(img, T, F, torch):
+    """name -> (rf callable, torchvision functional callable on one input, DALI op or None)."""
+    seeds = iter(range(1 << 30))
+    cj = T.ColorJitter(0.4, 0.4, 0.4, 0.1) if T else None
+    aa, ra, ta = (T.AutoAugment(), T.RandAugment(), T.TrivialAugmentWide()) if T else (None,) * 3
+    er = T.RandomErasing(p=1.0) if T else None
+    gb = T.GaussianBlur(5, (0.1, 2.0)) if T else None
+    return {
+        "adjust_brightness(1.3)": (lambda: fn.adjust_brightness(img, 1.3),
+                                   lambda x: F.adjust_brightness(x, 1.3)),
+        "adjust_contrast(1.3)": (lambda: fn.adjust_contrast(img, 1.3),
+                                 lambda x: F.adjust_contrast(x, 1.3)),
+        "adjust_saturation(1.3)": (lambda: fn.adjust_saturation(img, 1.3),
+                                   lambda x: F.adjust_saturation(x, 1.3)),
+        "adjust_hue(0.1)": (lambda: fn.adjust_hue(img, 0.1), lambda x: F.adjust_hue(x, 0.1)),
+        "rgb_to_grayscale": (lambda: fn.rgb_to_grayscale(img, 3),
+                             lambda x: F.rgb_to_grayscale(x, 3)),
+        "gaussian_blur(5, 1.0)": (lambda: fn.gaussian_blur(img, 5, 1.0),
+                                  lambda x: F.gaussian_blur(x, [5, 5], [1.0, 1.0])),
+        "posterize(4)": (lambda: fn.posterize(img, 4), lambda x: F.posterize(x, 4)),
+        "solarize(128)": (lambda: fn.solarize(img, 128), lambda x: F.solarize(x, 128)),
+        "invert": (lambda: fn.invert(img), lambda x: F.invert(x)),
+        "autocontrast": (lambda: fn.autocontrast(img), lambda x: F.autocontrast(x)),
+        "equalize": (lambda: fn.equalize(img), lambda x: F.equalize(x)),
+        "adjust_sharpness(1.5)": (lambda: fn.adjust_sharpness(img, 1.5),
+                                  lambda x: F.adjust_sharpness(x, 1.5)),
+        "rotate(15)": (lambda: fn.rotate(img, 15.0), lambda x: F.rotate(x, 15.0)),
+        "affine shear(17)": (lambda: fn.affine(img, 0, [0, 0], 1.0, [17.0, 0.0]),
+                             lambda x: F.affine(x, 0.0, [0, 0], 1.0, [17.0, 0.0])),
+        "affine translate(20)": (lambda: fn.affine(img, 0, [20, 0], 1.0, [0.0, 0.0]),
+                                 lambda x: F.affine(x, 0.0, [20, 0], 1.0, [0.0, 0.0])),
+        "ColorJitter(.4,.4,.4,.1)": (lambda: fn.color_jitter(img, .4, .4, .4, .1,
+                                                             seed=next(seeds)), cj),
+        "GaussianBlur(5)": (lambda: fn.random_gaussian_blur(img, 5, seed=next(seeds)), gb),
+        "RandomErasing(p=1)": (lambda: fn.random_erasing(img, 1.0, seed=next(seeds)), er),
+        "AutoAugment": (lambda: fn.auto_augment(img, seed=next(seeds)), aa),
+        "RandAugment": (lambda: fn.rand_augment(img, seed=next(seeds)), ra),
+        "TrivialAugmentWide": (lambda: fn.trivial_augment_wide(img, seed=next(seeds)), ta),
+    }
+
+
+def dali_ops(img):
+    """DALI CPU pipelines for the ops it has, or {} when nvidia.dali is not installed."""
+    try:
+        from nvidia.dali import fn as dfn
+        from nvidia.dali import pipeline_def
+    except ImportError:
+        return {}
+    batch = 32
+    imgs = [img] * batch
+
+    def make(op):
+        @pipeline_def(batch_size=batch, num_threads=1, device_id=None, exec_async=False,
+                      exec_pipelined=False)
+        def p():
+            x = dfn.external_source(source=lambda: imgs, layout="HWC")
+            return op(x)
+        pipe = p()
+        pipe.build()
+        return lambda: pipe.run(), batch
+
+    return {
+        "adjust_brightness(1.3)": make(lambda x: dfn.brightness(x, brightness=1.3)),
+        "adjust_contrast(1.3)": make(lambda x: dfn.contrast(x, contrast=1.3)),
+        "adjust_saturation(1.3)": make(lambda x: dfn.saturation(x, saturation=1.3)),
+        "adjust_hue(0.1)": make(lambda x: dfn.hue(x, hue=36.0)),
+        "gaussian_blur(5, 1.0)": make(lambda x: dfn.gaussian_blur(x, window_size=5, sigma=1.0)),
+        "rotate(15)": make(lambda x: dfn.rotate(x, angle=15.0, keep_size=True)),
+        "RandomErasing(p=1)": make(lambda x: dfn.erase(x, anchor=(10, 10), shape=(50, 50),
+                                                      axis_names="HW")),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="224x224,500x375")
+    ap.add_argument("--min-time", type=float, default=0.3)
+    ap.add_argument("--only", default="", help="comma-separated substrings of op names")
+    args = ap.parse_args()
+    T, F = _import_tv()
+    torch = None
+    if T is not None:
+        import torch
+        torch.set_num_threads(1)
+        from PIL import Image
+    print(f"recordflow {rf.__version__}; torch {torch.__version__ if torch else '-'}; "
+          f"kernel backend {rf.vision.kernel_backend()}; one thread")
+    only = [s for s in args.only.split(",") if s]
+    for size in args.sizes.split(","):
+        w, h = map(int, size.split("x"))
+        img = make_image(w, h)
+        tensor = torch.from_numpy(img.copy()).permute(2, 0, 1).contiguous() if torch else None
+        pil = Image.fromarray(img) if torch else None
+        dali = dali_ops(img)
+        print(f"\n{w}x{h} (us per image; ratio = peer / recordflow)")
+        print(f"{'op':26s} {'rf':>8s} {'tv tensor':>10s} {'ratio':>6s} {'tv PIL':>9s} "
+              f"{'ratio':>6s} {'DALI cpu':>9s} {'ratio':>6s}")
+        for name, (ours, theirs) in ops(img, T, F, torch).items():
+            if only and not any(s in name for s in only):
+                continue
+            t_rf = per_call(ours, args.min_time)
+            row = f"{name:26s} {t_rf * 1e6:8.0f}"
+            for inp in (tensor, pil):
+                if theirs is None or inp is None:
+                    row += f" {'-':>9s} {'-':>6s}"
+                    continue
+                try:
+                    t = per_call(lambda: theirs(inp), args.min_time)
+                    row += f" {t * 1e6:9.0f} {t / t_rf:6.1f}"
+                except (TypeError, ValueError, NotImplementedError):
+                    row += f" {'n/a':>9s} {'-':>6s}"
+            if name in dali:
+                run, batch = dali[name]
+                t = per_call(run, args.min_time) / batch
+                row += f" {t * 1e6:9.0f} {t / t_rf:6.1f}"
+            else:
+                row += f" {'-':>9s} {'-':>6s}"
+            print(row, flush=True)
+        if not dali:
+            print("(DALI: nvidia.dali not installed here; pip install nvidia-dali-cuda120)")
+        # Batch ops: per image of a batch of 32.
+        batch = np.stack([img] * 32).astype(np.float32)
+        labels = np.arange(32) % 10
+        t_rf = per_call(lambda: fn.mixup(batch, labels, 10, lam=0.3), args.min_time) / 32
+        t_cut = per_call(lambda: fn.cutmix(batch, labels, 10, seed=1), args.min_time) / 32
+        line_m = f"{'MixUp (float32, B=32)':26s} {t_rf * 1e6:8.0f}"
+        line_c = f"{'CutMix (float32, B=32)':26s} {t_cut * 1e6:8.0f}"
+        if T is not None:
+            tb = torch.from_numpy(batch).permute(0, 3, 1, 2).contiguous()
+            tl = torch.from_numpy(labels)
+            mix, cut = T.MixUp(num_classes=10), T.CutMix(num_classes=10)
+            t = per_call(lambda: mix(tb, tl), args.min_time) / 32
+            line_m += f" {t * 1e6:9.0f} {t / t_rf:6.1f}"
+            t = per_call(lambda: cut(tb, tl), args.min_time) / 32
+            line_c += f" {t * 1e6:9.0f} {t / t_cut:6.1f}"
+        print(line_m)
+        print(line_c)
+
+
+if __name__ == "__main__":
+    main()
