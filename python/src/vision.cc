@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "columns.h"
 #include "errors.h"
 #include "native_op.h"
 #include "recordflow/image/ops.h"
-#include "columns.h"
 #include "recordflow/vision/compose.h"
 #include "recordflow/vision/vision.h"
 
@@ -121,7 +121,8 @@ vision::OpSpec ToOpSpec(const std::string& name, nb::dict d) {
     o.antialias = nb::cast<bool>(d["antialias"]);
     return o;
   }
-  if (name == "CenterCrop") return vision::CenterCropOp{nb::cast<int>(d["height"]), nb::cast<int>(d["width"])};
+  if (name == "CenterCrop")
+    return vision::CenterCropOp{nb::cast<int>(d["height"]), nb::cast<int>(d["width"])};
   if (name == "Pad") {
     vision::PadOp o;
     auto p = nb::cast<std::array<int, 4>>(d["padding"]);
@@ -133,7 +134,8 @@ vision::OpSpec ToOpSpec(const std::string& name, nb::dict d) {
     o.mode = ValueOrThrow(vision::ParsePadMode(nb::cast<std::string>(d["padding_mode"])));
     return o;
   }
-  if (name == "RandomHorizontalFlip") return vision::RandomHorizontalFlipOp{nb::cast<double>(d["p"])};
+  if (name == "RandomHorizontalFlip")
+    return vision::RandomHorizontalFlipOp{nb::cast<double>(d["p"])};
   if (name == "RandomVerticalFlip") return vision::RandomVerticalFlipOp{nb::cast<double>(d["p"])};
   if (name == "RandomRotation") {
     vision::RandomRotationOp o;
@@ -147,8 +149,9 @@ vision::OpSpec ToOpSpec(const std::string& name, nb::dict d) {
   }
   if (name == "Rotate90") return vision::Rotate90Op{nb::cast<int>(d["k"])};
   if (name == "ToDtype") {
-    return vision::ToDtypeOp{ValueOrThrow(image::ParseTensorType(nb::cast<std::string>(d["dtype"]))),
-                             nb::cast<bool>(d["scale"])};
+    return vision::ToDtypeOp{
+        ValueOrThrow(image::ParseTensorType(nb::cast<std::string>(d["dtype"]))),
+        nb::cast<bool>(d["scale"])};
   }
   if (name == "Normalize") {
     return vision::NormalizeOp{nb::cast<std::array<float, 3>>(d["mean"]),
@@ -300,12 +303,13 @@ void RegisterVision(nb::module_& m) {
         o.on_corruption = ValueOrThrow(format::ParseCorruptionPolicy(on_corruption));
         o.name = name;
         auto hw = ValueOrThrow(vision::OutputSize(o.ops));
-        return nb::make_tuple(NativeMapOp(ValueOrThrow(vision::Compose(std::move(o)))), hw[0], hw[1]);
+        return nb::make_tuple(NativeMapOp(ValueOrThrow(vision::Compose(std::move(o)))), hw[0],
+                              hw[1]);
       },
       "ops"_a, "image_key"_a, "label_key"_a, "label_mode"_a, "num_classes"_a,
       "default_label"_a.none(), "extra_specs"_a, "boxes_key"_a, "boxes_normalized"_a, "layout"_a,
-      "seed"_a.none(), "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a, "name"_a,
-      "batch_mix"_a, "mix_alpha"_a, "mix_classes"_a);
+      "seed"_a.none(), "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a, "name"_a, "batch_mix"_a,
+      "mix_alpha"_a, "mix_classes"_a);
 
   // channels: 0 (as stored), 1, 3 or 4; sixteen: uint16 samples (TF's dtype=tf.uint16).
   m.def(

@@ -149,11 +149,11 @@ struct TrivialAugmentWideOp {
   image::PolicyOptions options;
 };
 
-using OpSpec = std::variant<RandomResizedCropOp, ResizeOp, CenterCropOp, PadOp,
-                            RandomHorizontalFlipOp, RandomVerticalFlipOp, RandomRotationOp,
-                            Rotate90Op, ToDtypeOp, NormalizeOp, ColorJitterOp, RandomGrayscaleOp,
-                            GrayscaleOp, GaussianBlurOp, RandomErasingOp, AutoAugmentOp,
-                            RandAugmentOp, TrivialAugmentWideOp>;
+using OpSpec =
+    std::variant<RandomResizedCropOp, ResizeOp, CenterCropOp, PadOp, RandomHorizontalFlipOp,
+                 RandomVerticalFlipOp, RandomRotationOp, Rotate90Op, ToDtypeOp, NormalizeOp,
+                 ColorJitterOp, RandomGrayscaleOp, GrayscaleOp, GaussianBlurOp, RandomErasingOp,
+                 AutoAugmentOp, RandAugmentOp, TrivialAugmentWideOp>;
 
 // How the label feature becomes the label output.
 enum class LabelMode : uint8_t {

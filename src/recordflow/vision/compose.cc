@@ -1,4 +1,9 @@
 // Recipes of image ops compiled into one native map (see compose.h).
+//
+// Over 600 lines: the per-record chain (decode fusion, pending resample, op dispatch), the batch
+// driver (threads, skips, labels, boxes, extra keys, MixUp / CutMix) and the recipe checks share
+// the Recipe and State types defined here; the split planned is the 8-bit geometry kernels
+// (crop/pad/rotate) into image/ and the column pass-through into its own file.
 #include "recordflow/vision/compose.h"
 
 #include <algorithm>
@@ -91,8 +96,8 @@ Image CropFill(const Image& in, int x0, int y0, int width, int height) {
   for (int y = 0; y < height; ++y) {
     const int sy = y0 + y;
     if (sy < 0 || sy >= in.height || xa >= xb) continue;
-    std::memcpy(out.row(y) + static_cast<size_t>(xa - x0) * c, in.row(sy) + static_cast<size_t>(xa) * c,
-                static_cast<size_t>(xb - xa) * c);
+    std::memcpy(out.row(y) + static_cast<size_t>(xa - x0) * c,
+                in.row(sy) + static_cast<size_t>(xa) * c, static_cast<size_t>(xb - xa) * c);
   }
   return out;
 }
@@ -186,8 +191,8 @@ std::array<int, 2> RotatedSize(int width, int height, double degrees) {
   const double a = degrees * std::numbers::pi / 180.0;
   const double cs = std::cos(a), sn = std::sin(a);
   double lo[2] = {1e300, 1e300}, hi[2] = {-1e300, -1e300};
-  for (const auto& [px, py] : {std::pair{-0.5, -0.5}, std::pair{-0.5, 0.5}, std::pair{0.5, 0.5},
-                               std::pair{0.5, -0.5}}) {
+  for (const auto& [px, py] :
+       {std::pair{-0.5, -0.5}, std::pair{-0.5, 0.5}, std::pair{0.5, 0.5}, std::pair{0.5, -0.5}}) {
     const double x = px * width, y = py * height;
     const double v[2] = {cs * x - sn * y, sn * x + cs * y};
     for (int i = 0; i < 2; ++i) {
@@ -356,7 +361,8 @@ std::optional<Box> ResizeCropBox(const ResizeOp& r, const CenterCropOp& c, int w
   const auto [rh, rw] = ResizeOutputSize(r, width, height);
   if (c.width > rw || c.height > rh) return std::nullopt;
   const double sx = static_cast<double>(width) / rw, sy = static_cast<double>(height) / rh;
-  const double ox = std::nearbyint((rw - c.width) / 2.0), oy = std::nearbyint((rh - c.height) / 2.0);
+  const double ox = std::nearbyint((rw - c.width) / 2.0),
+               oy = std::nearbyint((rh - c.height) / 2.0);
   return Box{ox * sx, oy * sy, c.width * sx, c.height * sy};
 }
 
@@ -366,8 +372,7 @@ Result<size_t> DecodeInto(const Recipe& r, std::span<const std::byte> data, imag
                           bool has_boxes, Scratch& s, State& st) {
   RF_ASSIGN_OR_RETURN(image::ImageHeader header, s.decoder.ReadHeader(data));
   if (header.width <= 0 || header.height <= 0) return DataLossError("image of size 0");
-  if (static_cast<uint64_t>(header.width) * static_cast<uint64_t>(header.height) >
-      r.o.max_pixels) {
+  if (static_cast<uint64_t>(header.width) * static_cast<uint64_t>(header.height) > r.o.max_pixels) {
     return ResourceExhaustedError("image of " + std::to_string(header.width) + "x" +
                                   std::to_string(header.height) + " pixels is over the limit of " +
                                   std::to_string(r.o.max_pixels) + " pixels");
@@ -423,8 +428,7 @@ Result<size_t> DecodeInto(const Recipe& r, std::span<const std::byte> data, imag
       const int x0 = std::max(0, static_cast<int>(std::floor(want.x)) - m);
       const int y0 = std::max(0, static_cast<int>(std::floor(want.y)) - m);
       const int x1 = std::min(header.width, static_cast<int>(std::ceil(want.x + want.width)) + m);
-      const int y1 =
-          std::min(header.height, static_cast<int>(std::ceil(want.y + want.height)) + m);
+      const int y1 = std::min(header.height, static_cast<int>(std::ceil(want.y + want.height)) + m);
       ro.crop = Rect{x0, y0, std::max(1, x1 - x0), std::max(1, y1 - y0)};
       next = 2;
       break;
@@ -615,8 +619,7 @@ Status ProcessImage(const Recipe& r, const Element& e, size_t i, std::span<const
   if (st.pending) {
     image::NormalizeOptions norm = r.norm;
     norm.flip = st.hflip;
-    return image::ResampleNormalizeInto(*st.src, st.box, st.ow, st.oh, st.interpolation, norm,
-                                        out);
+    return image::ResampleNormalizeInto(*st.src, st.box, st.ow, st.oh, st.interpolation, norm, out);
   }
   s.floats.assign(s.img.pixels.begin(), s.img.pixels.end());
   return image::NormalizeInto(s.floats, s.img.width, s.img.height, r.norm, out);
@@ -703,8 +706,8 @@ Result<Tensor> MixBatch(const Recipe& r, const Element& e, const std::vector<siz
   soft.data = std::shared_ptr<std::byte[]>(new std::byte[std::max<size_t>(1, soft.size_bytes)]);
   std::span<float> out(reinterpret_cast<float*>(soft.data.get()), keep.size() * nc);
   if (b == 0) return soft;
-  const pipeline::RecordPosition& p0 = e.positions.empty() ? pipeline::RecordPosition{}
-                                                            : e.positions[keep[0]];
+  const pipeline::RecordPosition& p0 =
+      e.positions.empty() ? pipeline::RecordPosition{} : e.positions[keep[0]];
   // A stream apart from the records' own (which seed the same positions).
   image::Rng rng(image::ElementSeed(r.seed ^ 0x6261746368u, p0.file, p0.index, p0.epoch));
   const bool u8 = r.norm.type == image::TensorType::kUint8;
@@ -737,7 +740,8 @@ Result<Tensor> MixBatch(const Recipe& r, const Element& e, const std::vector<siz
       v.channels = 3;
       st = image::CutMixWithBox(v, labels, m.num_classes, Rect{0, 0, 0, 0}, out);
       if (st.ok()) {
-        const double lam = 1.0 - static_cast<double>(box.width) * box.height / (static_cast<double>(w) * h);
+        const double lam =
+            1.0 - static_cast<double>(box.width) * box.height / (static_cast<double>(w) * h);
         for (int i = 0; i < b; ++i) {
           const int j = (i + b - 1) % b;
           for (size_t c = 0; c < nc; ++c) {
@@ -753,8 +757,8 @@ Result<Tensor> MixBatch(const Recipe& r, const Element& e, const std::vector<siz
           const int j = (i + b - 1) % b;
           for (int c = 0; c < 3; ++c) {
             for (int y = box.y; y < box.y + box.height; ++y) {
-              const size_t off = static_cast<size_t>(c) * plane +
-                                 (static_cast<size_t>(y) * w + box.x) * es;
+              const size_t off =
+                  static_cast<size_t>(c) * plane + (static_cast<size_t>(y) * w + box.x) * es;
               std::memcpy(t.data.get() + static_cast<size_t>(i) * per + off,
                           orig.data() + static_cast<size_t>(j) * per + off,
                           static_cast<size_t>(box.width) * es);
@@ -848,7 +852,8 @@ Status Run(const Recipe& r, Element& e, const pipeline::MapContext& context) {
     }
     boxes[i].assign(boxes_col->floats.begin() + b, boxes_col->floats.begin() + end);
   }
-  const size_t per_image = static_cast<size_t>(r.out_w) * r.out_h * 3 * image::TensorTypeSize(r.norm.type);
+  const size_t per_image =
+      static_cast<size_t>(r.out_w) * r.out_h * 3 * image::TensorTypeSize(r.norm.type);
   Tensor t;
   t.key = o.image_output;
   t.dtype = TensorDType(r.norm.type);
@@ -866,8 +871,8 @@ Status Run(const Recipe& r, Element& e, const pipeline::MapContext& context) {
            (i = next.fetch_add(1, std::memory_order_relaxed)) < n) {
       std::span<std::byte> out(t.data.get() + i * per_image, per_image);
       std::vector<float> none;
-      Status st = ProcessImage(r, e, i, image_bytes(i), has_boxes, mine, has_boxes ? boxes[i] : none,
-                               out);
+      Status st =
+          ProcessImage(r, e, i, image_bytes(i), has_boxes, mine, has_boxes ? boxes[i] : none, out);
       if (!st.ok()) {
         failed[i] = std::move(st);
         any_failed.store(true, std::memory_order_relaxed);
@@ -895,8 +900,7 @@ Status Run(const Recipe& r, Element& e, const pipeline::MapContext& context) {
                     "image '" + o.image_key + "' of " + Where(e, i) + ": " + st.message());
     }
     if (keep.size() != i) {
-      std::memmove(t.data.get() + keep.size() * per_image, t.data.get() + i * per_image,
-                   per_image);
+      std::memmove(t.data.get() + keep.size() * per_image, t.data.get() + i * per_image, per_image);
     }
     keep.push_back(i);
   }
@@ -1008,9 +1012,11 @@ std::string OpWhere(size_t k, const OpSpec& op) {
   return "op #" + std::to_string(k) + " (" + std::string(OpName(op)) + ")";
 }
 
-Status CheckInterpolation(image::Interpolation interpolation, bool antialias, const std::string& w) {
+Status CheckInterpolation(image::Interpolation interpolation, bool antialias,
+                          const std::string& w) {
   if (!antialias && interpolation == image::Interpolation::kBilinear) {
-    return InvalidArgumentError(w + ": antialias=False bilinear is not implemented (bilinear "
+    return InvalidArgumentError(w +
+                                ": antialias=False bilinear is not implemented (bilinear "
                                 "shrinks antialiased, as torchvision's default)");
   }
   return Status::OK();
@@ -1032,8 +1038,9 @@ Status CheckSize(int h, int w, const std::string& where) {
 }
 
 bool IsPhotometric(const OpSpec& op) {
-  return std::holds_alternative<ColorJitterOp>(op) || std::holds_alternative<RandomGrayscaleOp>(op) ||
-         std::holds_alternative<GrayscaleOp>(op) || std::holds_alternative<GaussianBlurOp>(op) ||
+  return std::holds_alternative<ColorJitterOp>(op) ||
+         std::holds_alternative<RandomGrayscaleOp>(op) || std::holds_alternative<GrayscaleOp>(op) ||
+         std::holds_alternative<GaussianBlurOp>(op) ||
          std::holds_alternative<RandomErasingOp>(op) || std::holds_alternative<AutoAugmentOp>(op) ||
          std::holds_alternative<RandAugmentOp>(op) ||
          std::holds_alternative<TrivialAugmentWideOp>(op);
@@ -1069,12 +1076,24 @@ Result<PadMode> ParsePadMode(std::string_view name) {
 }
 
 std::string_view OpName(const OpSpec& op) {
-  static constexpr std::string_view kNames[] = {
-      "RandomResizedCrop", "Resize",          "CenterCrop",    "Pad",
-      "RandomHorizontalFlip", "RandomVerticalFlip", "RandomRotation", "Rotate90",
-      "ToDtype",           "Normalize",       "ColorJitter",   "RandomGrayscale",
-      "Grayscale",         "GaussianBlur",    "RandomErasing", "AutoAugment",
-      "RandAugment",       "TrivialAugmentWide"};
+  static constexpr std::string_view kNames[] = {"RandomResizedCrop",
+                                                "Resize",
+                                                "CenterCrop",
+                                                "Pad",
+                                                "RandomHorizontalFlip",
+                                                "RandomVerticalFlip",
+                                                "RandomRotation",
+                                                "Rotate90",
+                                                "ToDtype",
+                                                "Normalize",
+                                                "ColorJitter",
+                                                "RandomGrayscale",
+                                                "Grayscale",
+                                                "GaussianBlur",
+                                                "RandomErasing",
+                                                "AutoAugment",
+                                                "RandAugment",
+                                                "TrivialAugmentWide"};
   static_assert(std::size(kNames) == std::variant_size_v<OpSpec>);
   return kNames[op.index()];
 }
@@ -1086,14 +1105,14 @@ std::array<int, 2> ResizeOutputSize(const ResizeOp& op, int width, int height) {
   int new_short = op.shorter;
   int new_long = static_cast<int>(static_cast<double>(static_cast<int64_t>(op.shorter) * l) / s);
   if (op.max_size && new_long > *op.max_size) {
-    new_short = static_cast<int>(static_cast<double>(static_cast<int64_t>(*op.max_size) *
-                                                     new_short) /
-                                 new_long);
+    new_short = static_cast<int>(
+        static_cast<double>(static_cast<int64_t>(*op.max_size) * new_short) / new_long);
     new_long = *op.max_size;
   }
   new_short = std::max(1, new_short);
   new_long = std::max(1, new_long);
-  return w_short ? std::array<int, 2>{new_long, new_short} : std::array<int, 2>{new_short, new_long};
+  return w_short ? std::array<int, 2>{new_long, new_short}
+                 : std::array<int, 2>{new_short, new_long};
 }
 
 Result<std::array<int, 2>> OutputSize(const std::vector<OpSpec>& ops) {
@@ -1104,11 +1123,12 @@ Result<std::array<int, 2>> OutputSize(const std::vector<OpSpec>& ops) {
   for (size_t k = 0; k < ops.size(); ++k) {
     const OpSpec& spec = ops[k];
     const std::string w = OpWhere(k, spec);
-    const bool is_tail = std::holds_alternative<ToDtypeOp>(spec) ||
-                         std::holds_alternative<NormalizeOp>(spec);
+    const bool is_tail =
+        std::holds_alternative<ToDtypeOp>(spec) || std::holds_alternative<NormalizeOp>(spec);
     if (tail && !is_tail) {
-      return InvalidArgumentError(w + " comes after ToDtype / Normalize: image ops must come "
-                                      "before them");
+      return InvalidArgumentError(w +
+                                  " comes after ToDtype / Normalize: image ops must come "
+                                  "before them");
     }
     tail = tail || is_tail;
     if (const auto* op = std::get_if<RandomResizedCropOp>(&spec)) {
@@ -1125,8 +1145,8 @@ Result<std::array<int, 2>> OutputSize(const std::vector<OpSpec>& ops) {
         RF_RETURN_IF_ERROR(CheckSize(op->shorter, op->shorter, w));
         if (op->max_size && *op->max_size <= op->shorter) {
           return InvalidArgumentError(w + ": max_size (" + std::to_string(*op->max_size) +
-                                      ") must be larger than size (" +
-                                      std::to_string(op->shorter) + ")");
+                                      ") must be larger than size (" + std::to_string(op->shorter) +
+                                      ")");
         }
         if (known) hw = ResizeOutputSize(*op, hw[1], hw[0]);
       } else {
@@ -1135,7 +1155,7 @@ Result<std::array<int, 2>> OutputSize(const std::vector<OpSpec>& ops) {
           return InvalidArgumentError(w + ": max_size needs size to be a single int");
         }
         hw = {op->height, op->width};
-      known = true;
+        known = true;
       }
     } else if (const auto* op = std::get_if<CenterCropOp>(&spec)) {
       RF_RETURN_IF_ERROR(CheckSize(op->height, op->width, w));
@@ -1194,8 +1214,9 @@ Result<std::array<int, 2>> OutputSize(const std::vector<OpSpec>& ops) {
     } else if (const auto* op = std::get_if<RandAugmentOp>(&spec)) {
       if (op->rand.num_ops < 0 || op->rand.num_magnitude_bins < 2 || op->rand.magnitude < 0 ||
           op->rand.magnitude >= op->rand.num_magnitude_bins) {
-        return InvalidArgumentError(w + ": needs num_ops >= 0, num_magnitude_bins >= 2 and 0 <= "
-                                        "magnitude < num_magnitude_bins");
+        return InvalidArgumentError(w +
+                                    ": needs num_ops >= 0, num_magnitude_bins >= 2 and 0 <= "
+                                    "magnitude < num_magnitude_bins");
       }
     } else if (const auto* op = std::get_if<TrivialAugmentWideOp>(&spec)) {
       if (op->trivial.num_magnitude_bins < 2) {
@@ -1207,8 +1228,9 @@ Result<std::array<int, 2>> OutputSize(const std::vector<OpSpec>& ops) {
       to_float = op->dtype != image::TensorType::kUint8;
     } else if (std::holds_alternative<NormalizeOp>(spec)) {
       if (!to_float) {
-        return InvalidArgumentError(w + ": Normalize needs a float image: put ToDtype(float32, "
-                                        "scale=True) before it");
+        return InvalidArgumentError(w +
+                                    ": Normalize needs a float image: put ToDtype(float32, "
+                                    "scale=True) before it");
       }
       const auto& n = std::get<NormalizeOp>(spec);
       for (int c = 0; c < 3; ++c) {
@@ -1237,7 +1259,8 @@ Result<pipeline::MapOp> Compose(RecipeOptions options) {
   }
   if ((options.label_mode == LabelMode::kMultiHot || options.label_mode == LabelMode::kPadded) &&
       (options.num_classes <= 0 || options.num_classes > (1 << 24))) {
-    return InvalidArgumentError("num_classes must be in 1..16777216 for multi-hot or padded labels");
+    return InvalidArgumentError(
+        "num_classes must be in 1..16777216 for multi-hot or padded labels");
   }
   // Outputs must not collide.
   std::vector<std::string> outs = {options.image_output};

@@ -231,7 +231,8 @@ TEST(ComposeTest, BoxesFollowCropsFlipsRotationsAndPadding) {
   o.layout = image::Layout::kHWC;
   o.seed = 0;
   pipeline::MapOp op = Ok(Compose(o));
-  std::vector<Element> out = RunAll(Ok(Ok(Dataset::FromRecords(recs).Batch(1)).Map(op.fn, op.name)));
+  std::vector<Element> out =
+      RunAll(Ok(Ok(Dataset::FromRecords(recs).Batch(1)).Map(op.fn, op.name)));
   ASSERT_EQ(out.size(), 1u);
   const Element& e = out[0];
   // White box: crop (x offset 50, clipped to the 100 wide crop) x 70..100, y 20..60; pad ->
@@ -271,8 +272,8 @@ TEST(ComposeTest, ExtraKeysAndMultiLabelsStayAlignedWhenRecordsAreSkipped) {
   o.label_output = "multi_hot";
   o.on_corruption = format::CorruptionPolicy::kSkip;
   pipeline::MapOp op = Ok(Compose(o));
-  std::vector<Element> out =
-      RunAll(Ok(Ok(Dataset::FromRecords(Records(6, {1, 4})).Batch(6)).Map(op.fn, op.name, 3, true)));
+  std::vector<Element> out = RunAll(
+      Ok(Ok(Dataset::FromRecords(Records(6, {1, 4})).Batch(6)).Map(op.fn, op.name, 3, true)));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(op.skipped_records(), 2u);
   const Element& e = out[0];
@@ -294,7 +295,8 @@ TEST(ComposeTest, ExtraKeysAndMultiLabelsStayAlignedWhenRecordsAreSkipped) {
   std::vector<std::string> ids;
   for (size_t j = 0; j + 1 < e.columns[0].bytes_offsets.size(); ++j) {
     ids.push_back(e.columns[0].bytes_data.substr(
-        e.columns[0].bytes_offsets[j], e.columns[0].bytes_offsets[j + 1] - e.columns[0].bytes_offsets[j]));
+        e.columns[0].bytes_offsets[j],
+        e.columns[0].bytes_offsets[j + 1] - e.columns[0].bytes_offsets[j]));
   }
   EXPECT_EQ(ids, (std::vector<std::string>{"rec0", "rec2", "rec3", "rec5"}));
   EXPECT_EQ(e.columns[1].row_splits, (std::vector<int64_t>{0, 1, 4, 5, 8}));

@@ -72,9 +72,8 @@ Result<VisionOp> ImagenetTrain(ImagenetTrainOptions options) {
   crop.height = crop.width = options.size;
   crop.crop = options.crop;
   crop.interpolation = options.interpolation;
-  RecipeOptions r =
-      Recipe(options, {crop, RandomHorizontalFlipOp{options.flip_probability}},
-             "imagenet_train(" + std::to_string(options.size) + ")");
+  RecipeOptions r = Recipe(options, {crop, RandomHorizontalFlipOp{options.flip_probability}},
+                           "imagenet_train(" + std::to_string(options.size) + ")");
   r.seed = options.seed;
   return Compose(std::move(r));
 }
