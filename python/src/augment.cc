@@ -196,11 +196,11 @@ void RegisterAugment(nb::module_& parent) {
       },
       "image"_a, "angle"_a, "translate"_a, "scale"_a, "shear"_a, "interpolation"_a, "fill"_a,
       "center"_a = nb::none());
-  m.def("rotate", [](U8Array a, double angle, const std::string& interpolation,
-                     std::vector<double> fill) {
-    const auto mode = ParseAffineInterpolation(interpolation);
-    return Run(a, [&](const Image& i) { return image::Rotate(i, angle, mode, fill); });
-  });
+  m.def("rotate",
+        [](U8Array a, double angle, const std::string& interpolation, std::vector<double> fill) {
+          const auto mode = ParseAffineInterpolation(interpolation);
+          return Run(a, [&](const Image& i) { return image::Rotate(i, angle, mode, fill); });
+        });
 
   m.def("color_jitter", [](U8Array a, Range b, Range c, Range s, Range h, uint64_t seed) {
     image::ColorJitterOptions o;
@@ -229,19 +229,19 @@ void RegisterAugment(nb::module_& parent) {
             return image::RandomGaussianBlur(i, o, rng);
           });
         });
-  m.def("random_erasing", [](U8Array a, double p, std::array<double, 2> scale,
-                             std::array<double, 2> ratio, std::vector<double> value,
-                             uint64_t seed) {
-    image::RandomErasingOptions o;
-    o.p = p;
-    o.scale = scale;
-    o.ratio = ratio;
-    o.value = std::move(value);
-    return Run(a, [&](const Image& i) {
-      image::Rng rng(seed);
-      return image::RandomErasing(i, o, rng);
-    });
-  });
+  m.def("random_erasing",
+        [](U8Array a, double p, std::array<double, 2> scale, std::array<double, 2> ratio,
+           std::vector<double> value, uint64_t seed) {
+          image::RandomErasingOptions o;
+          o.p = p;
+          o.scale = scale;
+          o.ratio = ratio;
+          o.value = std::move(value);
+          return Run(a, [&](const Image& i) {
+            image::Rng rng(seed);
+            return image::RandomErasing(i, o, rng);
+          });
+        });
 
   m.def("apply_op", [](U8Array a, const std::string& name, double magnitude,
                        const std::string& interpolation, std::vector<double> fill) {
@@ -257,12 +257,12 @@ void RegisterAugment(nb::module_& parent) {
       return OpsToList(ValueOrThrow(image::SampleAutoAugment(width, height, rng)));
     }
     if (policy == "rand_augment") {
-      return OpsToList(ValueOrThrow(image::SampleRandAugment(
-          width, height, {num_ops, magnitude, num_magnitude_bins}, rng)));
+      return OpsToList(ValueOrThrow(
+          image::SampleRandAugment(width, height, {num_ops, magnitude, num_magnitude_bins}, rng)));
     }
     if (policy == "trivial_augment_wide") {
-      return OpsToList(ValueOrThrow(
-          image::SampleTrivialAugmentWide(width, height, {num_magnitude_bins}, rng)));
+      return OpsToList(
+          ValueOrThrow(image::SampleTrivialAugmentWide(width, height, {num_magnitude_bins}, rng)));
     }
     throw nb::value_error("policy: auto_augment, rand_augment or trivial_augment_wide");
   });
@@ -306,34 +306,34 @@ void RegisterAugment(nb::module_& parent) {
     return nb::make_tuple(b.array, SoftLabels(std::move(soft), b.view.batch, num_classes), value);
   });
   // (mixed batch, soft labels, lambda, (x, y, w, h)). box given: that box; else drawn.
-  m.def("cutmix", [](nb::ndarray<nb::c_contig, nb::device::cpu> batch, LabelArray labels,
-                     int num_classes, double alpha, std::optional<std::array<int, 4>> box,
-                     uint64_t seed) {
-    BatchCopy b = CopyBatch(batch);
-    const std::span<const int64_t> l(labels.data(), labels.size());
-    std::vector<float> soft(static_cast<size_t>(b.view.batch) *
-                            static_cast<size_t>(std::max(num_classes, 0)));
-    Status s;
-    image::Rect r;
-    {
-      nb::gil_scoped_release release;
-      if (box) {
-        r = image::Rect{(*box)[0], (*box)[1], (*box)[2], (*box)[3]};
-      } else if (!(alpha > 0)) {
-        s = InvalidArgumentError("cutmix: alpha must be positive");
-      } else {
-        image::Rng rng(seed);
-        const double lam = image::SampleBeta(alpha, rng);
-        r = image::CutMixBox(b.view.width, b.view.height, lam, rng);
-      }
-      if (s.ok()) s = image::CutMixWithBox(b.view, l, num_classes, r, soft);
-    }
-    ThrowIfError(s);
-    const double lam = 1.0 - static_cast<double>(r.width) * r.height /
-                                 (static_cast<double>(b.view.width) * b.view.height);
-    return nb::make_tuple(b.array, SoftLabels(std::move(soft), b.view.batch, num_classes), lam,
-                          nb::make_tuple(r.x, r.y, r.width, r.height));
-  });
+  m.def("cutmix",
+        [](nb::ndarray<nb::c_contig, nb::device::cpu> batch, LabelArray labels, int num_classes,
+           double alpha, std::optional<std::array<int, 4>> box, uint64_t seed) {
+          BatchCopy b = CopyBatch(batch);
+          const std::span<const int64_t> l(labels.data(), labels.size());
+          std::vector<float> soft(static_cast<size_t>(b.view.batch) *
+                                  static_cast<size_t>(std::max(num_classes, 0)));
+          Status s;
+          image::Rect r;
+          {
+            nb::gil_scoped_release release;
+            if (box) {
+              r = image::Rect{(*box)[0], (*box)[1], (*box)[2], (*box)[3]};
+            } else if (!(alpha > 0)) {
+              s = InvalidArgumentError("cutmix: alpha must be positive");
+            } else {
+              image::Rng rng(seed);
+              const double lam = image::SampleBeta(alpha, rng);
+              r = image::CutMixBox(b.view.width, b.view.height, lam, rng);
+            }
+            if (s.ok()) s = image::CutMixWithBox(b.view, l, num_classes, r, soft);
+          }
+          ThrowIfError(s);
+          const double lam = 1.0 - static_cast<double>(r.width) * r.height /
+                                       (static_cast<double>(b.view.width) * b.view.height);
+          return nb::make_tuple(b.array, SoftLabels(std::move(soft), b.view.batch, num_classes),
+                                lam, nb::make_tuple(r.x, r.y, r.width, r.height));
+        });
 }
 
 }  // namespace recordflow::python

@@ -69,10 +69,10 @@ Result<Image> Erase(const Image& image, const Rect& rect, std::span<const double
 enum class AffineInterpolation : uint8_t { kNearest, kBilinear };
 
 struct AffineOptions {
-  double angle = 0;                       // degrees, counter-clockwise
+  double angle = 0;                          // degrees, counter-clockwise
   std::array<double, 2> translate = {0, 0};  // pixels
   double scale = 1.0;
-  std::array<double, 2> shear = {0, 0};   // degrees
+  std::array<double, 2> shear = {0, 0};  // degrees
   AffineInterpolation interpolation = AffineInterpolation::kNearest;
   // Value of the pixels mapped from outside the image (one or one per channel). Empty: zero
   // padding, as torchvision's fill=None (with bilinear the edge blends toward 0).
