@@ -444,7 +444,8 @@ class _InputsRoot(_Node):
 
     def __init__(self, datasets, ctx: _Ctx):
         super().__init__(None)
-        self.children = [ChainIterator(d, ctx.memory_budget, ctx.epoch, counter=ctx.counter)
+        self.children = [ChainIterator(d, ctx.memory_budget, ctx.epoch, counter=ctx.counter,
+                                      caps=ctx.caps)
                          for d in datasets]
 
     def inputs(self) -> list:
@@ -515,7 +516,7 @@ class _ChooseRoot(_InputsRoot):
     def __init__(self, stage: _st.ChooseFrom, ctx: _Ctx):
         super().__init__(stage.datasets, ctx)
         self.choice = ChainIterator(stage.choice_dataset, ctx.memory_budget, ctx.epoch,
-                                    counter=ctx.counter)
+                                    counter=ctx.counter, caps=ctx.caps)
         self.stop_on_empty = stage.stop_on_empty_dataset
         self.empty = [False] * len(self.children)
         self.done = False
@@ -826,7 +827,7 @@ class _FlatMapNode(_Node):
             raise TypeError(f"flat_map: fn must return an rf.Dataset, not {type(ds).__name__}")
         self.outer = element
         self.inner = ChainIterator(ds, self.ctx.memory_budget, self.ctx.epoch, state,
-                                   counter=self.ctx.counter)
+                                   counter=self.ctx.counter, caps=self.ctx.caps)
 
     def _drop_inner(self) -> None:
         if self.inner is not None:
@@ -873,7 +874,7 @@ class _ConcatenateNode(_Node):
             except StopIteration:
                 self.up.close()
                 self.other = ChainIterator(self.other_ds, self.ctx.memory_budget,
-                                           self.ctx.epoch, counter=self.ctx.counter)
+                                           self.ctx.epoch, counter=self.ctx.counter, caps=self.ctx.caps)
         return next(self.other)
 
     def get_state(self):
@@ -885,7 +886,7 @@ class _ConcatenateNode(_Node):
         if "other" in state:
             self.up.close()
             self.other = ChainIterator(self.other_ds, self.ctx.memory_budget, self.ctx.epoch,
-                                       state["other"], counter=self.ctx.counter)
+                                       state["other"], counter=self.ctx.counter, caps=self.ctx.caps)
         else:
             self.up.set_state(state["up"])
 

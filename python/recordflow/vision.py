@@ -15,6 +15,10 @@ crop's rows and iMCU columns are decoded, DCT-scaled by 1/2..1/8 when the crop s
 much anyway) -> resize -> random horizontal flip -> normalize. imagenet_eval: resize the
 shorter side to ``resize`` -> center crop ``size`` -> normalize (fused the same way).
 
+``Compose([...])`` chains ops named as torchvision.transforms.v2 (RandomResizedCrop, Resize,
+CenterCrop, Pad, RandomHorizontalFlip, RandomVerticalFlip, RandomRotation, Rotate90, ToDtype,
+Normalize) into one native op; the presets are such recipes.
+
 The single ops (decode_image, decode_region, resize, center_crop, flip_left_right, normalize,
 random_resized_crop_params) take and return HWC uint8 NumPy arrays.
 """
@@ -37,8 +41,9 @@ class NativeOp:
     on_corruption="skip"."""
 
     def __init__(self, core_op, description: str, factory: str | None = None,
-                 params: dict | None = None):
+                 params: dict | None = None, outputs: dict | None = None):
         self._core = core_op
+        self._outputs = outputs
         self._description = description
         # The preset function and its arguments: a NativeOp pickles as them and is rebuilt by
         # calling it again (DataLoader workers under spawn / forkserver).
@@ -60,6 +65,8 @@ class NativeOp:
         as rf.tf derive static signatures from it); None when unknown (bfloat16 arrives as
         ml_dtypes.bfloat16 or uint16 bits)."""
         p = self._params
+        if self._factory == "Compose":
+            return self._outputs
         if p is None or p.get("dtype", "float32") not in ("float32", "float16", "uint8"):
             return None
         size = int(p["size"])
@@ -125,6 +132,8 @@ def _params(scope: dict) -> dict:
 
 
 def _rebuild_native_op(factory: str, params: dict) -> NativeOp:
+    if factory == "Compose":
+        return Compose(**params)
     if factory not in ("imagenet_train", "imagenet_eval"):
         raise ValueError(f"unknown rf.vision preset {factory!r}")
     return globals()[factory](**params)
@@ -234,3 +243,28 @@ def _numpy_dtype(dtype: str):
     return np.dtype(dtype)
 
 from recordflow import vision_functional as functional  # noqa: E402, F401  (rf.vision.functional)
+
+# The composable ops (rf.vision.Compose and its ops), defined in vision_compose.py.
+from recordflow.vision_compose import (  # noqa: E402, F401
+    AutoAugment,
+    CenterCrop,
+    ColorJitter,
+    Compose,
+    CutMix,
+    GaussianBlur,
+    Grayscale,
+    MixUp,
+    Normalize,
+    Pad,
+    RandAugment,
+    RandomErasing,
+    RandomGrayscale,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    RandomRotation,
+    RandomVerticalFlip,
+    Resize,
+    Rotate90,
+    ToDtype,
+    TrivialAugmentWide,
+)

@@ -8,15 +8,18 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "columns.h"
 #include "errors.h"
 #include "native_op.h"
 #include "recordflow/image/ops.h"
+#include "recordflow/vision/compose.h"
 #include "recordflow/vision/vision.h"
 
 namespace nb = nanobind;
@@ -81,6 +84,132 @@ vision::CommonOptions Common(int size, const std::string& image_key, const std::
   return c;
 }
 
+std::array<uint8_t, 3> Fill(nb::handle h) {
+  std::array<int, 3> v = nb::cast<std::array<int, 3>>(h);
+  std::array<uint8_t, 3> out{};
+  for (int i = 0; i < 3; ++i) {
+    if (v[i] < 0 || v[i] > 255) throw nb::value_error("fill must be in 0..255");
+    out[i] = static_cast<uint8_t>(v[i]);
+  }
+  return out;
+}
+
+// One op of an rf.vision recipe: (name, parameters) as rf.vision's op classes give them.
+vision::OpSpec ToOpSpec(const std::string& name, nb::dict d) {
+  auto interp = [&]() {
+    return ValueOrThrow(image::ParseInterpolation(nb::cast<std::string>(d["interpolation"])));
+  };
+  if (name == "RandomResizedCrop") {
+    vision::RandomResizedCropOp o;
+    o.height = nb::cast<int>(d["height"]);
+    o.width = nb::cast<int>(d["width"]);
+    auto sc = nb::cast<std::array<double, 2>>(d["scale"]);
+    auto ra = nb::cast<std::array<double, 2>>(d["ratio"]);
+    o.crop.scale = sc;
+    o.crop.ratio = ra;
+    o.interpolation = interp();
+    o.antialias = nb::cast<bool>(d["antialias"]);
+    return o;
+  }
+  if (name == "Resize") {
+    vision::ResizeOp o;
+    o.shorter = nb::cast<int>(d["shorter"]);
+    o.height = nb::cast<int>(d["height"]);
+    o.width = nb::cast<int>(d["width"]);
+    o.max_size = nb::cast<std::optional<int>>(d["max_size"]);
+    o.interpolation = interp();
+    o.antialias = nb::cast<bool>(d["antialias"]);
+    return o;
+  }
+  if (name == "CenterCrop")
+    return vision::CenterCropOp{nb::cast<int>(d["height"]), nb::cast<int>(d["width"])};
+  if (name == "Pad") {
+    vision::PadOp o;
+    auto p = nb::cast<std::array<int, 4>>(d["padding"]);
+    o.left = p[0];
+    o.top = p[1];
+    o.right = p[2];
+    o.bottom = p[3];
+    o.fill = Fill(d["fill"]);
+    o.mode = ValueOrThrow(vision::ParsePadMode(nb::cast<std::string>(d["padding_mode"])));
+    return o;
+  }
+  if (name == "RandomHorizontalFlip")
+    return vision::RandomHorizontalFlipOp{nb::cast<double>(d["p"])};
+  if (name == "RandomVerticalFlip") return vision::RandomVerticalFlipOp{nb::cast<double>(d["p"])};
+  if (name == "RandomRotation") {
+    vision::RandomRotationOp o;
+    auto deg = nb::cast<std::array<double, 2>>(d["degrees"]);
+    o.min_degrees = deg[0];
+    o.max_degrees = deg[1];
+    o.interpolation = interp();
+    o.expand = nb::cast<bool>(d["expand"]);
+    o.fill = Fill(d["fill"]);
+    return o;
+  }
+  if (name == "Rotate90") return vision::Rotate90Op{nb::cast<int>(d["k"])};
+  if (name == "ToDtype") {
+    return vision::ToDtypeOp{
+        ValueOrThrow(image::ParseTensorType(nb::cast<std::string>(d["dtype"]))),
+        nb::cast<bool>(d["scale"])};
+  }
+  if (name == "Normalize") {
+    return vision::NormalizeOp{nb::cast<std::array<float, 3>>(d["mean"]),
+                               nb::cast<std::array<float, 3>>(d["std"])};
+  }
+  auto range = [&](const char* key) -> std::optional<std::array<double, 2>> {
+    return nb::cast<std::optional<std::array<double, 2>>>(d[key]);
+  };
+  auto policy = [&]() {
+    image::PolicyOptions p;
+    p.interpolation = nb::cast<std::string>(d["interpolation"]) == "bilinear"
+                          ? image::AffineInterpolation::kBilinear
+                          : image::AffineInterpolation::kNearest;
+    p.fill = nb::cast<std::vector<double>>(d["fill"]);
+    return p;
+  };
+  if (name == "ColorJitter") {
+    vision::ColorJitterOp o;
+    o.options.brightness = range("brightness");
+    o.options.contrast = range("contrast");
+    o.options.saturation = range("saturation");
+    o.options.hue = range("hue");
+    return o;
+  }
+  if (name == "RandomGrayscale") return vision::RandomGrayscaleOp{nb::cast<double>(d["p"])};
+  if (name == "Grayscale") return vision::GrayscaleOp{};
+  if (name == "GaussianBlur") {
+    vision::GaussianBlurOp o;
+    o.options.kernel_size = nb::cast<std::array<int, 2>>(d["kernel_size"]);
+    o.options.sigma = nb::cast<std::array<double, 2>>(d["sigma"]);
+    return o;
+  }
+  if (name == "RandomErasing") {
+    vision::RandomErasingOp o;
+    o.options.p = nb::cast<double>(d["p"]);
+    o.options.scale = nb::cast<std::array<double, 2>>(d["scale"]);
+    o.options.ratio = nb::cast<std::array<double, 2>>(d["ratio"]);
+    o.options.value = nb::cast<std::vector<double>>(d["value"]);
+    return o;
+  }
+  if (name == "AutoAugment") return vision::AutoAugmentOp{policy()};
+  if (name == "RandAugment") {
+    vision::RandAugmentOp o;
+    o.rand.num_ops = nb::cast<int>(d["num_ops"]);
+    o.rand.magnitude = nb::cast<int>(d["magnitude"]);
+    o.rand.num_magnitude_bins = nb::cast<int>(d["num_magnitude_bins"]);
+    o.options = policy();
+    return o;
+  }
+  if (name == "TrivialAugmentWide") {
+    vision::TrivialAugmentWideOp o;
+    o.trivial.num_magnitude_bins = nb::cast<int>(d["num_magnitude_bins"]);
+    o.options = policy();
+    return o;
+  }
+  throw nb::value_error(("unknown rf.vision op '" + name + "'").c_str());
+}
+
 }  // namespace
 
 void RegisterVision(nb::module_& m) {
@@ -127,6 +256,60 @@ void RegisterVision(nb::module_& m) {
       "size"_a, "resize"_a, "image_key"_a, "label_key"_a, "mean"_a, "std"_a, "dtype"_a, "layout"_a,
       "interpolation"_a, "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a,
       "default_label"_a.none());
+
+  // A recipe of ops -> (op, output height, output width).
+  m.def(
+      "compose",
+      [](nb::list ops, const std::string& image_key, const std::string& label_key,
+         const std::string& label_mode, int num_classes, std::optional<int64_t> default_label,
+         nb::list extra_specs, const std::string& boxes_key, bool boxes_normalized,
+         const std::string& layout, std::optional<uint64_t> seed, bool dct_scaling,
+         uint64_t max_pixels, const std::string& on_corruption, const std::string& name,
+         const std::string& batch_mix, double mix_alpha, int mix_classes) {
+        vision::RecipeOptions o;
+        if (batch_mix == "MixUp") {
+          o.batch_mix.kind = vision::BatchMixKind::kMixUp;
+        } else if (batch_mix == "CutMix") {
+          o.batch_mix.kind = vision::BatchMixKind::kCutMix;
+        }
+        o.batch_mix.alpha = mix_alpha;
+        o.batch_mix.num_classes = mix_classes;
+        for (nb::handle h : ops) {
+          nb::tuple t = nb::cast<nb::tuple>(h);
+          o.ops.push_back(ToOpSpec(nb::cast<std::string>(t[0]), nb::cast<nb::dict>(t[1])));
+        }
+        o.image_key = image_key;
+        o.label_key = label_key;
+        if (label_mode == "none") {
+          o.label_mode = vision::LabelMode::kNone;
+        } else if (label_mode == "int") {
+          o.label_mode = vision::LabelMode::kInt;
+        } else if (label_mode == "multi_hot") {
+          o.label_mode = vision::LabelMode::kMultiHot;
+        } else if (label_mode == "padded") {
+          o.label_mode = vision::LabelMode::kPadded;
+        } else {
+          throw nb::value_error("label_mode must be int, multi_hot or padded");
+        }
+        o.num_classes = num_classes;
+        o.default_label = default_label;
+        o.extra_keys = ToSpecs(extra_specs);
+        o.boxes_key = boxes_key;
+        o.boxes_normalized = boxes_normalized;
+        o.layout = ValueOrThrow(image::ParseLayout(layout));
+        o.seed = seed;
+        o.dct_scaling = dct_scaling;
+        o.max_pixels = max_pixels;
+        o.on_corruption = ValueOrThrow(format::ParseCorruptionPolicy(on_corruption));
+        o.name = name;
+        auto hw = ValueOrThrow(vision::OutputSize(o.ops));
+        return nb::make_tuple(NativeMapOp(ValueOrThrow(vision::Compose(std::move(o)))), hw[0],
+                              hw[1]);
+      },
+      "ops"_a, "image_key"_a, "label_key"_a, "label_mode"_a, "num_classes"_a,
+      "default_label"_a.none(), "extra_specs"_a, "boxes_key"_a, "boxes_normalized"_a, "layout"_a,
+      "seed"_a.none(), "dct_scaling"_a, "max_pixels"_a, "on_corruption"_a, "name"_a, "batch_mix"_a,
+      "mix_alpha"_a, "mix_classes"_a);
 
   // channels: 0 (as stored), 1, 3 or 4; sixteen: uint16 samples (TF's dtype=tf.uint16).
   m.def(

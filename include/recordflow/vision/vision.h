@@ -1,4 +1,5 @@
-// Vision presets: native pipeline maps that turn serialized tf.train.Examples holding encoded
+// Vision presets (recipes of the composable ops of compose.h): native pipeline maps that turn
+// serialized tf.train.Examples holding encoded
 // images into ready-to-train tensors.
 //
 //   ImagenetTrain: parse -> fused JPEG decode of a RandomResizedCrop (DCT-scaled when the
@@ -40,6 +41,7 @@
 #include "recordflow/format/record_reader.h"
 #include "recordflow/image/ops.h"
 #include "recordflow/pipeline/dataset.h"
+#include "recordflow/vision/compose.h"
 
 namespace recordflow::vision {
 
