@@ -31,10 +31,10 @@ import struct
 import uuid
 import zlib
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
+from recordflow import _workers
 from recordflow import stages as _st
 from recordflow.errors import (
     DataLossError,
@@ -565,75 +565,39 @@ class _ChooseRoot(_InputsRoot):
         return s
 
 
-class _MapNode(_Node):
-    def __init__(self, up, stage: _st.Map, ctx: _Ctx):
+class _CallableNode(_Node):
+    """A Python map or filter, run by _workers.CallableStage (the one executor of Python
+    callables: on the consuming thread, on threads, or in worker processes, as the stage's
+    ``workers`` and ``num_parallel`` say), in order. An exception of the callable consumes its
+    element only, as in tf.data (so ignore_errors after it goes on). A checkpoint holds the
+    inputs of the elements in flight (as data): a restore feeds them again."""
+
+    def __init__(self, up, stage, ctx: _Ctx):
         super().__init__(up)
-        self.fn = stage.fn
+        self.stage = stage
+        self.stream = self._make(None)
+
+    def _make(self, state):
+        s = self.stage
+        kind, fn = ("map", s.fn) if isinstance(s, _st.Map) else ("filter", s.predicate)
+        return _workers.CallableStage(kind, fn, s.num_parallel, s.workers, self.up, state,
+                                      continue_after_errors=True)
 
     def __next__(self):
-        return self.fn(next(self.up))
-
-
-class _ParallelMapNode(_Node):
-    """fn on ``parallel`` threads, results in order, at most 2 * parallel in flight. A
-    checkpoint holds the inputs of the elements in flight (as data): a restore submits them
-    again (fn runs again for them)."""
-
-    def __init__(self, up, stage: _st.Map, ctx: _Ctx):
-        super().__init__(up)
-        self.fn, self.n = stage.fn, stage.num_parallel
-        self.pool = ThreadPoolExecutor(max_workers=self.n, thread_name_prefix="rf-map")
-        self.window: collections.deque = collections.deque()  # (input, future); input None:
-        self.ended = False                                     # an error from upstream
-
-    def __next__(self):
-        while not self.ended and len(self.window) < 2 * self.n:
-            try:
-                x = next(self.up)
-            except StopIteration:
-                self.ended = True
-                break
-            except Exception as e:  # in order: after the elements already submitted
-                f: Future = Future()
-                f.set_exception(e)
-                self.window.append((None, f))
-                self.ended = self.ended or getattr(e, "_rf_fatal", False)
-                continue
-            self.window.append((x, self.pool.submit(self.fn, x)))
-        if not self.window:
-            raise StopIteration
-        return self.window.popleft()[1].result()
+        return next(self.stream)
 
     def get_state(self):
-        if any(x is None for x, _ in self.window):
-            raise UnimplementedError("checkpoint(): an error of the stages before a parallel "
-                                     "map is waiting to be raised; take the checkpoint after it")
-        return {"up": self.up.get_state(), "inflight": [x for x, _ in self.window],
-                "ended": self.ended}
+        return {"up": self.up.get_state(), **self.stream.state()}
 
     def set_state(self, state) -> None:
-        for _, f in self.window:
-            f.cancel()
+        self.stream.close()
         self.up.set_state(state["up"])
-        self.ended = bool(state["ended"])
-        self.window = collections.deque((x, self.pool.submit(self.fn, x))
-                                        for x in state["inflight"])
+        self.stream = self._make({"next_index": state["next_index"],
+                                  "pending": list(state["pending"])})
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.stream.close()
         super().close()
-
-
-class _FilterNode(_Node):
-    def __init__(self, up, stage: _st.Filter, ctx: _Ctx):
-        super().__init__(up)
-        self.predicate = stage.predicate
-
-    def __next__(self):
-        while True:
-            x = next(self.up)
-            if self.predicate(x):
-                return x
 
 
 class _BatchNode(_Node):
@@ -1225,7 +1189,7 @@ _ROOTS = {_st.Range: _RangeRoot, _st.Zip: _ZipRoot, _st.SampleFrom: _SampleRoot,
           _st.ChooseFrom: _ChooseRoot}
 
 _NODES = {
-    _st.Filter: _FilterNode, _st.Batch: _BatchNode, _st.Parse: _ParseNode,
+    _st.Filter: _CallableNode, _st.Batch: _BatchNode, _st.Parse: _ParseNode,
     _st.Take: _CountNode, _st.Skip: _CountNode, _st.Prefetch: _PassNode, _st.Shard: _ShardNode,
     _st.Unbatch: _UnbatchNode, _st.PaddedBatch: _PaddedBatchNode,
     _st.Enumerate: _EnumerateNode, _st.TakeWhile: _TakeWhileNode,
@@ -1248,8 +1212,7 @@ def _build(stages: tuple, ctx: _Ctx, upto: int | None = None):  # noqa: C901
     for i in range(native_count, upto):
         s = stages[i]
         if isinstance(s, _st.Map):
-            node = (_MapNode if s.num_parallel in (1, _st.AUTOTUNE) else _ParallelMapNode)(
-                node, s, ctx)
+            node = _CallableNode(node, s, ctx)
         elif isinstance(s, _st.Cache):
             # the cache builds what is before it only when it has to read it
             node = _CacheNode(lambda c, i=i: _build(stages, c, i), s, ctx, i)

@@ -43,7 +43,7 @@ import uuid
 import weakref
 from multiprocessing import connection as _mpc
 
-from recordflow.errors import InvalidArgumentError, MapWorkerError
+from recordflow.errors import InvalidArgumentError, MapWorkerError, UnimplementedError
 
 AUTOTUNE = -1
 WORKER_KINDS = ("auto", "process", "thread", "inline")
@@ -470,8 +470,14 @@ class CallableStage:
     or "filter". ``state``: a ``state()`` of the same stage, from a checkpoint."""
 
     def __init__(self, kind: str, fn, num_parallel: int, workers: str, upstream,
-                 state: dict | None = None):
+                 state: dict | None = None, continue_after_errors: bool = False):
         self._kind, self._fn, self._upstream = kind, fn, upstream
+        # tf.data's semantics (rf.Dataset.ignore_errors): an exception of the callable consumes
+        # its element only, and an upstream exception is raised in order, after the elements
+        # taken before it, and iteration may go on (unless it carries _rf_fatal). Off: the
+        # first exception ends the stage.
+        self._continue = continue_after_errors
+        self._upstream_error: BaseException | None = None
         self._num_parallel, self._workers = num_parallel, workers
         self._pending: dict = {}   # index -> input element, taken and not yet yielded
         self._done: dict = {}      # index -> reply
@@ -569,10 +575,16 @@ class CallableStage:
                 if reply is not None:
                     element = self._pending.pop(self._head)
                     self._head += 1
+                    if self._continue and reply[0] == "err":
+                        error = self._error(*reply[1:])
+                        break
                     keep, value = self._result(reply, element)
                     if keep:
                         return value
                     continue
+                if self._upstream_error is not None and self._head == self._next_in:
+                    error, self._upstream_error = self._upstream_error, None
+                    break
                 if self._exhausted and self._head == self._next_in:
                     self.close()
                     raise StopIteration
@@ -586,12 +598,13 @@ class CallableStage:
             self._failed = True
             self.close()
             raise
+        raise error
 
     def _fill(self) -> None:
         ex = self._executor
         # Inline: no look-ahead (the consumer would compute the next element before returning).
         cap = 1 if ex.kind == "inline" else _PER_WORKER * ex.workers
-        while (not self._exhausted and ex.capacity() > 0
+        while (not self._exhausted and self._upstream_error is None and ex.capacity() > 0
                and self._next_in - self._head < cap):
             if self._replay:
                 element = self._replay.popleft()
@@ -600,6 +613,12 @@ class CallableStage:
                     element = next(self._upstream)
                 except StopIteration:
                     self._exhausted = True
+                    return
+                except Exception as e:
+                    if not self._continue:
+                        raise
+                    self._upstream_error = e
+                    self._exhausted = bool(getattr(e, "_rf_fatal", False))
                     return
             index = self._next_in
             self._next_in += 1
@@ -667,6 +686,10 @@ class CallableStage:
     def state(self) -> dict:
         """The stage's part of a checkpoint: the index of its next output's input, and the
         inputs taken from upstream and not yet yielded (re-fed, in order, on restore)."""
+        if self._upstream_error is not None:
+            raise UnimplementedError(f"checkpoint(): an error of the stages before a "
+                                     f"{self._kind} is waiting to be raised; take the "
+                                     "checkpoint after it")
         pending = [self._pending[i] for i in range(self._head, self._next_in)]
         return {"next_index": self._head, "pending": pending + list(self._replay)}
 
