@@ -46,6 +46,10 @@ struct RemoteOptions {
   // object.
   uint64_t part_size = 8ull << 20;
   int read_ahead_parts = 4;
+  // Opening an s3:// object is one ranged GET of its first `open_read_size` bytes (at most
+  // part_size), which also gives its size and ETag: an object up to this size is read by that
+  // one request; a larger one keeps these bytes until the reader moves past them.
+  uint64_t open_read_size = 256ull << 10;
   // Writes upload parts of this size (S3 multipart minimum is 5 MiB).
   uint64_t upload_part_size = 16ull << 20;
 };
