@@ -111,3 +111,42 @@ def test_global_shuffle_over_s3_coalesces_reads_and_keeps_the_local_order(s3, fa
     # Per object: open (1 GET) and .idx probes/reads, then the records in a few ranged GETs.
     assert st["requests"] <= 10 * len(urls), st["targets"]
     assert st["by_method"].get("GET", 0) < total / 20, st
+
+
+_MEMORY = """
+import json, sys, recordflow as rf
+ds = rf.Dataset.from_files(sys.argv[1:])
+it = ds.iterator(memory_budget=1 << 30)
+n = sum(1 for _ in it)
+m = it.stats()["memory"]
+print(json.dumps([n, m["stages"]["record readers"]["peak"], m["peak"]]))
+"""
+
+
+def test_read_ahead_is_charged_to_the_memory_budget(s3, fault_proxy):
+    # A 20 MB object is read in 8 MiB parts, up to 4 at once: that read-ahead memory is charged
+    # to the iterator's memory account (stage "record readers"), not only the 256 KiB buffer.
+    recs = _records(2000, 10_000)
+    url = s3.url(f"{s3.prefix}/big.tfrecord")
+    _write(url, recs)
+    n, readers_peak, total_peak = _run(_MEMORY, [url], fault_proxy)
+    assert n == len(recs)
+    assert readers_peak >= 8 << 20, readers_peak
+    assert total_peak >= readers_peak
+    assert readers_peak <= 4 * (8 << 20) + (2 << 20), readers_peak
+
+
+def test_part_size_grows_to_16_mib_at_high_latency(s3, fault_proxy):
+    # At 150 ms first-byte latency a 8 MiB part spends a large share of its time waiting: parts
+    # grow to 16 MiB (9 x latency x throughput, capped), so a 40 MB object is the open GET and
+    # 3 part GETs instead of 5.
+    recs = _records(4000, 10_000)  # 40 MB
+    url = s3.url(f"{s3.prefix}/slow.tfrecord")
+    _write(url, recs)
+    fault_proxy.reset()
+    fault_proxy.configure(latency_ms=150)
+    got = _run(_READ, [url], fault_proxy)
+    assert got[0] == len(recs)
+    size = len(recs) * (10_000 + 16)
+    st = fault_proxy.stats()
+    assert st["requests"] == 1 + -(-size // (16 << 20)), st["targets"]

@@ -26,6 +26,17 @@ RemoteRandomAccessFile::~RemoteRandomAccessFile() {
   for (std::thread& t : workers_) t.join();
 }
 
+size_t RemoteRandomAccessFile::buffered_bytes() const {
+  std::lock_guard lock(mu_);
+  uint64_t bytes = head_.size();
+  for (const auto& p : window_) {
+    // A part is charged from when it is scheduled: its buffer is allocated by a worker soon.
+    const uint64_t end = std::min<uint64_t>((p->index + 1) * options_.part_size, size());
+    bytes += p->done ? p->data.size() : (end > p->begin ? end - p->begin : 0);
+  }
+  return static_cast<size_t>(bytes);
+}
+
 bool RemoteRandomAccessFile::sequential_now() const {
   std::lock_guard lock(mu_);
   return sequential_;

@@ -34,6 +34,7 @@ class RemoteRandomAccessFile final : public RandomAccessFile {
   ~RemoteRandomAccessFile() override;
   Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> dst) const override;
   void AdviseSequential() const override;
+  size_t buffered_bytes() const override;
 
  private:
   struct Part {

@@ -352,8 +352,10 @@ class S3FileSystem final : public FileSystem {
         return S3Request(config, "GET", bucket, key, "", {}, std::move(extra));
       });
     };
+    RemoteOptions tuned = options;
+    tuned.part_size = AutotunedPartSize(options);  // the open GET is one more sample
     return std::unique_ptr<RandomAccessFile>(std::make_unique<RemoteRandomAccessFile>(
-        path, info.size, std::move(fetch), options, std::move(head)));
+        path, info.size, std::move(fetch), tuned, std::move(head)));
   }
 
   Result<std::unique_ptr<AtomicFileWriter>> OpenWritable(const std::string& path,
