@@ -150,3 +150,62 @@ def test_part_size_grows_to_16_mib_at_high_latency(s3, fault_proxy):
     size = len(recs) * (10_000 + 16)
     st = fault_proxy.stats()
     assert st["requests"] == 1 + -(-size // (16 << 20)), st["targets"]
+
+
+def _env_without_keys(proxy, home) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AWS_") or k in ("AWS_EC2_METADATA_DISABLED",)}
+    env.update({k: v for k, v in proxy.env.items() if k.startswith("AWS_ENDPOINT")})
+    env.update(HOME=str(home), AWS_REGION="us-east-1")
+    return env
+
+
+def test_aws_profile_from_the_shared_credentials_and_config_files(s3, fault_proxy, tmp_path):
+    # No key in the environment: AWS_PROFILE names a section of ~/.aws/credentials (HOME is a
+    # temporary folder); the region comes from ~/.aws/config's "profile rf" section.
+    import hashlib
+    recs = _records(50, 500)
+    url = s3.url(f"{s3.prefix}/profile.tfrecord")
+    _write(url, recs)
+    aws = tmp_path / ".aws"
+    aws.mkdir()
+    (aws / "credentials").write_text(
+        "[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n"
+        f"[rf]\naws_access_key_id = {s3.env['AWS_ACCESS_KEY_ID']}\n"
+        f"aws_secret_access_key = {s3.env['AWS_SECRET_ACCESS_KEY']}\n")
+    (aws / "config").write_text("[profile rf]\nregion = us-east-1\n")
+    env = _env_without_keys(fault_proxy, tmp_path)
+    env.pop("AWS_REGION")
+    code = "import sys; sys.modules['botocore'] = None\n" + _READ  # the native resolver alone
+    ok = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True,
+                        timeout=120, env=dict(env, AWS_PROFILE="rf"))
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert json.loads(ok.stdout) == [50, hashlib.sha256(b"".join(recs)).hexdigest()]
+    bad = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True,
+                         timeout=120, env=env)  # the default profile's wrong key
+    assert bad.returncode != 0, bad.stdout
+    assert "access denied" in bad.stderr.lower(), bad.stderr[-2000:]
+
+
+def test_botocore_credentials_are_handed_to_the_native_client(s3, fault_proxy, tmp_path):
+    # A credential_process (which only botocore resolves) in the profile: from Python the keys
+    # botocore obtains are passed to the native client, which then reads the object.
+    import hashlib
+
+    import botocore  # noqa: F401  (scripts/setup.sh --test installs it; missing: a failure)
+    recs = _records(50, 500, seed=3)
+    url = s3.url(f"{s3.prefix}/boto.tfrecord")
+    _write(url, recs)
+    helper = tmp_path / "creds.py"
+    helper.write_text("import json\nprint(json.dumps({'Version': 1, 'AccessKeyId': %r, "
+                      "'SecretAccessKey': %r}))\n" % (s3.env["AWS_ACCESS_KEY_ID"],
+                                                      s3.env["AWS_SECRET_ACCESS_KEY"]))
+    aws = tmp_path / ".aws"
+    aws.mkdir()
+    (aws / "config").write_text(
+        f"[profile proc]\nregion = us-east-1\ncredential_process = {sys.executable} {helper}\n")
+    env = dict(_env_without_keys(fault_proxy, tmp_path), AWS_PROFILE="proc")
+    out = subprocess.run([sys.executable, "-c", _READ, url], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout) == [50, hashlib.sha256(b"".join(recs)).hexdigest()]
