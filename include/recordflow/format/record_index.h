@@ -71,6 +71,11 @@ class IndexedRecordReader {
   // between index and file, or a bad CRC; kIOError.
   Result<std::span<const std::byte>> ReadRecord(uint64_t index,
                                                 std::vector<std::byte>* scratch) const;
+  // The payload of record `index` from its framed bytes (entries()[index].size of them, read
+  // by the caller, e.g. within one larger ranged read), checked as ReadRecord checks them.
+  Result<std::span<const std::byte>> CheckRecord(uint64_t index,
+                                                 std::span<const std::byte> framed) const;
+  const io::RandomAccessFile& file() const { return *file_; }
 
  private:
   IndexedRecordReader(std::unique_ptr<io::RandomAccessFile> file, std::vector<IndexEntry> entries);

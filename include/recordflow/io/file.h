@@ -41,6 +41,10 @@ class RandomAccessFile {
   // locally; concurrent ranged GETs of large parts ahead of the reader for remote objects.
   virtual void AdviseSequential() const {}
 
+  // Bytes this file holds in memory on its own (remote: read-ahead parts, scheduled or filled,
+  // and the head of the open request), for the pipeline's memory account. Local files: 0.
+  virtual size_t buffered_bytes() const { return 0; }
+
  protected:
   RandomAccessFile(std::string path, uint64_t size) : path_(std::move(path)), size_(size) {}
 

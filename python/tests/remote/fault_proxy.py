@@ -11,7 +11,7 @@ request, not per TCP segment:
                       answer the next `fail_count` matching requests itself with `fail_status`
                       (503 or 429) and an S3-style SlowDown XML body; the connection stays open
   drop_after_bytes/drop_count
-                      for the next `drop_count` matching requests, forward the status line,
+                      for the next `drop_count` matching responses that reach that size, forward the status line,
                       the headers and `drop_after_bytes` bytes of the body, then close both
                       sockets (a connection reset mid-response)
   match_method/match_path
@@ -279,9 +279,9 @@ class FaultProxy:
                 s.failed += 1
             drop = None
             if fail is None and f.drop_count != 0:
+                # Consumed when a response actually reaches the byte count (below): a response
+                # too short to be cut does not use up a drop.
                 drop = f.drop_after_bytes
-                if f.drop_count > 0:
-                    f.drop_count -= 1
             if f.latency_ms > 0:
                 s.delayed += 1
             return f.latency_ms, f.bandwidth_bps, fail, drop, f.retry_after
@@ -347,10 +347,16 @@ class FaultProxy:
                         "transfer-encoding", "").lower()
                     for piece in _iter_body(upstream, ubuf, rh, until_close=until_close):
                         if drop is not None and sent + len(piece) >= drop:
-                            client.sendall(piece[: drop - sent])
                             with self._lock:
-                                self._stats.dropped += 1
-                                self._stats.response_body_bytes += drop - sent
+                                if self._faults.drop_count == 0:
+                                    drop = None  # the drops asked for happened meanwhile
+                                else:
+                                    if self._faults.drop_count > 0:
+                                        self._faults.drop_count -= 1
+                                    self._stats.dropped += 1
+                                    self._stats.response_body_bytes += drop - sent
+                        if drop is not None and sent + len(piece) >= drop:
+                            client.sendall(piece[: drop - sent])
                             raise _Closed("dropped by fault")
                         step = 16384 if bps else max(len(piece), 1)
                         for off in range(0, len(piece), step):

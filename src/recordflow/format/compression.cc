@@ -40,6 +40,7 @@ class FileInputStream final : public InputStream {
       : file_(std::move(file)), name_(file_->path()) {
     file_->AdviseSequential();
   }
+  size_t buffer_bytes() const override { return file_->buffered_bytes(); }
   // Reads only up to the size the file had at open: a reader sees a snapshot of a file that
   // another process appends to, instead of a record half written past the size it checks
   // lengths against (which would look like truncation). A file that shrinks while it is read

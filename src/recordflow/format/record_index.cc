@@ -170,7 +170,24 @@ Result<std::span<const std::byte>> IndexedRecordReader::ReadRecord(
   if (scratch->size() < e.size) scratch->resize(e.size);
   RF_ASSIGN_OR_RETURN(size_t n, file_->ReadAt(e.offset, std::span(scratch->data(), e.size)));
   if (n < e.size) return DataLossError("truncated record in " + where());
-  const std::byte* header = scratch->data();
+  return CheckRecord(index, std::span<const std::byte>(scratch->data(), e.size));
+}
+
+Result<std::span<const std::byte>> IndexedRecordReader::CheckRecord(
+    uint64_t index, std::span<const std::byte> framed) const {
+  if (index >= entries_.size()) {
+    return OutOfRangeError("record " + std::to_string(index) + " requested from '" + file_->path() +
+                           "', which has " + std::to_string(entries_.size()) + " records");
+  }
+  const IndexEntry& e = entries_[index];
+  auto where = [&] {
+    return "'" + file_->path() + "' at byte offset " + std::to_string(e.offset) +
+           " (record index " + std::to_string(index) + ")";
+  };
+  if (framed.size() < e.size || e.size < kFramingOverhead) {
+    return DataLossError("truncated record in " + where());
+  }
+  const std::byte* header = framed.data();
   if (!HeaderCrcMatches(header)) return DataLossError("length CRC mismatch in " + where());
   uint64_t length = DecodeFixed64(header);
   if (length + kFramingOverhead != e.size) {

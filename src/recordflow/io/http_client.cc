@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -67,6 +68,27 @@ size_t OnUpload(char* dst, size_t size, size_t n, void* user) {
   std::copy_n(t->upload.data() + t->uploaded, want, dst);
   t->uploaded += want;
   return want;
+}
+
+// Running averages (exponential, weight 1/4 for a new sample) of GETs' first-byte latency and
+// transfer rate, for AutotunedPartSize. Guarded by timing_mu.
+std::mutex timing_mu;
+double avg_first_byte_s = -1;
+double avg_bytes_per_s = -1;
+
+void RecordGetTiming(CURL* curl) {
+  curl_off_t first_us = 0, total_us = 0, bytes = 0;
+  if (curl_easy_getinfo(curl, CURLINFO_STARTTRANSFER_TIME_T, &first_us) != CURLE_OK ||
+      curl_easy_getinfo(curl, CURLINFO_TOTAL_TIME_T, &total_us) != CURLE_OK ||
+      curl_easy_getinfo(curl, CURLINFO_SIZE_DOWNLOAD_T, &bytes) != CURLE_OK) {
+    return;
+  }
+  if (bytes < (64 << 10) || total_us <= first_us) return;
+  const double first = static_cast<double>(first_us) / 1e6;
+  const double rate = static_cast<double>(bytes) / (static_cast<double>(total_us - first_us) / 1e6);
+  std::lock_guard lock(timing_mu);
+  avg_first_byte_s = avg_first_byte_s < 0 ? first : 0.75 * avg_first_byte_s + 0.25 * first;
+  avg_bytes_per_s = avg_bytes_per_s < 0 ? rate : 0.75 * avg_bytes_per_s + 0.25 * rate;
 }
 
 struct CurlGlobal {
@@ -150,6 +172,10 @@ Attempt HttpClient::Perform(const HttpRequest& request, const RetryOptions& opti
   const CURLcode rc = curl_easy_perform(curl);
   curl_slist_free_all(headers);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response->status);
+  if (request.method == "GET" && IsSuccess(response->status) &&
+      (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && t.stopped_by_sink))) {
+    RecordGetTiming(curl);
+  }
   Release(curl);
   if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && t.stopped_by_sink)) return {};
   // Malformed URLs and unsupported protocols fail again; every other transport error
@@ -159,6 +185,23 @@ Attempt HttpClient::Perform(const HttpRequest& request, const RetryOptions& opti
   return {IOError(std::string(request.method) + " " + request.url +
                   " failed: " + curl_easy_strerror(rc)),
           retryable};
+}
+
+uint64_t AutotunedPartSize(const RemoteOptions& options) {
+  double first = 0, rate = 0;
+  {
+    std::lock_guard lock(timing_mu);
+    first = avg_first_byte_s;
+    rate = avg_bytes_per_s;
+  }
+  const uint64_t lo = options.part_size;
+  const uint64_t hi = std::max(options.part_size, options.part_size_max);
+  if (first < 0 || rate <= 0) return lo;  // nothing measured yet
+  const double want = 9.0 * first * rate;
+  if (want <= static_cast<double>(lo)) return lo;
+  if (want >= static_cast<double>(hi)) return hi;
+  constexpr uint64_t kMiB = 1 << 20;
+  return std::min(hi, (static_cast<uint64_t>(want) + kMiB - 1) / kMiB * kMiB);
 }
 
 bool IsRetryableHttpStatus(long status) { return status >= 500 || status == 408 || status == 429; }

@@ -55,6 +55,12 @@ class HttpClient {
   std::vector<void*> idle_;
 };
 
+// The part size for sequential reads of a newly opened object: `options.part_size` raised (up to
+// `options.part_size_max`, in whole MiB) until the first-byte latency is at most a tenth of a
+// part's time, i.e. part >= 9 x latency x throughput, from running averages of the GETs this
+// process has made (HttpClient records every 2xx GET of 64 KiB or more). Thread-safe.
+uint64_t AutotunedPartSize(const RemoteOptions& options);
+
 // 5xx, 408 and 429 (S3's SlowDown is a 503).
 bool IsRetryableHttpStatus(long status);
 

@@ -6,7 +6,8 @@
 namespace recordflow::io::internal {
 
 Result<size_t> FetchRange(const std::string& url, const RetryOptions& options, uint64_t offset,
-                          std::span<std::byte> dst, const RangeRequestMaker& make) {
+                          std::span<std::byte> dst, const RangeRequestMaker& make,
+                          HttpResponse* last_response) {
   size_t got = 0;
   bool at_end = false;
   auto attempt = [&]() -> Attempt {
@@ -33,6 +34,10 @@ Result<size_t> FetchRange(const std::string& url, const RetryOptions& options, u
     };
     Attempt a = HttpClient::Default().Perform(request, options, &response, sink);
     if (!a.status.ok()) return a;  // transport failure: `got` says where to resume
+    if (last_response != nullptr) {
+      last_response->status = response.status;
+      last_response->headers = response.headers;
+    }
     if (response.status == 416) {
       at_end = true;
       return {};
@@ -56,6 +61,18 @@ Result<size_t> FetchRange(const std::string& url, const RetryOptions& options, u
   if (!s.ok()) return s;
   (void)at_end;
   return got;
+}
+
+std::optional<uint64_t> ContentRangeTotal(std::string_view content_range) {
+  const size_t slash = content_range.rfind('/');
+  if (slash == std::string_view::npos || slash + 1 >= content_range.size()) return std::nullopt;
+  uint64_t total = 0;
+  for (char c : content_range.substr(slash + 1)) {
+    if (c < '0' || c > '9') return std::nullopt;  // "*": unknown
+    if (total > (UINT64_MAX - 9) / 10) return std::nullopt;
+    total = total * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return total;
 }
 
 }  // namespace recordflow::io::internal

@@ -6,10 +6,15 @@
 namespace recordflow::io::internal {
 
 RemoteRandomAccessFile::RemoteRandomAccessFile(std::string url, uint64_t size, RangeFetcher fetch,
-                                               RemoteOptions options)
-    : RandomAccessFile(std::move(url), size), fetch_(std::move(fetch)), options_(options) {
+                                               RemoteOptions options, std::vector<std::byte> head)
+    : RandomAccessFile(std::move(url), size),
+      fetch_(std::move(fetch)),
+      options_(options),
+      head_size_(std::min<uint64_t>(head.size(), size)),
+      head_(std::move(head)) {
   options_.part_size = std::max<uint64_t>(options_.part_size, 64 * 1024);
   options_.read_ahead_parts = std::max(options_.read_ahead_parts, 1);
+  head_.resize(static_cast<size_t>(head_size_));
 }
 
 RemoteRandomAccessFile::~RemoteRandomAccessFile() {
@@ -21,14 +26,35 @@ RemoteRandomAccessFile::~RemoteRandomAccessFile() {
   for (std::thread& t : workers_) t.join();
 }
 
+size_t RemoteRandomAccessFile::buffered_bytes() const {
+  std::lock_guard lock(mu_);
+  uint64_t bytes = head_.size();
+  for (const auto& p : window_) {
+    // A part is charged from when it is scheduled: its buffer is allocated by a worker soon.
+    const uint64_t end = std::min<uint64_t>((p->index + 1) * options_.part_size, size());
+    bytes += p->done ? p->data.size() : (end > p->begin ? end - p->begin : 0);
+  }
+  return static_cast<size_t>(bytes);
+}
+
+bool RemoteRandomAccessFile::sequential_now() const {
+  std::lock_guard lock(mu_);
+  return sequential_;
+}
+
+uint64_t RemoteRandomAccessFile::PartBegin(uint64_t index) const {
+  return std::max(index * options_.part_size, head_size_);
+}
+
 void RemoteRandomAccessFile::AdviseSequential() const {
   std::lock_guard lock(mu_);
-  if (sequential_ || size() <= options_.part_size) {
-    // A one-part object gains nothing from read-ahead threads.
-    return;
-  }
+  if (sequential_ || head_size_ >= size()) return;  // all of it is in memory already
   sequential_ = true;
-  for (int i = 0; i < options_.read_ahead_parts; ++i) workers_.emplace_back([this] { Worker(); });
+  const uint64_t parts = (size() + options_.part_size - 1) / options_.part_size;
+  const uint64_t threads = std::min<uint64_t>(parts, options_.read_ahead_parts);
+  for (uint64_t i = 0; i < threads; ++i) workers_.emplace_back([this] { Worker(); });
+  // The reader starts at the front: fetch the parts after the head now, not at its first miss.
+  Schedule(head_size_ / options_.part_size);
 }
 
 void RemoteRandomAccessFile::Worker() const {
@@ -47,8 +73,9 @@ void RemoteRandomAccessFile::Worker() const {
       }
     }
     part->started = true;
-    const uint64_t start = part->index * options_.part_size;
-    const uint64_t len = std::min<uint64_t>(options_.part_size, size() - start);
+    const uint64_t start = part->begin;
+    const uint64_t end = std::min<uint64_t>((part->index + 1) * options_.part_size, size());
+    const uint64_t len = end > start ? end - start : 0;
     lock.unlock();
     std::vector<std::byte> data;
     Status status;
@@ -83,16 +110,39 @@ void RemoteRandomAccessFile::Schedule(uint64_t first_part) const {
   while (window_.size() < static_cast<size_t>(options_.read_ahead_parts) && next < parts) {
     auto p = std::make_shared<Part>();
     p->index = next++;
+    p->begin = PartBegin(p->index);
     window_.push_back(std::move(p));
     added = true;
   }
   if (added) cv_.notify_all();
 }
 
+size_t RemoteRandomAccessFile::ReadHead(uint64_t offset, std::span<std::byte> dst) const {
+  if (offset >= head_.size()) return 0;
+  const size_t n = std::min<size_t>(dst.size(), head_.size() - static_cast<size_t>(offset));
+  std::memcpy(dst.data(), head_.data() + offset, n);
+  return n;
+}
+
 Result<size_t> RemoteRandomAccessFile::ReadSequential(uint64_t offset,
                                                       std::span<std::byte> dst) const {
   size_t done = 0;
   std::unique_lock lock(mu_);
+  done += ReadHead(offset, dst);
+  if (offset >= head_size_ && !head_.empty()) {
+    // The reader has moved past the head: its memory goes.
+    std::vector<std::byte>().swap(head_);
+  }
+  if (done < dst.size() && offset + done < head_size_) {
+    // Below the parts but the head is gone (a seek back): read those bytes directly.
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(dst.size() - done,
+                                                            head_size_ - (offset + done)));
+    lock.unlock();
+    RF_ASSIGN_OR_RETURN(size_t got, fetch_(offset + done, dst.subspan(done, n)));
+    lock.lock();
+    done += got;
+    if (got < n) return done;
+  }
   while (done < dst.size() && offset + done < size()) {
     const uint64_t pos = offset + done;
     const uint64_t index = pos / options_.part_size;
@@ -104,7 +154,7 @@ Result<size_t> RemoteRandomAccessFile::ReadSequential(uint64_t offset,
       window_.clear();  // a later call starts over (and retries) rather than repeat the error
       return s;
     }
-    const uint64_t in_part = pos - index * options_.part_size;
+    const uint64_t in_part = pos - part->begin;
     if (in_part >= part->data.size()) break;  // the object ended early
     const size_t n = std::min<size_t>(dst.size() - done, part->data.size() - in_part);
     std::memcpy(dst.data() + done, part->data.data() + in_part, n);
@@ -117,13 +167,19 @@ Result<size_t> RemoteRandomAccessFile::ReadAt(uint64_t offset, std::span<std::by
   if (offset >= size()) return size_t{0};
   if (dst.size() > size() - offset) dst = dst.first(static_cast<size_t>(size() - offset));
   if (dst.empty()) return size_t{0};
-  bool sequential;
+  size_t done = 0;
   {
     std::lock_guard lock(mu_);
-    sequential = sequential_;
+    if (!sequential_) {
+      done = ReadHead(offset, dst);
+      if (done == dst.size()) return done;
+      // A random reader elsewhere in the object: the head is no longer worth its memory.
+      if (done == 0 && !head_.empty()) std::vector<std::byte>().swap(head_);
+    }
   }
-  if (sequential) return ReadSequential(offset, dst);
-  return fetch_(offset, dst);
+  if (done == 0 && sequential_now()) return ReadSequential(offset, dst);
+  RF_ASSIGN_OR_RETURN(size_t got, fetch_(offset + done, dst.subspan(done)));
+  return done + got;
 }
 
 }  // namespace recordflow::io::internal

@@ -1,5 +1,7 @@
 // A RandomAccessFile over any object store that can serve byte ranges: direct ranged GETs for
 // random reads, and after AdviseSequential() concurrent GETs of large parts ahead of the reader.
+// The bytes the open request already fetched (the object's head, all of a small object) are
+// served from memory, so a small object costs one request in all.
 #pragma once
 
 #include <atomic>
@@ -26,25 +28,35 @@ using RangeFetcher = std::function<Result<size_t>(uint64_t offset, std::span<std
 // Thread safety: thread-safe. Lifetime: joins its read-ahead threads on destruction.
 class RemoteRandomAccessFile final : public RandomAccessFile {
  public:
-  RemoteRandomAccessFile(std::string url, uint64_t size, RangeFetcher fetch, RemoteOptions options);
+  // `head`: bytes [0, head.size()) of the object, fetched when it was opened (may be empty).
+  RemoteRandomAccessFile(std::string url, uint64_t size, RangeFetcher fetch, RemoteOptions options,
+                         std::vector<std::byte> head = {});
   ~RemoteRandomAccessFile() override;
   Result<size_t> ReadAt(uint64_t offset, std::span<std::byte> dst) const override;
   void AdviseSequential() const override;
+  size_t buffered_bytes() const override;
 
  private:
   struct Part {
     uint64_t index = 0;
+    uint64_t begin = 0;  // object offset of data[0]
     bool done = false;
     bool started = false;
     Status status;
     std::vector<std::byte> data;
   };
   Result<size_t> ReadSequential(uint64_t offset, std::span<std::byte> dst) const;
+  // Copies what of [offset, offset + dst.size()) the head holds; requires mu_.
+  size_t ReadHead(uint64_t offset, std::span<std::byte> dst) const;
+  uint64_t PartBegin(uint64_t index) const;
+  bool sequential_now() const;
   void Schedule(uint64_t first_part) const;  // requires mu_
   void Worker() const;
 
   RangeFetcher fetch_;
   RemoteOptions options_;
+  const uint64_t head_size_;  // parts start after the head, even once it is released
+  mutable std::vector<std::byte> head_;  // released once the reader has moved past it
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   mutable bool sequential_ = false;

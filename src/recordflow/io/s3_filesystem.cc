@@ -5,6 +5,7 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <mutex>
 
 #include "filesystem_internal.h"
@@ -309,8 +310,41 @@ class S3FileSystem final : public FileSystem {
     RF_ASSIGN_OR_RETURN(auto bk, SplitBucketKey(path));
     const S3Config config = resolve_();
     const RemoteOptions options = GetRemoteOptions();
-    RF_ASSIGN_OR_RETURN(FileInfo info, StatWith(config, bk.first, bk.second, path, options));
-    if (info.is_directory) return InvalidArgumentError("'" + path + "' is a prefix, not an object");
+    if (bk.second.empty() || bk.second.back() == '/') {
+      return InvalidArgumentError("'" + path + "' names no object (empty key or ending in '/')");
+    }
+    // No HEAD: the first ranged GET brings the size and ETag (Content-Range) with the first
+    // bytes, so a small object costs one round trip in all.
+    std::vector<std::byte> head(static_cast<size_t>(
+        std::max<uint64_t>(1, std::min(options.open_read_size, options.part_size))));
+    HttpResponse first;
+    Result<size_t> got = FetchRange(
+        path, options.retry, 0, std::span(head),
+        [&](uint64_t a, uint64_t b) {
+          return S3Request(config, "GET", bk.first, bk.second, "", {},
+                           {{"range", "bytes=" + std::to_string(a) + "-" + std::to_string(b)}});
+        },
+        &first);
+    FileInfo info;
+    std::optional<uint64_t> total = ContentRangeTotal(first.Header("content-range"));
+    if (got.ok() && first.status == 200 && first.Header("content-range").empty()) {
+      const std::string length = first.Header("content-length");  // the whole object
+      if (!length.empty()) total = std::strtoull(length.c_str(), nullptr, 10);
+    }
+    if (!got.ok() || !total.has_value() || first.Header("etag").empty()) {
+      // Not found (a prefix?), or an answer without size or ETag: the HEAD path says which.
+      RF_ASSIGN_OR_RETURN(info, StatWith(config, bk.first, bk.second, path, options));
+      if (info.is_directory) {
+        return InvalidArgumentError("'" + path + "' is a prefix, not an object");
+      }
+      if (!got.ok()) return got.status();
+      head.clear();
+    } else {
+      info.size = *total;
+      info.etag = first.Header("etag");
+      head.resize(std::min<size_t>(*got, static_cast<size_t>(std::min<uint64_t>(
+                                               head.size(), info.size))));
+    }
     auto fetch = [config, bucket = bk.first, key = bk.second, url = path, etag = info.etag,
                   retry = options.retry](uint64_t offset, std::span<std::byte> dst) {
       return FetchRange(url, retry, offset, dst, [&](uint64_t first, uint64_t last) {
@@ -320,8 +354,10 @@ class S3FileSystem final : public FileSystem {
         return S3Request(config, "GET", bucket, key, "", {}, std::move(extra));
       });
     };
-    return std::unique_ptr<RandomAccessFile>(
-        std::make_unique<RemoteRandomAccessFile>(path, info.size, std::move(fetch), options));
+    RemoteOptions tuned = options;
+    tuned.part_size = AutotunedPartSize(options);  // the open GET is one more sample
+    return std::unique_ptr<RandomAccessFile>(std::make_unique<RemoteRandomAccessFile>(
+        path, info.size, std::move(fetch), tuned, std::move(head)));
   }
 
   Result<std::unique_ptr<AtomicFileWriter>> OpenWritable(const std::string& path,
