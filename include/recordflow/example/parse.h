@@ -33,8 +33,8 @@ struct FeatureSpec {
 
   static FeatureSpec FixedLen(std::string key, DType dtype, std::vector<int64_t> shape = {},
                               std::optional<Feature> default_value = std::nullopt) {
-    return {std::move(key), Kind::kFixedLen, dtype, std::move(shape), std::move(default_value),
-            false};
+    return {std::move(key),   Kind::kFixedLen,          dtype,
+            std::move(shape), std::move(default_value), false};
   }
   static FeatureSpec VarLen(std::string key, DType dtype) {
     return {std::move(key), Kind::kVarLen, dtype, {}, std::nullopt, false};
@@ -44,8 +44,8 @@ struct FeatureSpec {
   static FeatureSpec FixedLenSequence(std::string key, DType dtype, std::vector<int64_t> shape,
                                       bool allow_missing,
                                       std::optional<Feature> padding = std::nullopt) {
-    return {std::move(key), Kind::kFixedLenSequence, dtype, std::move(shape), std::move(padding),
-            allow_missing};
+    return {std::move(key),   Kind::kFixedLenSequence, dtype,
+            std::move(shape), std::move(padding),      allow_missing};
   }
   // Values per record of a FixedLen feature.
   int64_t num_elements() const;
@@ -100,8 +100,8 @@ struct ParseOptions {
 // Errors (each names the feature key and the record index): kInvalidArgument for a required
 // feature that is missing (FixedLen without a default, FixedLenSequence without allow_missing),
 // a feature of the wrong type, a FixedLen feature with the wrong number of values, or a
-// FixedLenSequence feature whose value count is not a multiple of prod(shape); kDataLoss for malformed protobuf bytes. When several records are bad, the
-// error of the first one is returned.
+// FixedLenSequence feature whose value count is not a multiple of prod(shape); kDataLoss for
+// malformed protobuf bytes. When several records are bad, the error of the first one is returned.
 //
 // Thread safety: thread-safe (Parse is const). Lifetime: independent of the parsed records.
 class ExampleParser {

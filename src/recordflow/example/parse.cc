@@ -195,8 +195,8 @@ Result<ExampleParser> ExampleParser::Create(std::vector<FeatureSpec> specs) {
       }
       int64_t size = static_cast<int64_t>(d.size());
       if (sequence && size != 1) {
-        return InvalidArgumentError(where + ": a FixedLenSequence padding value is one value, not " +
-                                    std::to_string(size));
+        return InvalidArgumentError(
+            where + ": a FixedLenSequence padding value is one value, not " + std::to_string(size));
       }
       if (size != n && size != 1) {
         return InvalidArgumentError(where + ": default value has " + std::to_string(size) +
@@ -343,13 +343,12 @@ Status ExampleParser::Parse(std::span<const std::span<const std::byte>> records,
                 break;
               }
               if (slot.count % stride != 0) {
-                record_error(
-                    r,
-                    InvalidArgumentError("has " + std::to_string(slot.count) +
-                                         " values, not a multiple of the " +
-                                         std::to_string(stride) + " values of one item of shape " +
-                                         ShapeString(spec.shape)),
-                    &spec.key);
+                record_error(r,
+                             InvalidArgumentError(
+                                 "has " + std::to_string(slot.count) +
+                                 " values, not a multiple of the " + std::to_string(stride) +
+                                 " values of one item of shape " + ShapeString(spec.shape)),
+                             &spec.key);
                 break;
               }
             }
@@ -582,69 +581,69 @@ Status SequenceParser::Parse(std::span<const std::span<const std::byte>> records
   };
 
   // Pass 1: locate, check and count.
-  ParallelFor(batch, options.min_records_per_thread, options.max_parallelism,
-              [&](size_t begin, size_t end) {
-                for (size_t r = begin; r < end; ++r) {
-                  SequenceSlot* row = slots.data() + r * k_count;
-                  Status s = internal::VisitFeatureLists(
-                      records[r], [&](std::string_view key, std::span<const std::byte> list) {
-                        auto it = index_.find(key);
-                        if (it == index_.end()) return;
-                        row[it->second].list = list;
-                        row[it->second].present = true;
-                      });
-                  if (!s.ok()) {
-                    record_error(r, s, nullptr, -1);
-                    continue;
-                  }
-                  for (size_t k = 0; k < k_count && s.ok(); ++k) {
-                    const FeatureSpec& spec = specs_[k];
-                    SequenceSlot& slot = row[k];
-                    if (!slot.present && spec.kind == FeatureSpec::Kind::kFixedLenSequence &&
-                        !spec.allow_missing) {
-                      record_error(r,
-                                   InvalidArgumentError(
-                                       "required feature list is missing (a FixedLenSequence "
-                                       "spec without allow_missing)"),
-                                   &spec.key, -1);
-                      break;
-                    }
-                    if (!slot.present) continue;
-                    int64_t step = 0;
-                    s = internal::VisitSteps(slot.list, [&](const FeatureView& view) -> Status {
-                      if (view.kind != ListKind::kNone && view.kind != ListKindFor(spec.dtype)) {
-                        return InvalidArgumentError(
-                            "holds " + std::string(ListKindName(view.kind)) +
-                            " values, but the spec asks for " + std::string(DTypeName(spec.dtype)));
-                      }
-                      uint64_t n = 0;
-                      if (spec.dtype == DType::kBytes && view.kind == ListKind::kBytes) {
-                        RF_RETURN_IF_ERROR(
-                            internal::VisitBytes(view.list, [&](std::span<const std::byte> v) {
-                              ++n;
-                              slot.nbytes += v.size();
-                            }));
-                      } else {
-                        RF_ASSIGN_OR_RETURN(size_t count, internal::CountListValues(view));
-                        n = count;
-                      }
-                      if (spec.kind != FeatureSpec::Kind::kVarLen &&
-                          n != static_cast<uint64_t>(spec.num_elements())) {
-                        return InvalidArgumentError("has " + std::to_string(n) +
-                                                    " values, but the spec's shape " +
-                                                    ShapeString(spec.shape) + " needs " +
-                                                    std::to_string(spec.num_elements()));
-                      }
-                      slot.values += n;
-                      ++slot.steps;
-                      ++step;
-                      return Status::OK();
-                    });
-                    if (!s.ok())
-                      record_error(r, s, &spec.key, s.code() == StatusCode::kDataLoss ? -1 : step);
-                  }
-                }
+  ParallelFor(
+      batch, options.min_records_per_thread, options.max_parallelism,
+      [&](size_t begin, size_t end) {
+        for (size_t r = begin; r < end; ++r) {
+          SequenceSlot* row = slots.data() + r * k_count;
+          Status s = internal::VisitFeatureLists(
+              records[r], [&](std::string_view key, std::span<const std::byte> list) {
+                auto it = index_.find(key);
+                if (it == index_.end()) return;
+                row[it->second].list = list;
+                row[it->second].present = true;
               });
+          if (!s.ok()) {
+            record_error(r, s, nullptr, -1);
+            continue;
+          }
+          for (size_t k = 0; k < k_count && s.ok(); ++k) {
+            const FeatureSpec& spec = specs_[k];
+            SequenceSlot& slot = row[k];
+            if (!slot.present && spec.kind == FeatureSpec::Kind::kFixedLenSequence &&
+                !spec.allow_missing) {
+              record_error(
+                  r,
+                  InvalidArgumentError("required feature list is missing (a FixedLenSequence "
+                                       "spec without allow_missing)"),
+                  &spec.key, -1);
+              break;
+            }
+            if (!slot.present) continue;
+            int64_t step = 0;
+            s = internal::VisitSteps(slot.list, [&](const FeatureView& view) -> Status {
+              if (view.kind != ListKind::kNone && view.kind != ListKindFor(spec.dtype)) {
+                return InvalidArgumentError("holds " + std::string(ListKindName(view.kind)) +
+                                            " values, but the spec asks for " +
+                                            std::string(DTypeName(spec.dtype)));
+              }
+              uint64_t n = 0;
+              if (spec.dtype == DType::kBytes && view.kind == ListKind::kBytes) {
+                RF_RETURN_IF_ERROR(
+                    internal::VisitBytes(view.list, [&](std::span<const std::byte> v) {
+                      ++n;
+                      slot.nbytes += v.size();
+                    }));
+              } else {
+                RF_ASSIGN_OR_RETURN(size_t count, internal::CountListValues(view));
+                n = count;
+              }
+              if (spec.kind != FeatureSpec::Kind::kVarLen &&
+                  n != static_cast<uint64_t>(spec.num_elements())) {
+                return InvalidArgumentError(
+                    "has " + std::to_string(n) + " values, but the spec's shape " +
+                    ShapeString(spec.shape) + " needs " + std::to_string(spec.num_elements()));
+              }
+              slot.values += n;
+              ++slot.steps;
+              ++step;
+              return Status::OK();
+            });
+            if (!s.ok())
+              record_error(r, s, &spec.key, s.code() == StatusCode::kDataLoss ? -1 : step);
+          }
+        }
+      });
   RF_RETURN_IF_ERROR(first_error.Take(options.error_record));
 
   // Between the passes: splits and buffer sizes.

@@ -104,15 +104,14 @@ TEST(FixedLenSequenceTest, InvalidSpecsRejected) {
   EXPECT_FALSE(
       ExampleParser::Create({FeatureSpec::FixedLenSequence("a", DType::kInt64, {2, 0}, true)})
           .ok());
-  EXPECT_FALSE(ExampleParser::Create({FeatureSpec::FixedLenSequence("a", DType::kInt64, {-1},
-                                                                    true)})
-                   .ok());
+  EXPECT_FALSE(
+      ExampleParser::Create({FeatureSpec::FixedLenSequence("a", DType::kInt64, {-1}, true)}).ok());
   // Padding is one value of the spec's type.
-  EXPECT_FALSE(ExampleParser::Create({FeatureSpec::FixedLenSequence(
-                                          "a", DType::kInt64, {2}, true, Feature::Int64s({1, 2}))})
+  EXPECT_FALSE(ExampleParser::Create({FeatureSpec::FixedLenSequence("a", DType::kInt64, {2}, true,
+                                                                    Feature::Int64s({1, 2}))})
                    .ok());
-  EXPECT_FALSE(ExampleParser::Create({FeatureSpec::FixedLenSequence(
-                                          "a", DType::kInt64, {2}, true, Feature::Floats({1}))})
+  EXPECT_FALSE(ExampleParser::Create({FeatureSpec::FixedLenSequence("a", DType::kInt64, {2}, true,
+                                                                    Feature::Floats({1}))})
                    .ok());
 }
 

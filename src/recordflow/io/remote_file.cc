@@ -135,8 +135,8 @@ Result<size_t> RemoteRandomAccessFile::ReadSequential(uint64_t offset,
   }
   if (done < dst.size() && offset + done < head_size_) {
     // Below the parts but the head is gone (a seek back): read those bytes directly.
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(dst.size() - done,
-                                                            head_size_ - (offset + done)));
+    const size_t n =
+        static_cast<size_t>(std::min<uint64_t>(dst.size() - done, head_size_ - (offset + done)));
     lock.unlock();
     RF_ASSIGN_OR_RETURN(size_t got, fetch_(offset + done, dst.subspan(done, n)));
     lock.lock();

@@ -55,7 +55,7 @@ class RemoteRandomAccessFile final : public RandomAccessFile {
 
   RangeFetcher fetch_;
   RemoteOptions options_;
-  const uint64_t head_size_;  // parts start after the head, even once it is released
+  const uint64_t head_size_;             // parts start after the head, even once it is released
   mutable std::vector<std::byte> head_;  // released once the reader has moved past it
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;

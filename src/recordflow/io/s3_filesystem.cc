@@ -5,8 +5,8 @@
 #include <ctime>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 
 #include "filesystem_internal.h"
 #include "http_client.h"
@@ -342,8 +342,8 @@ class S3FileSystem final : public FileSystem {
     } else {
       info.size = *total;
       info.etag = first.Header("etag");
-      head.resize(std::min<size_t>(*got, static_cast<size_t>(std::min<uint64_t>(
-                                               head.size(), info.size))));
+      head.resize(
+          std::min<size_t>(*got, static_cast<size_t>(std::min<uint64_t>(head.size(), info.size))));
     }
     auto fetch = [config, bucket = bk.first, key = bk.second, url = path, etag = info.etag,
                   retry = options.retry](uint64_t offset, std::span<std::byte> dst) {

@@ -60,7 +60,6 @@ struct Recipe {
   std::shared_ptr<internal::BufferPool> outputs;
 };
 
-
 std::string Where(const Element& e, size_t i) {
   if (i >= e.positions.size()) return "record " + std::to_string(i);
   const pipeline::RecordPosition& p = e.positions[i];
@@ -841,8 +840,7 @@ Status Run(const Recipe& r, Element& e, const pipeline::MapContext& context) {
     }
     boxes[i].assign(boxes_col->floats.begin() + b, boxes_col->floats.begin() + end);
   }
-  const size_t per_image =
-      static_cast<size_t>(r.out_w) * r.out_h * 3 * DTypeSize(r.norm.type);
+  const size_t per_image = static_cast<size_t>(r.out_w) * r.out_h * 3 * DTypeSize(r.norm.type);
   Tensor t;
   t.key = o.image_output;
   t.dtype = r.norm.type;

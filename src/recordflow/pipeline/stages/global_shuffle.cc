@@ -87,10 +87,10 @@ class GlobalShuffleIterator final : public RecordIterator {
     if (remote_[f]) {
       if (next_ < window_begin_ || next_ >= window_end_) RF_RETURN_IF_ERROR(FillWindow());
       const Slot& slot = slots_[next_ - window_begin_];
-      RF_ASSIGN_OR_RETURN(data, readers_[f]->CheckRecord(
-                                    local, std::span<const std::byte>(
-                                               ranges_[slot.range].data.data() + slot.offset,
-                                               readers_[f]->entries()[local].size)));
+      RF_ASSIGN_OR_RETURN(
+          data, readers_[f]->CheckRecord(
+                    local, std::span<const std::byte>(ranges_[slot.range].data.data() + slot.offset,
+                                                      readers_[f]->entries()[local].size)));
     } else {
       RF_ASSIGN_OR_RETURN(data, readers_[f]->ReadRecord(local, &scratch_));
     }
@@ -132,7 +132,8 @@ class GlobalShuffleIterator final : public RecordIterator {
     uint64_t offset = 0;  // within the range
   };
 
-  // Fetches the records of the permutation [next_, window_end_) that live in remote files, coalesced.
+  // Fetches the records of the permutation [next_, window_end_) that live in remote files,
+  // coalesced.
   Status FillWindow() {
     window_begin_ = next_;
     window_end_ = next_;
