@@ -188,7 +188,10 @@ TEST(AugmentTest, PolicyMagnitudes) {
   bool saw_rotate = false;
   for (uint64_t seed = 0; seed < 200 && !saw_rotate; ++seed) {
     Rng rng(seed);
-    for (const auto& op : SampleRandAugment(224, 224, {}, rng).value()) {
+    // Held in a named variable: a range-for over a temporary Result's value() would read the
+    // vector after the Result died (ASan: stack-use-after-scope).
+    const std::vector<AppliedOp> ops = SampleRandAugment(224, 224, {}, rng).value();
+    for (const auto& op : ops) {
       if (op.op == AugmentOp::kRotate) {
         saw_rotate = true;
         EXPECT_NEAR(std::abs(op.magnitude), 9.0, 1e-5);
