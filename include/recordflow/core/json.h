@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "recordflow/core/status.h"
+
 namespace recordflow {
 
 // A JSON string literal (with the quotes). Bytes that are not well-formed UTF-8 (see utf8.h)
@@ -47,5 +49,34 @@ class JsonWriter {
 // "[a,b,c]" (kSpaced: "[a, b, c]") from already-encoded JSON values.
 std::string JsonArray(const std::vector<std::string>& items,
                       JsonLayout layout = JsonLayout::kCompact);
+
+// ---- reading --------------------------------------------------------------------------------
+
+// One parsed JSON value: recordflow's one JSON reader (convert's plan, state and summary files and
+// JSONL manifests; GCS answers, token endpoints and key files). Numbers keep their literal text,
+// objects their member order.
+struct JsonValue {
+  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+  Type type = Type::kNull;
+  bool boolean = false;
+  std::string text;  // a string's decoded value, or a number's literal text
+  std::vector<JsonValue> items;
+  // An object's members, in order: names and values side by side (a vector of pairs would need
+  // JsonValue complete here).
+  std::vector<std::string> member_names;
+  std::vector<JsonValue> member_values;
+
+  // The first member named `key`, or nullptr.
+  const JsonValue* Find(std::string_view key) const;
+  // The member `key` as text (a string's value or a number's literal); empty when absent.
+  std::string FindText(std::string_view key) const;
+  bool is_integer() const;  // a number without fraction or exponent
+  int64_t AsInt() const;    // 0 when not an integer
+  double AsDouble() const;
+};
+
+// Parses one JSON document (nesting at most 64 levels). Errors: kInvalidArgument "invalid JSON
+// [in <what>] at byte offset N: <why>", `what` naming where the text came from (a file, a URL).
+Result<JsonValue> ParseJson(std::string_view text, std::string_view what = {});
 
 }  // namespace recordflow

@@ -42,5 +42,31 @@ TEST(JsonWriter, CompactAndSpacedLayouts) {
   EXPECT_EQ(JsonWriter().str(), "{}");
 }
 
+// The one reader: convert's files and manifests, GCS answers and key files.
+TEST(JsonReaderTest, ParsesNestedValuesEscapesAndRejectsGarbage) {
+  auto v = ParseJson(
+      R"({"items":[{"name":"a\/b\u00e9\ud83d\ude00"},{"name":"c"}],"n":"12","k":7,"t":true,"z":null})",
+      "test");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  const JsonValue* items = v->Find("items");
+  ASSERT_NE(items, nullptr);
+  ASSERT_EQ(items->items.size(), 2u);
+  EXPECT_EQ(items->items[0].FindText("name"), "a/b\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(v->FindText("n"), "12");
+  EXPECT_EQ(v->FindText("k"), "7");
+  EXPECT_EQ(v->Find("k")->AsInt(), 7);
+  EXPECT_EQ(v->FindText("t"), "");
+  EXPECT_EQ(v->FindText("missing"), "");
+  EXPECT_TRUE(v->Find("t")->boolean);
+  EXPECT_EQ(v->Find("z")->type, JsonValue::Type::kNull);
+  auto bad = ParseJson(R"({"a": [1, 2)", "answer.json");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("invalid JSON in answer.json at byte offset 11"),
+            std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(ParseJson("[1] x").status().message().find("at byte offset 4: trailing"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace recordflow

@@ -12,7 +12,6 @@
 #include <sstream>
 
 #include "gcs_internal.h"
-#include "gcs_json_internal.h"
 #include "http_client.h"
 #include "recordflow/core/json.h"
 #include "sigv4.h"
@@ -97,8 +96,8 @@ Result<CachedToken> ParseTokenAnswer(const HttpResponse& r, const std::string& s
     std::string why = "HTTP " + std::to_string(r.status);
     Result<JsonValue> j = ParseJson(r.body, "the token endpoint's answer");
     if (j.ok()) {
-      const std::string e = j->GetText("error");
-      const std::string d = j->GetText("error_description");
+      const std::string e = j->FindText("error");
+      const std::string d = j->FindText("error_description");
       if (!e.empty()) why += " " + e;
       if (!d.empty()) why += ": " + d;
     }
@@ -108,10 +107,10 @@ Result<CachedToken> ParseTokenAnswer(const HttpResponse& r, const std::string& s
     return IOError("cannot obtain a GCS access token from " + source + ": " + why);
   }
   RF_ASSIGN_OR_RETURN(JsonValue j, ParseJson(r.body, "the token answer of " + source));
-  const std::string token = j.GetText("access_token");
+  const std::string token = j.FindText("access_token");
   if (token.empty()) return IOError("no access_token in the answer of " + source);
   long expires_in = 3600;
-  const std::string e = j.GetText("expires_in");
+  const std::string e = j.FindText("expires_in");
   if (!e.empty()) expires_in = std::strtol(e.c_str(), nullptr, 10);
   CachedToken t;
   t.header = "Bearer " + token;
@@ -146,9 +145,9 @@ Result<HttpResponse> PostForm(const std::string& url, const std::string& body,
 
 Result<CachedToken> ServiceAccountToken(const JsonValue& key, const std::string& file,
                                         const RetryOptions& retry) {
-  const std::string email = key.GetText("client_email");
-  const std::string pem = key.GetText("private_key");
-  std::string token_uri = key.GetText("token_uri");
+  const std::string email = key.FindText("client_email");
+  const std::string pem = key.FindText("private_key");
+  std::string token_uri = key.FindText("token_uri");
   if (token_uri.empty()) token_uri = kDefaultTokenUri;
   if (email.empty() || pem.empty()) {
     return InvalidArgumentError("service-account key " + file +
@@ -156,7 +155,7 @@ Result<CachedToken> ServiceAccountToken(const JsonValue& key, const std::string&
   }
   const long now = static_cast<long>(std::time(nullptr));
   std::string header = R"({"alg":"RS256","typ":"JWT")";
-  const std::string kid = key.GetText("private_key_id");
+  const std::string kid = key.FindText("private_key_id");
   if (!kid.empty()) header += R"(,"kid":)" + JsonQuote(kid);
   header += "}";
   const std::string claims = R"({"iss":)" + JsonQuote(email) + R"(,"scope":)" + JsonQuote(kScope) +
@@ -177,15 +176,15 @@ Result<CachedToken> ServiceAccountToken(const JsonValue& key, const std::string&
 
 Result<CachedToken> AuthorizedUserToken(const JsonValue& key, const std::string& file,
                                         const RetryOptions& retry) {
-  std::string token_uri = key.GetText("token_uri");
+  std::string token_uri = key.FindText("token_uri");
   if (token_uri.empty()) token_uri = kDefaultTokenUri;
   const std::string source = token_uri + " (refresh token from " + file + ")";
   RF_ASSIGN_OR_RETURN(HttpResponse r,
                       PostForm(token_uri,
                                FormEncode({{"grant_type", "refresh_token"},
-                                           {"client_id", key.GetText("client_id")},
-                                           {"client_secret", key.GetText("client_secret")},
-                                           {"refresh_token", key.GetText("refresh_token")}}),
+                                           {"client_id", key.FindText("client_id")},
+                                           {"client_secret", key.FindText("client_secret")},
+                                           {"refresh_token", key.FindText("refresh_token")}}),
                                retry, source));
   return ParseTokenAnswer(r, source);
 }
@@ -199,7 +198,7 @@ Result<CachedToken> FileToken(const std::string& file, const RetryOptions& retry
   std::stringstream ss;
   ss << in.rdbuf();
   RF_ASSIGN_OR_RETURN(JsonValue key, ParseJson(ss.str(), file));
-  const std::string type = key.GetText("type");
+  const std::string type = key.FindText("type");
   if (type == "service_account") return ServiceAccountToken(key, file, retry);
   if (type == "authorized_user") return AuthorizedUserToken(key, file, retry);
   return InvalidArgumentError("unsupported credentials type '" + type + "' in " + file +

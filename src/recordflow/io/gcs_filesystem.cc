@@ -4,9 +4,9 @@
 #include <cstdlib>
 
 #include "gcs_internal.h"
-#include "gcs_json_internal.h"
 #include "http_client.h"
 #include "object_store_internal.h"
+#include "recordflow/core/json.h"
 #include "remote_file_internal.h"
 #include "sigv4.h"
 
@@ -33,8 +33,8 @@ Status GcsError(const HttpResponse& r, const std::string& url, const std::string
   Status s = HttpErrorStatus(r, url, what);
   Result<JsonValue> j = ParseJson(r.body, "the error answer");
   if (j.ok()) {
-    const JsonValue* e = j->Get("error");
-    const std::string msg = e == nullptr ? "" : e->GetText("message");
+    const JsonValue* e = j->Find("error");
+    const std::string msg = e == nullptr ? "" : e->FindText("message");
     if (!msg.empty()) return Status(s.code(), s.message() + ": " + msg);
   }
   return s;
@@ -352,14 +352,14 @@ class GcsFileSystem final : public FileSystem {
                           Call([&] { return Authorized("GET", url, {}, {}, options.retry); },
                                root + prefix, "list", options.retry));
       RF_ASSIGN_OR_RETURN(JsonValue j, ParseJson(r.body, "the listing of " + root + prefix));
-      if (const JsonValue* items = j.Get("items"); items != nullptr) {
+      if (const JsonValue* items = j.Find("items"); items != nullptr) {
         for (const JsonValue& item : items->items) {
-          const std::string name = item.GetText("name");
+          const std::string name = item.FindText("name");
           // The emulator ignores `prefix` for some names; keep only what was asked for.
           if (!name.empty() && name.starts_with(prefix)) out.push_back(root + name);
         }
       }
-      token = j.GetText("nextPageToken");
+      token = j.FindText("nextPageToken");
       if (token.empty() || (limit > 0 && out.size() >= limit)) break;
     }
     std::sort(out.begin(), out.end());
@@ -389,10 +389,10 @@ class GcsFileSystem final : public FileSystem {
     }
     RF_ASSIGN_OR_RETURN(JsonValue j, ParseJson(r->body, "the metadata of " + url));
     Meta m;
-    const std::string size = j.GetText("size");
+    const std::string size = j.FindText("size");
     m.info.size = size.empty() ? 0 : std::strtoull(size.c_str(), nullptr, 10);
-    m.generation = j.GetText("generation");
-    m.info.etag = j.GetText("etag");
+    m.generation = j.FindText("generation");
+    m.info.etag = j.FindText("etag");
     return m;
   }
 };

@@ -13,7 +13,6 @@
 #include "recordflow/io/dropping_proxy_test_util.h"
 #include "recordflow/io/filesystem.h"
 #include "recordflow/io/gcs_internal.h"
-#include "recordflow/io/gcs_json_internal.h"
 
 namespace recordflow::io {
 namespace {
@@ -247,22 +246,6 @@ TEST_F(GcsIntegrationTest, HmacKeysSignXmlApiRequests) {
   unsetenv("GCS_HMAC_ACCESS_KEY_ID");
   unsetenv("GCS_HMAC_SECRET");
   unsetenv("GCS_XML_ENDPOINT");
-}
-
-TEST(GcsJsonTest, ParsesNestedValuesEscapesAndRejectsGarbage) {
-  auto v = internal::ParseJson(
-      R"({"items":[{"name":"a\/b\u00e9\ud83d\ude00"},{"name":"c"}],"n":"12","t":true,"z":null})",
-      "test");
-  ASSERT_TRUE(v.ok()) << v.status().ToString();
-  const internal::JsonValue* items = v->Get("items");
-  ASSERT_NE(items, nullptr);
-  ASSERT_EQ(items->items.size(), 2u);
-  EXPECT_EQ(items->items[0].GetText("name"), "a/b\xc3\xa9\xf0\x9f\x98\x80");
-  EXPECT_EQ(v->GetText("n"), "12");
-  EXPECT_TRUE(v->Get("t")->boolean);
-  auto bad = internal::ParseJson(R"({"a": [1, 2)", "answer.json");
-  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("answer.json at byte offset"), std::string::npos);
 }
 
 TEST(GcsConfigTest, EmulatorHostWithoutSchemeIsHttpAndHmacSelectsTheXmlApi) {
