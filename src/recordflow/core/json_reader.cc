@@ -22,9 +22,9 @@ class Parser {
 
  private:
   Status Error(std::string_view what) const {
-    return InvalidArgumentError("invalid JSON" +
-                                (what_.empty() ? std::string() : " in " + std::string(what_)) +
-                                " at byte offset " + std::to_string(pos_) + ": " + std::string(what));
+    return InvalidArgumentError(
+        "invalid JSON" + (what_.empty() ? std::string() : " in " + std::string(what_)) +
+        " at byte offset " + std::to_string(pos_) + ": " + std::string(what));
   }
   void SkipSpace() {
     while (pos_ < s_.size() &&
