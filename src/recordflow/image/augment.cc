@@ -21,8 +21,19 @@
 // The per-pixel loops are compiled twice, for x86-64-v3 (AVX2 + FMA) and baseline x86-64, and
 // picked at load time (an ifunc): torchvision's float32 formulas use fused multiply-adds
 // (ATen's vectorised add with alpha), which std::fma reproduces exactly on both, but only the
-// v3 clone has them in hardware. Both clones give the same bits.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// v3 clone has them in hardware. Both clones give the same bits. Not under ThreadSanitizer: the
+// ifunc resolver runs while the dynamic loader relocates, before TSan's runtime is up, and its
+// instrumented code crashes the process at start.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RF_AUGMENT_NO_CLONES 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define RF_AUGMENT_NO_CLONES 1
+#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(RF_AUGMENT_NO_CLONES)
 #define RF_AUGMENT_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define RF_AUGMENT_CLONES
