@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "recordflow/example/composite.h"
 #include "recordflow/example/example.h"
 #include "recordflow/example/parse.h"
 
@@ -54,5 +55,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return new SequenceParser(std::move(p).value());
   }();
   (void)lists->Parse(batch, &columns, options);
+  // SparseFeature / RaggedFeature built from VarLen columns: every partition kind.
+  static const ExampleParser* composite = [] {
+    auto p = ExampleParser::Create({
+        FeatureSpec::VarLen("v", DType::kFloat32),
+        FeatureSpec::VarLen("p", DType::kInt64),
+        FeatureSpec::VarLen("q", DType::kInt64),
+    });
+    return new ExampleParser(std::move(p).value());
+  }();
+  if (composite->Parse(batch, &columns, options).ok()) {
+    const Int64Rows p{columns[1].int64s, columns[1].row_splits};
+    const Int64Rows q{columns[2].int64s, columns[2].row_splits};
+    using Kind = RowPartition::Kind;
+    std::vector<std::vector<int64_t>> levels;
+    for (Kind kind : {Kind::kRowSplits, Kind::kRowLengths, Kind::kRowStarts, Kind::kRowLimits,
+                      Kind::kValueRowIds}) {
+      const std::vector<RowPartition> parts = {
+          {Kind::kUniformRowLength, "", 2}, {kind, "p", 0}, {Kind::kRowLengths, "q", 0}};
+      const std::vector<Int64Rows> cols = {p, q};
+      (void)BuildRaggedRowSplits("r", parts, columns[0].row_splits, cols, {}, &levels);
+    }
+    SparseIndices sparse;
+    const std::vector<Int64Rows> index_cols = {p, q};
+    (void)BuildSparseIndices({"s", {"p", "q"}, "v", {1 << 20, 7}, false}, index_cols,
+                             columns[0].row_splits, 0, &sparse);
+  }
   return 0;
 }

@@ -3,9 +3,10 @@ RaggedFeature (with row partitions), parse_single_example, parse_single_sequence
 decode_raw.
 
 The C++ parser finds, type-checks and counts every key (FixedLenSequenceFeature's item stride
-and required feature lists are checked there); this module shapes its columns into TensorFlow's
-results and checks what only the shaping can see (SparseFeature index counts and ranges, the
-consistency of a RaggedFeature's partitions). Every error names the feature key and the record.
+and required feature lists are checked there); SparseFeature indices (counts, ranges, order) and
+RaggedFeature row partitions are checked and built in C++ for the whole batch, without the GIL
+(recordflow/example/composite.h). This module only hands the columns over and wraps the results.
+Every error names the feature key and the record.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from recordflow import _core
 from recordflow.errors import SchemaError
 from recordflow.example import (
     FixedLen,
@@ -164,26 +166,12 @@ class SparseFeature:
     def _finish(self, key: str, cols: list, batch: int, first: int, sequence: bool) -> Sparse:
         *index_cols, (values, vsplits) = cols
         vsplits = np.asarray(vsplits, np.int64)
-        for k, (idx, splits) in zip(self.index_key, index_cols):
-            if not np.array_equal(splits, vsplits):
-                r = int(np.flatnonzero(np.diff(splits) != np.diff(vsplits))[0])
-                raise SchemaError(f"{_where(k, first + r)}: {int(splits[r + 1] - splits[r])} indices, "
-                                  f"but value feature '{self.value_key}' has "
-                                  f"{int(vsplits[r + 1] - vsplits[r])} values (SparseFeature '{key}')")
-            bad = (idx < 0) | (idx >= self.size[self.index_key.index(k)])
-            if bad.any():
-                j = int(np.flatnonzero(bad)[0])
-                r = int(np.searchsorted(vsplits, j, side="right") - 1)
-                raise SchemaError(f"{_where(k, first + r)}: index {int(idx[j])} is outside "
-                                  f"[0, {self.size[self.index_key.index(k)]}) (SparseFeature '{key}')")
-        n = int(vsplits[-1])
-        rows = np.repeat(np.arange(batch, dtype=np.int64), np.diff(vsplits))
-        indices = np.stack([rows] + [np.asarray(c[0], np.int64) for c in index_cols], axis=1) \
-            if n else np.zeros((0, 1 + len(index_cols)), np.int64)
+        indices, order = _core.sparse_indices(
+            key, [str(k) for k in self.index_key], str(self.value_key), [int(d) for d in self.size],
+            self.already_sorted, [(np.asarray(i, np.int64), np.asarray(s, np.int64)) for i, s in index_cols],
+            vsplits, first)
         values = np.asarray(values)
-        if not self.already_sorted and n:
-            order = np.lexsort(indices.T[::-1])  # stable; the record column is the primary key
-            indices, values = indices[order], values[order]
+        values = values[int(vsplits[0]):int(vsplits[-1])] if order is None else values[order]
         dense_shape = np.array([batch] + [int(d) for d in self.size], np.int64)
         return Sparse(indices, values, dense_shape)
 
@@ -234,40 +222,19 @@ class UniformRowLength:
         return f"UniformRowLength({self.length!r})"
 
 
-def _splits_for(p: Any, v: np.ndarray | None, n: int) -> np.ndarray | str:
-    """One record's row splits for partition p over n inner items, or the reason it cannot be."""
+_PARTITION_KINDS = {"RowSplits": "row_splits", "RowLengths": "row_lengths", "RowStarts": "row_starts",
+                   "RowLimits": "row_limits", "ValueRowIds": "value_rowids"}
+
+
+def _partition_tuple(p: Any) -> tuple:
+    """A partition as the C++ builder takes it: (kind, key, uniform_length)."""
     if isinstance(p, UniformRowLength):
-        if p.length == 0:
-            return np.zeros(1, np.int64) if n == 0 else f"{n} items cannot form rows of length 0"
-        if n % p.length:
-            return f"{n} items are not a multiple of the uniform row length {p.length}"
-        return np.arange(0, n + 1, p.length, dtype=np.int64)
-    if isinstance(p, RowSplits):
-        s = v if len(v) else np.zeros(1, np.int64)  # no splits feature: no rows
-        if s[0] != 0:
-            return "row splits must start with 0"
-    elif isinstance(p, RowLengths):
-        if (v < 0).any():
-            return "row lengths must be >= 0"
-        s = np.concatenate([[0], np.cumsum(v)]).astype(np.int64)
-    elif isinstance(p, RowStarts):
-        if len(v) and v[0] != 0:
-            return "row starts must start with 0"
-        s = np.concatenate([v, [n]]).astype(np.int64)
-    elif isinstance(p, RowLimits):
-        s = np.concatenate([[0], v]).astype(np.int64)
-    else:  # ValueRowIds
-        if len(v) != n:
-            return f"{len(v)} value row ids for {n} items"
-        if len(v) and (v[0] < 0 or (np.diff(v) < 0).any()):
-            return "value row ids must be >= 0 and non-decreasing"
-        rows = int(v[-1]) + 1 if len(v) else 0
-        s = np.concatenate([[0], np.cumsum(np.bincount(v, minlength=rows))]).astype(np.int64)
-    if (np.diff(s) < 0).any():
-        return "rows must not end before they start"
-    if s[-1] != n:
-        return f"the rows cover {int(s[-1])} items, but there are {n}"
-    return s
+        return ("uniform_row_length", "", int(p.length))
+    for cls in type(p).__mro__:
+        if cls.__name__ in _PARTITION_KINDS:
+            return (_PARTITION_KINDS[cls.__name__], str(p.key), 0)
+    raise SchemaError(f"RaggedFeature partition {p!r} is not one of RowSplits, RowLengths, "
+                      "RowStarts, RowLimits, ValueRowIds, UniformRowLength")
 
 
 class RaggedFeature:
@@ -325,9 +292,11 @@ class RaggedFeature:
         if not self.partitions:  # the C++ splits as they are: no per-record work
             splits = [np.asarray(cols[0][2]), np.asarray(cols[0][1])] if sequence else [np.asarray(cols[0][1])]
             return _nest(np.asarray(cols[0][0]), [x.astype(dt) for x in splits])
+        parts = [_partition_tuple(p) for p in self.partitions]
+        pcols = [(np.asarray(c[0], np.int64), np.asarray(c[1], np.int64)) for c in cols[1:]]
         if not sequence:
-            splits = self._unit_splits(key, [c[0] for c in cols], [c[1] for c in cols], batch,
-                                       lambda u: f"feature '{key}' of record {first + u}")
+            splits = _core.ragged_row_splits(key, parts, np.asarray(cols[0][1], np.int64), pcols,
+                                             None, first)
             return _nest(np.asarray(cols[0][0]), [s.astype(dt) for s in splits])
         # A feature list: the partitions apply to each step; records split the steps.
         row_splits = np.asarray(cols[0][2])
@@ -338,45 +307,9 @@ class RaggedFeature:
                 raise SchemaError(f"feature list '{key}' of record {first + r}: partition feature list "
                                   f"'{p.key}' has {int(c[2][r + 1] - c[2][r])} steps, the values "
                                   f"{int(row_splits[r + 1] - row_splits[r])}")
-        steps = int(row_splits[-1])
-
-        def where(u: int) -> str:
-            r = int(np.searchsorted(row_splits, u, side="right") - 1)
-            return f"feature list '{key}' of record {first + r}, step {u - int(row_splits[r])}"
-
-        splits = self._unit_splits(key, [c[0] for c in cols], [c[1] for c in cols], steps, where)
+        splits = _core.ragged_row_splits(key, parts, np.asarray(cols[0][1], np.int64), pcols,
+                                         np.asarray(row_splits, np.int64), first)
         return _nest(np.asarray(cols[0][0]), [row_splits.astype(dt)] + [s.astype(dt) for s in splits])
-
-    def _unit_splits(self, key: str, values: list, unit_splits: list, units: int, where) -> list:
-        """Row splits per level (outermost first, the first splitting units into rows) for values
-        split into units (records, or steps of a feature list) by unit_splits[0]; values[i] /
-        unit_splits[i] for i >= 1 are the partition features, in the order of the partitions
-        that read one."""
-        vsplits = unit_splits[0]
-        parts = iter(zip(values[1:], unit_splits[1:]))
-        pcols = [None if isinstance(p, UniformRowLength) else next(parts) for p in self.partitions]
-        levels: list[list[np.ndarray]] = [[np.zeros(1, np.int64)] for _ in range(len(self.partitions) + 1)]
-        for u in range(units):
-            n = int(vsplits[u + 1] - vsplits[u])
-            inner = []
-            for p, col in zip(reversed(self.partitions), reversed(pcols)):
-                v = None if col is None else np.asarray(col[0][col[1][u]:col[1][u + 1]], np.int64)
-                s = _splits_for(p, v, n)
-                if isinstance(s, str):
-                    what = f"partition {p!r}" if col is None else f"partition feature '{p.key}'"
-                    raise SchemaError(f"{where(u)}: {what}: {s}")
-                inner.append(s)
-                n = len(s) - 1
-            inner.reverse()
-            levels[0].append(np.array([n], np.int64))
-            for level, s in zip(levels[1:], inner):
-                level.append(s[1:])
-        out = []
-        for level in levels:
-            # Each unit's splits continue from where the previous unit's ended.
-            ends = np.cumsum([0] + [int(x[-1]) if len(x) else 0 for x in level[1:]])
-            out.append(np.concatenate([level[0]] + [x + ends[i] for i, x in enumerate(level[1:])]))
-        return out
 
     def __repr__(self) -> str:
         return (f"RaggedFeature({self.dtype!r}, value_key={self.value_key!r}, "

@@ -2,18 +2,21 @@
 // that own recordflow's buffers (no copy of numeric data).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "columns.h"
 #include "errors.h"
 #include "recordflow/core/thread_pool.h"
+#include "recordflow/example/composite.h"
 #include "recordflow/example/example.h"
 #include "recordflow/example/parse.h"
 
@@ -453,6 +456,98 @@ nb::list SerializeColumns(size_t num_rows, nb::list columns, bool sequence_examp
   return result;
 }
 
+using Int64Array = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+std::span<const int64_t> SpanOf(const Int64Array& a) {
+  return {a.data(), static_cast<size_t>(a.shape(0))};
+}
+
+// (values, splits) pairs of int64 arrays -> Int64Rows; `held` keeps the arrays alive.
+std::vector<example::Int64Rows> ToInt64Rows(nb::list columns, std::vector<Int64Array>* held) {
+  std::vector<example::Int64Rows> rows;
+  held->reserve(2 * nb::len(columns));
+  for (nb::handle h : columns) {
+    nb::tuple t = nb::cast<nb::tuple>(h);
+    held->push_back(nb::cast<Int64Array>(t[0]));
+    held->push_back(nb::cast<Int64Array>(t[1]));
+  }
+  for (size_t i = 0; i < held->size(); i += 2) {
+    rows.push_back({SpanOf((*held)[i]), SpanOf((*held)[i + 1])});
+  }
+  return rows;
+}
+
+// RaggedFeature partitions: [(kind, key, uniform_length)], kind one of "row_splits",
+// "row_lengths", "row_starts", "row_limits", "value_rowids", "uniform_row_length".
+nb::list RaggedRowSplits(const std::string& key, nb::list partitions,
+                         const Int64Array& value_splits, nb::list columns,
+                         std::optional<Int64Array> record_splits, uint64_t first_record_index) {
+  using Kind = example::RowPartition::Kind;
+  std::vector<example::RowPartition> parts;
+  for (nb::handle h : partitions) {
+    nb::tuple t = nb::cast<nb::tuple>(h);
+    const std::string kind = nb::cast<std::string>(t[0]);
+    example::RowPartition p;
+    p.kind = kind == "row_splits"     ? Kind::kRowSplits
+             : kind == "row_lengths"  ? Kind::kRowLengths
+             : kind == "row_starts"   ? Kind::kRowStarts
+             : kind == "row_limits"   ? Kind::kRowLimits
+             : kind == "value_rowids" ? Kind::kValueRowIds
+                                      : Kind::kUniformRowLength;
+    if (p.kind == Kind::kUniformRowLength && kind != "uniform_row_length") {
+      throw nb::value_error(("unknown partition kind " + kind).c_str());
+    }
+    p.key = nb::cast<std::string>(t[1]);
+    p.uniform_length = nb::cast<int64_t>(t[2]);
+    parts.push_back(std::move(p));
+  }
+  std::vector<Int64Array> held;
+  std::vector<example::Int64Rows> rows = ToInt64Rows(columns, &held);
+  example::CompositeOptions options;
+  options.first_record_index = first_record_index;
+  if (record_splits) options.record_splits = SpanOf(*record_splits);
+  std::vector<std::vector<int64_t>> levels;
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = example::BuildRaggedRowSplits(key, parts, SpanOf(value_splits), rows, options, &levels);
+  }
+  if (!s.ok()) ThrowSchemaStatus(s);
+  nb::list out;
+  for (auto& level : levels) {
+    const size_t n = level.size();
+    out.append(ToNumpy(std::move(level), {n}));
+  }
+  return out;
+}
+
+// SparseFeature: (indices [n, 1 + dims], order or None); see example::BuildSparseIndices.
+nb::tuple SparseIndices(const std::string& key, std::vector<std::string> index_keys,
+                        const std::string& value_key, std::vector<int64_t> sizes,
+                        bool already_sorted, nb::list index_columns, const Int64Array& value_splits,
+                        uint64_t first_record_index) {
+  example::SparseSpec spec;
+  spec.key = key;
+  spec.index_keys = std::move(index_keys);
+  spec.value_key = value_key;
+  spec.sizes = std::move(sizes);
+  spec.already_sorted = already_sorted;
+  std::vector<Int64Array> held;
+  std::vector<example::Int64Rows> rows = ToInt64Rows(index_columns, &held);
+  example::SparseIndices result;
+  Status s;
+  {
+    nb::gil_scoped_release release;
+    s = example::BuildSparseIndices(spec, rows, SpanOf(value_splits), first_record_index, &result);
+  }
+  if (!s.ok()) ThrowSchemaStatus(s);
+  const size_t width = spec.index_keys.size() + 1;
+  const size_t n = result.indices.size() / width;
+  nb::object order = nb::none();
+  if (!result.order.empty()) order = ToNumpy(std::move(result.order), {n});
+  return nb::make_tuple(ToNumpy(std::move(result.indices), {n, width}), order);
+}
+
 }  // namespace
 
 void RegisterExample(nb::module_& m) {
@@ -496,6 +591,12 @@ void RegisterExample(nb::module_& m) {
         return nb::make_tuple(FromFeatures(std::move(se.context)), lists);
       },
       "record"_a);
+  m.def("ragged_row_splits", &RaggedRowSplits, "key"_a, "partitions"_a, "value_splits"_a,
+        "columns"_a, "record_splits"_a = nb::none(), "first_record_index"_a = 0,
+        "RaggedFeature row splits, outermost first, for a batch; GIL released.");
+  m.def("sparse_indices", &SparseIndices, "key"_a, "index_keys"_a, "value_key"_a, "sizes"_a,
+        "already_sorted"_a, "index_columns"_a, "value_splits"_a, "first_record_index"_a = 0,
+        "SparseFeature indices (and value order) for a batch; GIL released.");
   using PyExampleParser = PyParser<example::ExampleParser>;
   using PySequenceParser = PyParser<example::SequenceParser>;
   nb::class_<PyExampleParser>(m, "ExampleParser")
