@@ -34,7 +34,9 @@ import numpy as np
 from recordflow import _core, _workers
 from recordflow import stages as _st
 from recordflow.errors import InvalidArgumentError, UnimplementedError
-from recordflow.example import FixedLen, Parser, Ragged, VarLen, _specs
+from recordflow.example import FixedLen, Parser, Ragged, VarLen
+from recordflow.example import _Plan as _SpecPlan
+from recordflow.parsing import _unbatch
 from recordflow.stages import _int_arg
 
 AUTOTUNE = _core.AUTOTUNE
@@ -166,9 +168,11 @@ class Dataset:
         which later runs read instead of the input once it is complete)."""
         return self._with(_st.Cache(path))
 
-    def parse(self, spec: Mapping[str, FixedLen | VarLen]) -> "Dataset":
-        """Parses tf.train.Example records with ``spec`` (see rf.parse_example). Before or after
-        batch: a whole batch is parsed at once either way."""
+    def parse(self, spec: Mapping[str, Any]) -> "Dataset":
+        """Parses tf.train.Example records with ``spec`` (see rf.parse_example): rf.FixedLen,
+        rf.VarLen, rf.FixedLenSequenceFeature, rf.SparseFeature, rf.RaggedFeature. Before or
+        after batch: a whole batch is parsed at once either way, and each feature comes out as
+        rf.parse_example gives it (after batch) or rf.parse_single_example (before)."""
         return self._with(_st.Parse(spec))
 
     def map(self, fn: Callable[[Any], Any], num_parallel: int = AUTOTUNE,
@@ -555,8 +559,11 @@ def _lower(stages: tuple) -> _Plan:
         elif isinstance(s, _st.Cache):
             ds = ds.cache(s.path)
         elif isinstance(s, _st.Parse):
-            keys = list(s.spec)
-            ds = ds.parse(_specs(s.spec, "spec"))
+            plan = _SpecPlan(s.spec, "spec")
+            # Shaped features (sparse, ragged with partitions, sequences) leave the engine as
+            # the columns of the keys they read; _to_python builds them.
+            keys = plan if plan.shaped else list(s.spec)
+            ds = ds.parse(plan.specs)
         elif isinstance(s, _st.NativeMap):
             ds = ds.map_native(s.op._core, s.num_parallel)
         elif isinstance(s, _st.Batch):
@@ -574,6 +581,12 @@ def _to_python(element: tuple, keys: list | None):
         keys = names
     if not parsed:
         return payload if batched else payload[0]
+    if isinstance(keys, _SpecPlan):
+        cols = list(payload)
+        first = cols[0] if cols else None
+        rows = (len(first[-1]) - 1 if isinstance(first, tuple) else len(first)) if cols else 0
+        out = keys.finish(cols, rows, 0, False)
+        return out if batched else {k: _unbatch(v) for k, v in out.items()}
     out = {}
     for key, col in zip(keys, payload):
         value = Ragged(*col) if isinstance(col, tuple) else col
@@ -774,7 +787,7 @@ def _python_batch(stage: _st.Batch, stream):
 def _python_parse(stage: _st.Parse, stream):
     parser = Parser(stage.spec)
     return (parser(x) if isinstance(x, list) else
-            {k: (v.values if isinstance(v, Ragged) else v[0]) for k, v in parser([x]).items()}
+            {k: _unbatch(v) for k, v in parser([x]).items()}
             for x in stream)
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from recordflow import _core
 from recordflow.errors import InvalidArgumentError
-from recordflow.example import _specs
+from recordflow.example import _Plan
 from recordflow.vision import NativeOp
 
 AUTOTUNE = _core.AUTOTUNE
@@ -251,14 +251,15 @@ class Cache(Stage):
 # ---------------------------------------------------------------- elements
 @_frozen
 class Parse(Stage):
-    """Parses tf.train.Example records with ``spec`` (feature key -> FixedLen / VarLen)."""
+    """Parses tf.train.Example records with ``spec`` (feature key -> FixedLen / VarLen /
+    rf.FixedLenSequenceFeature / rf.SparseFeature / rf.RaggedFeature)."""
 
     name: ClassVar[str] = "parse"
 
     spec: Mapping = dataclasses.field(hash=False)
 
     def __post_init__(self):
-        _specs(self.spec, "spec")  # a bad spec fails here, naming the key
+        _Plan(self.spec, "spec")  # a bad spec fails here, naming the key
         self._set("spec", dict(self.spec))
 
 

@@ -8,6 +8,9 @@
   size with ``drop_remainder=True``, else None; no batch dimension without ``batch``);
   bytes -> ``tf.string``;
 - VarLen(dtype) -> ``tf.RaggedTensorSpec([batch, None], dtype)`` built from ``row_splits``;
+- rf.SparseFeature -> ``tf.SparseTensor``; rf.RaggedFeature -> ``tf.RaggedTensor`` (one ragged
+  dimension per partition, its ``row_splits_dtype``); rf.FixedLenSequenceFeature -> its padded
+  array (their signature is read from the first element);
 - an unparsed pipeline -> ``tf.string`` records;
 - a native op that declares its outputs (the rf.vision presets) after ``batch`` ->
   ``{"image": TensorSpec([batch, size, size, 3]), "label": TensorSpec([batch], int64)}``.
@@ -35,7 +38,8 @@ import tensorflow as tf
 from recordflow import stages as st
 from recordflow.dataset import INFINITE, Dataset
 from recordflow.errors import UnimplementedError
-from recordflow.example import FixedLen, Ragged
+from recordflow.example import FixedLen, Ragged, VarLen
+from recordflow.parsing import Sparse
 
 __all__ = ["to_tf_dataset", "output_signature"]
 
@@ -74,6 +78,8 @@ def output_signature(dataset: Dataset) -> Any:
                 for key, (shape, dtype) in mapped.outputs.items()}
     if spec is None:
         return tf.TensorSpec(lead, tf.string)
+    if not all(isinstance(s, (FixedLen, VarLen)) for s in spec.values()):
+        return None  # sparse / ragged / sequence features: shapes read from the first element
     sig = {}
     for key, s in spec.items():
         dtype = _TF_DTYPES[s.dtype]
@@ -90,12 +96,20 @@ def output_signature(dataset: Dataset) -> Any:
 def _infer(element: Any) -> Any:
     if isinstance(element, dict):
         return {k: _infer(v) for k, v in element.items()}
+    if isinstance(element, Sparse):
+        return tf.SparseTensorSpec([None] * len(element.dense_shape),
+                                   _dtype(np.asarray(element.values)))
     if isinstance(element, tuple):
         return tuple(_infer(v) for v in element)
     if isinstance(element, Ragged):
-        values = np.asarray(element.values)
-        return tf.RaggedTensorSpec([None, None] + list(values.shape[1:]), _dtype(values),
-                                   ragged_rank=1, row_splits_dtype=tf.int64)
+        values = np.asarray(element.flat_values())
+        rank = 1
+        inner = element.values
+        while isinstance(inner, Ragged):
+            rank, inner = rank + 1, inner.values
+        return tf.RaggedTensorSpec([None] * (rank + 1) + list(values.shape[1:]), _dtype(values),
+                                   ragged_rank=rank,
+                                   row_splits_dtype=tf.as_dtype(element.row_splits.dtype))
     if isinstance(element, (bytes, list)):
         a = np.asarray(element, dtype=object)
         return tf.TensorSpec([None] * a.ndim, tf.string)
@@ -110,10 +124,12 @@ def _dtype(a: np.ndarray):
 def _to_tf(x: Any) -> Any:
     if isinstance(x, dict):
         return {k: _to_tf(v) for k, v in x.items()}
+    if isinstance(x, Sparse):
+        return tf.SparseTensor(x.indices, x.values, x.dense_shape)
     if isinstance(x, tuple):
         return tuple(_to_tf(v) for v in x)
     if isinstance(x, Ragged):
-        return tf.RaggedTensor.from_row_splits(x.values, x.row_splits, validate=False)
+        return tf.RaggedTensor.from_row_splits(_to_tf(x.values), x.row_splits, validate=False)
     if isinstance(x, list):  # unparsed batch of records
         return np.array(x, dtype=object)
     return x

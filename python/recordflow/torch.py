@@ -29,7 +29,11 @@ What becomes of each feature (``keys=`` selects features; the others are dropped
   them with ``keys=`` when the model does not need them;
 - VarLen columns (:class:`recordflow.Ragged`) -> ``ragged="split"`` (default): a
   ``(values, row_splits)`` pair of tensors; ``"dense"``: padded with ``ragged_pad``
-  (``Ragged.to_dense``, a copy); ``"keep"``: the rf.Ragged itself.
+  (``Ragged.to_dense``, a copy); ``"keep"``: the rf.Ragged itself. A nested rf.Ragged
+  (rf.RaggedFeature with partitions) splits into nested pairs; ``"dense"`` refuses it
+  (ValueError: one level of raggedness);
+- rf.SparseFeature (:class:`recordflow.Sparse`) -> ``torch.sparse_coo_tensor`` (bytes values:
+  the Sparse parts, indices and dense_shape as tensors).
 
 Importing this module imports torch; it works without CUDA.
 """
@@ -48,6 +52,7 @@ import torch.utils.data
 from recordflow.dataset import Dataset
 from recordflow.errors import InvalidArgumentError
 from recordflow.example import Ragged
+from recordflow.parsing import Sparse
 from recordflow.sharding import Even, Mode, ShardingPlan, file_counts
 
 __all__ = ["IterableDataset", "Loader", "loader", "to_torch", "distributed_rank"]
@@ -78,8 +83,20 @@ def _convert(x: Any, keys, ragged: str, pad: Any) -> Any:
         if ragged == "keep":
             return x
         if ragged == "dense":
+            if isinstance(x.values, Ragged):
+                raise ValueError("to_torch(ragged='dense'): a nested rf.Ragged (RaggedFeature with "
+                                 "partitions) has more than one ragged dimension; use "
+                                 "ragged='split' or 'keep'")
             return _tensor(x.to_dense(pad))
         return (_convert(x.values, None, ragged, pad), _tensor(x.row_splits))
+    if isinstance(x, Sparse):
+        values = np.asarray(x.values)
+        if values.dtype == object:  # bytes: torch has no tensor for them; the parts as they are
+            return Sparse(_tensor(x.indices), values, _tensor(x.dense_shape))
+        return torch.sparse_coo_tensor(torch.from_numpy(np.ascontiguousarray(x.indices.T)),
+                                       torch.from_numpy(np.ascontiguousarray(values)),
+                                       tuple(int(d) for d in x.dense_shape),
+                                       check_invariants=False)  # indices checked in C++
     if isinstance(x, (list, tuple)):
         return type(x)(_convert(v, None, ragged, pad) for v in x)
     if isinstance(x, np.generic) and x.dtype != object:

@@ -654,12 +654,172 @@ def test_memoryview_bytes_match_copies():
     assert copies["sp"].values[:2].tolist() == [b"yz", b"x"]  # sorted by index
 
 
-def test_dataset_parse_names_the_specs_it_takes(tmp_path):
+# ---- Dataset.parse with every feature kind ----
+
+def _composite_spec():
+    R = rf.RaggedFeature
+    return {
+        "sp": rf.SparseFeature(["idx"], "val", "float32", [13]),
+        "rt": _ragged([R.RowSplits("rt_splits")]),
+        "nested": _ragged([R.UniformRowLength(2), R.RowSplits("rt_splits")]),
+        "rows": _ragged([R.ValueRowIds("rt_rowids")]),
+        "seq": rf.FixedLenSequenceFeature([], "float32", allow_missing=True, default_value=-1.0),
+    }
+
+
+def _composite_records():
+    out = []
+    for r, s in zip(_ragged_inputs(), _sparse_inputs()):
+        e = tf.train.Example.FromString(r)
+        for k, v in tf.train.Example.FromString(s).features.feature.items():
+            e.features.feature[k].CopyFrom(v)
+        out.append(e.SerializeToString())
+    # "seq": 0..i-1, i items in record i.
+    for i, r in enumerate(out):
+        e = tf.train.Example.FromString(r)
+        e.features.feature["seq"].CopyFrom(float_feature(list(range(i))))
+        out[i] = e.SerializeToString()
+    return out
+
+
+def _assert_equal_results(ours, want):
+    assert set(ours) == set(want)
+    for k in want:
+        a, b = ours[k], want[k]
+        assert type(a) is type(b), (k, type(a), type(b))
+        if isinstance(b, rf.Sparse):
+            for x, y in zip(a, b):
+                np.testing.assert_array_equal(x, y, err_msg=k)
+                assert x.dtype == y.dtype, k
+        elif isinstance(b, rf.Ragged):
+            assert a.to_list() == b.to_list(), k
+            assert a.row_splits.dtype == b.row_splits.dtype, k
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=k)
+            assert a.dtype == b.dtype and a.shape == b.shape, k
+
+
+@pytest.mark.parametrize("where", ["engine", "after_map"])
+def test_dataset_parse_sparse_ragged_sequence(tmp_path, where):
+    records = _composite_records()
     path = str(tmp_path / "a.tfrecord")
     with rf.RecordWriter(path) as w:
-        w.write(example({"a": int64_feature([1, 2])}))
-    with pytest.raises(rf.SchemaError, match="'a' must be rf.FixedLen or rf.VarLen"):
-        list(rf.Dataset.from_files(path).parse({"a": rf.FixedLenSequenceFeature([2], "int64", True)}))
+        for r in records:
+            w.write(r)
+    spec = _composite_spec()
+    check_parse(records, {k: v for k, v in spec.items() if k != "seq"})  # TF agrees on the batch
+    ds = rf.Dataset.from_files(path)
+    if where == "after_map":  # the same stages run in Python after a callable
+        ds = ds.map(lambda r: r, workers="inline")
+    # Batched: what rf.parse_example gives for the batch, also across two batches.
+    batches = list(ds.batch(4).parse(spec))
+    assert len(batches) == 1
+    _assert_equal_results(batches[0], rf.parse_example(records, spec))
+    two = list(ds.batch(3).parse(spec))
+    _assert_equal_results(two[1], rf.parse_example(records[3:], spec))
+    # Unbatched: what rf.parse_single_example gives for each record.
+    singles = list(ds.parse(spec))
+    assert len(singles) == 4
+    for r, got in zip(records, singles):
+        _assert_equal_results(got, rf.parse_single_example(r, spec))
+    assert singles[3]["sp"].indices.tolist() == [[0], [3], [9]]
+    assert singles[3]["rt"].to_list() == [[1, 2, -1], [], [8, 9], [5]]
+    # Errors still name the key and the record's place in the batch.
+    bad = rf.Dataset.from_records([example({"val": float_feature([1, 2]), "idx": int64_feature([1])})])
+    with pytest.raises(rf.SchemaError, match="feature 'idx' of record 0: 1 indices, but value "
+                                             "feature 'val' has 2 values"):
+        list(bad.parse({"sp": rf.SparseFeature("idx", "val", "float32", 5)}))
+
+
+def test_dataset_parse_composites_to_torch_and_tf(tmp_path):
+    import torch
+
+    from recordflow.tf import to_tf_dataset
+    from recordflow.torch import to_torch
+    records = _composite_records()
+    path = str(tmp_path / "a.tfrecord")
+    with rf.RecordWriter(path) as w:
+        for r in records:
+            w.write(r)
+    spec = {k: v for k, v in _composite_spec().items() if k != "seq"}
+    ds = rf.Dataset.from_files(path).batch(4).parse(spec)
+    want = tf.io.parse_example(records, tf_specs(spec))
+    # torch: a sparse COO tensor, nested (values, row_splits) pairs; dense refuses nesting.
+    t = to_torch(next(iter(ds)))
+    assert t["sp"].is_sparse
+    np.testing.assert_array_equal(t["sp"].to_dense().numpy(), tf.sparse.to_dense(want["sp"]).numpy())
+    (inner_values, inner_splits), outer_splits = t["nested"]
+    assert isinstance(inner_values[0], torch.Tensor)
+    assert outer_splits.tolist() == want["nested"].row_splits.numpy().tolist()
+    with pytest.raises(ValueError, match="more than one ragged dimension"):
+        to_torch(next(iter(ds)), ragged="dense")
+    bytes_sparse = rf.parse_example(
+        [example({"v": bytes_feature([b"a"]), "i": int64_feature([2])})],
+        {"s": rf.SparseFeature("i", "v", "bytes", 4)})
+    kept = to_torch(bytes_sparse)["s"]
+    assert isinstance(kept, rf.Sparse) and kept.values.tolist() == [b"a"]
+    assert kept.indices.tolist() == [[0, 2]]
+    # tf: SparseTensor and RaggedTensor (row_splits_dtype kept), equal to tf.io's.
+    got = next(iter(to_tf_dataset(ds)))
+    assert isinstance(got["sp"], tf.SparseTensor)
+    for k in spec:
+        assert_same(rf.parse_example(records, spec)[k], want[k], k)
+        if isinstance(want[k], tf.RaggedTensor):
+            assert got[k].to_list() == want[k].to_list(), k
+            assert got[k].row_splits.dtype == want[k].row_splits.dtype, k
+        else:
+            np.testing.assert_array_equal(tf.sparse.to_dense(got[k]).numpy(),
+                                          tf.sparse.to_dense(want[k]).numpy())
+
+
+# ---- more of TensorFlow's RaggedFeature / SparseFeature cases ----
+
+def test_ragged_feature_value_rowids_and_uniform_in_a_large_batch():
+    # testSerializedContainingRaggedFeature's inputs in a batch of 1,024, every partition
+    # kind, and two partitions nested: the batch-at-once C++ path against TF.
+    R = rf.RaggedFeature
+    serialized = _ragged_inputs() * 256
+    check_parse(serialized, {
+        "rt1": _ragged([R.RowSplits("rt_splits")]),
+        "rt2": _ragged([R.RowLengths("rt_lengths")]),
+        "rt3": _ragged([R.RowStarts("rt_starts")]),
+        "rt4": _ragged([R.RowLimits("rt_limits")]),
+        "rt5": _ragged([R.ValueRowIds("rt_rowids")]),
+        "u": _ragged([R.UniformRowLength(2), R.ValueRowIds("rt_rowids")]),
+    })
+
+
+@pytest.mark.parametrize("partition,values,needle", [
+    (rf.RaggedFeature.RowSplits("p"), [1, 2], "partition feature 'p': row splits must start with 0"),
+    (rf.RaggedFeature.RowLengths("p"), [3, -1], "partition feature 'p': row lengths must be >= 0"),
+    (rf.RaggedFeature.RowStarts("p"), [1], "partition feature 'p': row starts must start with 0"),
+    (rf.RaggedFeature.RowLimits("p"), [2, 1], "partition feature 'p': rows must not end before they start"),
+    (rf.RaggedFeature.ValueRowIds("p"), [1, 0], "partition feature 'p': value row ids must be >= 0 "
+                                                "and non-decreasing"),
+    (rf.RaggedFeature.UniformRowLength(3), None, "partition UniformRowLength(3): 2 items are not a "
+                                                 "multiple of the uniform row length 3"),
+])
+def test_bad_partitions_name_key_partition_and_record(partition, values, needle):
+    good = example({})  # no values, no partition: zero rows of every kind
+    bad = {"v": float_feature([1, 2])}
+    if values is not None:
+        bad["p"] = int64_feature(values)
+    spec = {"rt": rf.RaggedFeature("float32", value_key="v", partitions=[partition])}
+    with pytest.raises(rf.SchemaError) as e:
+        rf.parse_example([good, example(bad)], spec)
+    assert "feature 'rt' of record 1: " + needle in str(e.value)
+
+
+def test_sparse_feature_unsorted_in_a_large_batch():
+    # testSerializedContaining3DSparseFeature's inputs in a batch of 1,024, unsorted indices
+    # sorted per record as TF sorts them; already_sorted keeps the record's order.
+    serialized = [
+        example({"val": float_feature([3, 4]), "idx0": int64_feature([5, 10]), "idx1": int64_feature([0, 2])}),
+        example({"val": float_feature([1, 2, -1]), "idx0": int64_feature([9, 0, 9]),
+                 "idx1": int64_feature([2, 1, 0])}),
+    ] * 512
+    check_parse(serialized, {"sp": rf.SparseFeature(["idx0", "idx1"], "val", "float32", [13, 3])})
+    check_parse(serialized, {"sp": rf.SparseFeature(["idx0"], "val", "float32", [13], True)})
 
 
 def test_one_key_read_two_ways_is_refused():
