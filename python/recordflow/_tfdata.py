@@ -53,6 +53,12 @@ _CHAIN_STAGES = (_st.Unbatch, _st.PaddedBatch, _st.Enumerate, _st.TakeWhile, _st
                  _st.FlatMap, _st.Concatenate)
 
 
+# What the plain Iterator runs after a Python callable, checkpoint included: any other stage
+# there (shuffle, repeat, shard, batch, parse, take, skip, cache) makes the Dataset a chain,
+# whose nodes are deterministic for a seed and checkpointable.
+_PLAIN_TAIL = (_st.Map, _st.Filter, _st.Prefetch)
+
+
 def uses_chain(stages: tuple) -> bool:
     """Whether a Dataset of ``stages`` runs through a chain (else: the plain Iterator)."""
     if isinstance(stages[0], _PYTHON_SOURCES):
@@ -62,7 +68,7 @@ def uses_chain(stages: tuple) -> bool:
         if isinstance(s, _CHAIN_STAGES):
             return True
         python = python or not s.native
-        if python and isinstance(s, _st.Cache):
+        if python and not isinstance(s, _PLAIN_TAIL):
             return True
     return False
 
@@ -633,8 +639,8 @@ class _ParseNode(_Node):
         x = next(self.up)
         if isinstance(x, (list, np.ndarray)):
             return self.parser(list(x))
-        return {k: (v.values if isinstance(v, Ragged) else v[0])
-                for k, v in self.parser([x]).items()}
+        from recordflow.parsing import _unbatch
+        return {k: _unbatch(v) for k, v in self.parser([x]).items()}
 
 
 class _CountNode(_Node):
@@ -1224,9 +1230,12 @@ def _build(stages: tuple, ctx: _Ctx, upto: int | None = None):  # noqa: C901
         elif type(s) in _NODES:
             node = _NODES[type(s)](node, s, ctx)
         else:
+            # interleave and global_shuffle order files and records of files; a native op
+            # maps the engine's parsed columns: none has elements of a Python stage to work on.
             raise UnimplementedError(
                 f"{s.name} after a Python stage ({stages[native_count].name}) is not supported: "
-                "put it before the first Python stage, or in the input datasets")
+                f"{s.name} works on the engine's records, not on Python elements: put it before "
+                "the first Python stage, or in the input datasets")
     return node
 
 

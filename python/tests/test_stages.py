@@ -165,8 +165,48 @@ def test_python_tail_runs_the_same_stages_after_a_callable(tmp_path):
     assert "-> python map -> python parse -> python take" in tail.describe()
     # take(-1) after a callable keeps everything, as it does natively.
     assert len(list(rf.Dataset.from_files(paths).map(lambda r: r).take(-1))) == 10
-    with pytest.raises(rf.UnimplementedError, match="shuffle after a Python callable"):
-        iter(rf.Dataset.from_files(paths).map(lambda r: r).shuffle(4))
+
+
+def _ids_of(elements):
+    return [int(x) for e in elements for x in np.atleast_1d(e["id"])]
+
+
+@pytest.mark.parametrize("tail", ["shuffle", "shuffle_repeat", "shard_batch", "batch_take_skip"])
+def test_stages_after_a_python_callable_run_and_checkpoint(tmp_path, tail):
+    # Every stage after a Python map runs (as a _tfdata node), deterministically for a seed,
+    # and the iterator checkpoints and restores at any point.
+    paths = write_files(tmp_path, [9, 6])
+    ds = rf.Dataset.from_files(paths).parse(SPEC).map(_double, workers="inline")
+    doubled = [2 * (f * 1000 + i) for f, n in enumerate([9, 6]) for i in range(n)]
+    if tail == "shuffle":
+        ds, want = ds.shuffle(4, seed=3), sorted(doubled)
+    elif tail == "shuffle_repeat":
+        ds, want = ds.shuffle(5, seed=1).repeat(2), sorted(doubled * 2)
+    elif tail == "shard_batch":
+        ds, want = ds.shard(2, 1).batch(4), doubled[1::2]
+    else:
+        ds, want = ds.batch(2).take(6).skip(1), doubled[2:12]
+    full = _ids_of(ds.iterator(epoch=0))
+    assert (sorted(full) if "shuffle" in tail else full) == want
+    if "shuffle" in tail:
+        assert full != sorted(full)  # shuffled ...
+        assert _ids_of(ds.iterator(epoch=0)) == full  # ... the same way for the same seed
+    elements = list(ds.iterator(epoch=0))
+    for k in (0, 1, len(elements) // 2, len(elements) - 1, len(elements)):
+        it = ds.iterator(epoch=0)
+        head = [next(it) for _ in range(k)]
+        state = it.checkpoint()
+        it.close()
+        assert _ids_of(head) + _ids_of(ds.restore(state)) == full, f"checkpoint after {k}"
+
+
+def test_engine_only_stages_after_a_python_callable_say_why(tmp_path):
+    paths = write_files(tmp_path, [4])
+    ds = rf.Dataset.from_files(paths).map(lambda r: r)
+    for make in (lambda d: d.interleave(2), lambda d: d.global_shuffle(seed=1)):
+        with pytest.raises(rf.UnimplementedError, match="works on the engine's records, not on "
+                                                        "Python elements: put it before"):
+            iter(make(ds))
 
 
 def test_pickled_dataset_keeps_its_stages_and_epoch(tmp_path):
