@@ -43,6 +43,7 @@ from recordflow.errors import (
     UnimplementedError,
 )
 from recordflow.example import Parser, Ragged
+from recordflow.parsing import Sparse
 
 _log = logging.getLogger("recordflow")
 
@@ -75,8 +76,8 @@ def uses_chain(stages: tuple) -> bool:
 
 # ---------------------------------------------------------------- state encoding
 def _pack(x, buffers: list | None = None):
-    """``x`` (an element or a state: dicts, tuples, lists, arrays, Ragged, scalars, bytes,
-    str) as JSON-able values. Numeric arrays become their bytes (base64, or appended to
+    """``x`` (an element or a state: dicts, tuples, lists, arrays, Ragged, Sparse, scalars,
+    bytes, str) as JSON-able values. Numeric arrays become their bytes (base64, or appended to
     ``buffers`` when given); object arrays (strings) their items."""
     if x is None or isinstance(x, (bool, str)):
         return x
@@ -88,6 +89,8 @@ def _pack(x, buffers: list | None = None):
         return {"$b": base64.b64encode(x).decode()}
     if isinstance(x, Mapping):
         return {"$d": [[_pack(k, buffers), _pack(v, buffers)] for k, v in x.items()]}
+    if isinstance(x, Sparse):  # (a tuple: kept apart so that it comes back as rf.Sparse)
+        return {"$sp": [_pack(v, buffers) for v in x]}
     if isinstance(x, tuple):
         return {"$t": [_pack(v, buffers) for v in x]}
     if isinstance(x, list):
@@ -127,6 +130,8 @@ def _unpack(x, buffers: list | None = None):
         return {_unpack(k, buffers): _unpack(v, buffers) for k, v in x["$d"]}
     if "$t" in x:
         return tuple(_unpack(v, buffers) for v in x["$t"])
+    if "$sp" in x:
+        return Sparse(*(_unpack(v, buffers) for v in x["$sp"]))
     if "$r" in x:
         return Ragged(_unpack(x["$r"][0], buffers), _unpack(x["$r"][1], buffers))
     kind = "$s" if "$s" in x else "$a"
