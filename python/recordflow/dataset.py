@@ -34,7 +34,7 @@ import numpy as np
 from recordflow import _core, _workers
 from recordflow import stages as _st
 from recordflow.errors import InvalidArgumentError, UnimplementedError
-from recordflow.example import FixedLen, Parser, Ragged, VarLen
+from recordflow.example import Parser, Ragged
 from recordflow.example import _Plan as _SpecPlan
 from recordflow.parsing import _unbatch
 from recordflow.stages import _int_arg
