@@ -117,18 +117,25 @@ def ops(img, T, F, torch):
 
 
 def dali_ops(img):
-    """DALI CPU pipelines for the ops it has, or {} when nvidia.dali is not installed."""
+    """DALI CPU pipelines (one thread, batches of 32 of the image) for the ops DALI has, with
+    the same parameters, or {} when nvidia.dali is not installed. Random ops draw per sample as
+    rf's do; the policies are DALI's own nvidia.dali.auto_aug (ImageNet AutoAugment,
+    RandAugment(n=2, m=9), TrivialAugmentWide)."""
     try:
+        import nvidia.dali.types as dtypes
         from nvidia.dali import fn as dfn
         from nvidia.dali import pipeline_def
+        from nvidia.dali.auto_aug import augmentations as aug
+        from nvidia.dali.auto_aug import auto_augment, rand_augment, trivial_augment
     except ImportError:
         return {}
     batch = 32
     imgs = [img] * batch
+    h, w = img.shape[:2]
 
     def make(op):
         @pipeline_def(batch_size=batch, num_threads=1, device_id=None, exec_async=False,
-                      exec_pipelined=False)
+                      exec_pipelined=False, enable_conditionals=True, seed=0)
         def p():
             x = dfn.external_source(source=lambda: imgs, layout="HWC")
             return op(x)
@@ -136,15 +143,46 @@ def dali_ops(img):
         pipe.build()
         return lambda: pipe.run(), batch
 
+    def warp(matrix):  # torchvision's affine: nearest, fill 0; matrix built in the pipeline
+        return lambda x: dfn.warp_affine(x, matrix=matrix(), fill_value=0, inverse_map=False,
+                                         interp_type=dtypes.INTERP_NN)
+
+    center = [w / 2, h / 2]
+    u8 = dtypes.UINT8
+    uniform = dfn.random.uniform
     return {
         "adjust_brightness(1.3)": make(lambda x: dfn.brightness(x, brightness=1.3)),
         "adjust_contrast(1.3)": make(lambda x: dfn.contrast(x, contrast=1.3)),
         "adjust_saturation(1.3)": make(lambda x: dfn.saturation(x, saturation=1.3)),
         "adjust_hue(0.1)": make(lambda x: dfn.hue(x, hue=36.0)),
+        "rgb_to_grayscale": make(lambda x: dfn.saturation(x, saturation=0.0)),
         "gaussian_blur(5, 1.0)": make(lambda x: dfn.gaussian_blur(x, window_size=5, sigma=1.0)),
-        "rotate(15)": make(lambda x: dfn.rotate(x, angle=15.0, keep_size=True)),
+        "posterize(4)": make(lambda x: x & dtypes.Constant(0xF0, dtype=u8)),
+        # solarize's DALI magnitude runs 256 -> 0: bin 1 of 3 is threshold 128.
+        "solarize(128)": make(lambda x: aug.solarize(x, magnitude_bin=1, num_magnitude_bins=3)),
+        "invert": make(lambda x: aug.invert(x)),
+        "autocontrast": make(lambda x: aug.auto_contrast(x)),
+        "equalize": make(lambda x: dfn.equalize(x)),
+        # sharpness: factor 1 + magnitude, magnitude 0..0.9 in 10 bins: bin 5 is 1.5.
+        "adjust_sharpness(1.5)": make(lambda x: aug.sharpness(x, magnitude_bin=5,
+                                                              num_magnitude_bins=10)),
+        "rotate(15)": make(lambda x: dfn.rotate(x, angle=15.0, keep_size=True, fill_value=0,
+                                                interp_type=dtypes.INTERP_NN)),
+        "affine shear(17)": make(warp(lambda: dfn.transforms.shear(angles=[17.0, 0.0],
+                                                                     center=center))),
+        "affine translate(20)": make(warp(lambda: dfn.transforms.translation(
+            offset=[20.0, 0.0]))),
+        "ColorJitter(.4,.4,.4,.1)": make(lambda x: dfn.color_twist(
+            x, brightness=uniform(range=[0.6, 1.4]), contrast=uniform(range=[0.6, 1.4]),
+            saturation=uniform(range=[0.6, 1.4]), hue=uniform(range=[-36.0, 36.0]))),
+        "GaussianBlur(5)": make(lambda x: dfn.gaussian_blur(x, window_size=5,
+                                                            sigma=uniform(range=[0.1, 2.0]))),
         "RandomErasing(p=1)": make(lambda x: dfn.erase(x, anchor=(10, 10), shape=(50, 50),
                                                       axis_names="HW")),
+        "AutoAugment": make(lambda x: auto_augment.auto_augment_image_net(x, shape=[h, w])),
+        "RandAugment": make(lambda x: rand_augment.rand_augment(x, n=2, m=9, shape=[h, w])),
+        "TrivialAugmentWide": make(lambda x: trivial_augment.trivial_augment_wide(
+            x, shape=[h, w])),
     }
 
 

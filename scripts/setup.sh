@@ -90,6 +90,9 @@ pip_packages+=("pillow" "scikit-image" "scikit-learn")
 [[ $with_bench == 1 ]] && pip_packages+=("ray[data]")  # bench/spark_bench.py: Ray Data peer
 # bench/suite.py peers: SPDL (threads, FFmpeg decode), Grain on ArrayRecord files.
 [[ $with_bench == 1 ]] && pip_packages+=("spdl" "grain==0.2.*" "array_record")
+# DALI's CPU operators beside recordflow: bench/augment_ops.py's per-op column and
+# bench/bench_randaugment.py's DALI contender (its DataLoader contender uses the torchvision above).
+[[ $with_bench == 1 ]] && pip_packages+=("nvidia-dali-cuda120")
 need_pip=0
 for spec in "${pip_packages[@]}"; do
   name=${spec%%[<>=]*}

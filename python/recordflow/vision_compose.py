@@ -180,7 +180,9 @@ class RandomVerticalFlip(_Op):
 
 class RandomRotation(_Op):
     """torchvision.transforms.v2.RandomRotation: angle uniform in ``degrees`` (a number d means
-    (-d, d)), counter-clockwise about the center; ``center`` must be None."""
+    (-d, d)), counter-clockwise about ``center`` ((x, y) in pixels from the top-left corner;
+    None: the image center). With ``expand`` the output holds the whole rotated image, sized
+    and placed as torchvision's (the center's shift included)."""
 
     def __init__(self, degrees, interpolation="nearest", expand: bool = False, center=None,
                  fill=0):
@@ -189,15 +191,15 @@ class RandomRotation(_Op):
                 raise ValueError("RandomRotation: degrees must be non-negative when a number")
             degrees = (-float(degrees), float(degrees))
         self.degrees = _pair(degrees, "RandomRotation: degrees")
-        if center is not None:
-            raise ValueError("RandomRotation: only center=None (the image center) is supported")
+        self.center = None if center is None else _pair(center, "RandomRotation: center")
         self.interpolation = _interpolation(interpolation, "RandomRotation")
         self.expand = bool(expand)
         self.fill = _fill(fill, "RandomRotation")
 
     def _spec(self):
         return ("RandomRotation", {"degrees": self.degrees, "interpolation": self.interpolation,
-                                   "expand": self.expand, "fill": self.fill})
+                                   "expand": self.expand, "fill": self.fill,
+                                   "center": self.center})
 
 
 class Rotate90(_Op):

@@ -145,6 +145,9 @@ vision::OpSpec ToOpSpec(const std::string& name, nb::dict d) {
     o.interpolation = interp();
     o.expand = nb::cast<bool>(d["expand"]);
     o.fill = Fill(d["fill"]);
+    if (d.contains("center") && !d["center"].is_none()) {
+      o.center = nb::cast<std::array<double, 2>>(d["center"]);
+    }
     return o;
   }
   if (name == "Rotate90") return vision::Rotate90Op{nb::cast<int>(d["k"])};

@@ -320,6 +320,24 @@ def test_random_grayscale_erasing_blur():
     assert fn.gaussian_blur(IMG, 5, 1.0).shape == IMG.shape
 
 
+def test_pointwise_ops_on_views_and_gray_leave_the_input():
+    """invert / posterize / solarize write straight into a new array: the input (a strided
+    view, a 2-D gray image) is left as it was and the output is a new array."""
+    view = IMG[1::2, ::3]
+    before = view.copy()
+    for out, want in [(fn.invert(view), 255 - before),
+                      (fn.posterize(view, 3), before & 0xE0),
+                      (fn.solarize(view, 100), np.where(before >= 100, 255 - before, before))]:
+        assert out.shape == before.shape and out.dtype == np.uint8
+        assert _diff(out, want) == 0
+        assert not np.shares_memory(out, IMG)
+    assert _diff(view, before) == 0
+    gray = IMG[:, :, 0].copy()
+    assert fn.invert(gray).shape == gray.shape and _diff(fn.invert(gray), 255 - gray) == 0
+    with pytest.raises(ValueError, match="threshold"):
+        fn.solarize(IMG, 256)
+
+
 def test_bad_parameters_raise():
     with pytest.raises(ValueError, match="hue_factor"):
         fn.adjust_hue(IMG, 0.6)

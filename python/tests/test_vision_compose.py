@@ -173,6 +173,36 @@ def test_rotation_matches_torchvision(angle, expand):
             assert (d.max(axis=0) > 2).mean() <= 0.01, (interp, fill, d.max())
 
 
+@pytest.mark.parametrize("center", [(10.0, 20.0), (119.5, 0.0), (-15.0, 100.0)])
+@pytest.mark.parametrize("expand", [False, True])
+def test_rotation_about_a_center_matches_torchvision(center, expand):
+    """RandomRotation(center=(x, y)): torchvision's rotate with the same center, its expand
+    size and placement included; same tolerances as about the image center."""
+    base = F.center_crop(_tv(IMG), [90, 120])
+    for angle in (23.0, -71.0):
+        ref_shape = F.rotate(base, angle, expand=expand, center=list(center)).shape
+        crop = [V.CenterCrop((90, 120))]
+        fix = [V.CenterCrop(tuple(ref_shape[1:]))] if expand else []
+        for interp, fill in [("nearest", 0), ("bilinear", (255, 128, 0))]:
+            got = _run(crop + [V.RandomRotation((angle, angle), interpolation=interp,
+                                                expand=expand, center=center, fill=fill)] + fix,
+                       [IMG])["image"][0]
+            ref = F.rotate(base, angle, interpolation=v2.InterpolationMode(interp),
+                           expand=expand, center=list(center),
+                           fill=list(fill) if isinstance(fill, tuple) else fill).numpy()
+            assert got.shape == ref.shape, (angle, expand, got.shape, ref.shape)
+            d = np.abs(got.astype(int) - ref.astype(int))
+            limit = 0 if interp == "nearest" else 2
+            assert (d.max(axis=0) > limit).mean() <= 0.01, (angle, interp, d.max())
+    # Not the same as about the image center (the parameter is used, not dropped).
+    plain = _run([V.CenterCrop((90, 120)), V.RandomRotation((23.0, 23.0))], [IMG])["image"][0]
+    moved = _run([V.CenterCrop((90, 120)), V.RandomRotation((23.0, 23.0), center=center)],
+                 [IMG])["image"][0]
+    assert np.abs(plain.astype(int) - moved.astype(int)).mean() > 5
+    with pytest.raises(ValueError, match="center"):
+        V.Compose([V.RandomRotation(10, center=(float("nan"), 1.0))])
+
+
 @pytest.mark.parametrize("dtype,scale", [("float32", True), ("float32", False), ("float16", True),
                                          ("bfloat16", True), ("uint8", True)])
 def test_to_dtype_and_normalize_match_torchvision(dtype, scale):
@@ -219,6 +249,37 @@ def test_boxes_follow_the_image_like_torchvision_bounding_boxes():
         area = (ref[:, 2] - ref[:, 0]) * (ref[:, 3] - ref[:, 1])
         assert mask.tolist() == (area > 0).int().tolist()
         del fmt
+
+
+@pytest.mark.parametrize("expand", [False, True])
+def test_boxes_follow_a_rotation_about_a_center(expand):
+    """Boxes through RandomRotation(center=...): torchvision's BoundingBoxes to 1e-3 without
+    expand; with expand, where torchvision 0.28 places boxes by the rotated corners' minimum
+    and not where its own image puts the content, the box bounds the rotated content (the
+    white rectangle it was drawn around) as the image shows it."""
+    img = np.zeros((120, 160, 3), np.uint8)
+    img[40:60, 30:70] = 255
+    boxes = np.array([[30, 40, 70, 60]], np.float32)
+    rot = dict(degrees=(30, 30), center=(40.0, 30.0), expand=expand)
+    ops = [V.RandomRotation(**rot)] + ([] if expand else [V.CenterCrop((120, 160))])
+    tv_img = v2.RandomRotation(**rot)(_tv(img))
+    oh, ow = tv_img.shape[-2:]
+    if expand:
+        ops.append(V.CenterCrop((oh, ow)))  # fixes the (already known) size
+    rec = rf.Example({"image/encoded": _png(img), "image/class/label": 0,
+                      "objects/bbox": (boxes / [160, 120, 160, 120]).ravel().tolist()}).serialize()
+    op = V.Compose(ops, boxes_key="objects/bbox", boxes_format="normalized", seed=0)
+    out = next(iter(rf.Dataset.from_records([rec]).batch(1).map(op)))
+    assert out["image"][0].shape[-2:] == (oh, ow)
+    got = np.asarray(out["boxes"].values).reshape(-1, 4) * [ow, oh, ow, oh]
+    ys, xs = np.nonzero(out["image"][0][0] > 128)
+    content = np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1], np.float64)
+    np.testing.assert_allclose(got[0], content, atol=1.5)
+    if not expand:
+        bb = tv_tensors.BoundingBoxes(torch.from_numpy(boxes), format="XYXY",
+                                      canvas_size=(120, 160))
+        _, ref = v2.RandomRotation(**rot)(_tv(img), bb)
+        np.testing.assert_allclose(got, ref.numpy(), atol=1e-3)
 
 
 def test_pixel_boxes_and_multi_label_and_extra_keys():
@@ -298,7 +359,7 @@ def test_bad_parameters_raise_value_error_naming_the_op():
         (lambda: V.Pad((1, 2, 3)), "padding"),
         (lambda: V.Compose([V.CenterCrop(4), V.Pad(1, padding_mode="wrap")]), "padding_mode"),
         (lambda: V.ToDtype("int32"), "dtype"),
-        (lambda: V.RandomRotation(10, center=(1, 1)), "center"),
+        (lambda: V.RandomRotation(10, center=(1, 2, 3)), "center"),
         (lambda: V.Compose([V.CenterCrop(4)], label_mode="multi_hot"), "num_classes"),
     ]
     for make, match in cases:

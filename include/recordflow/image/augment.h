@@ -50,6 +50,12 @@ Result<Image> Posterize(const Image& image, int bits);
 Result<Image> Solarize(const Image& image, double threshold);
 // invert: 255 - x.
 Image Invert(const Image& image);
+// The pointwise ops on n interleaved uint8 samples, `in` to a distinct `out`: the bindings
+// write straight into the output array (no copy of the input, no zero-filled Image), which
+// is most of the cost of an op this cheap.
+Status PosterizeSamples(const uint8_t* in, uint8_t* out, size_t n, int bits);
+Status SolarizeSamples(const uint8_t* in, uint8_t* out, size_t n, double threshold);
+void InvertSamples(const uint8_t* in, uint8_t* out, size_t n);
 // autocontrast: each channel stretched from [min, max] to [0, 255].
 Image AutoContrast(const Image& image);
 // equalize: each channel's histogram equalised (PIL's lookup table, as torchvision v2).

@@ -101,6 +101,8 @@ struct RandomRotationOp {
   image::Interpolation interpolation = image::Interpolation::kNearest;
   bool expand = false;
   std::array<uint8_t, 3> fill = {0, 0, 0};
+  // The rotation's center (x, y) in pixels from the top-left corner; none: the image center.
+  std::optional<std::array<double, 2>> center;
 };
 
 // k quarter turns counter-clockwise (torch.rot90(img, k, dims=(-2, -1)); exact).

@@ -433,27 +433,39 @@ Result<Image> RgbToGrayscale(const Image& image, int num_output_channels) {
   return out;
 }
 
-Result<Image> Posterize(const Image& image, int bits) {
-  RF_RETURN_IF_ERROR(CheckImage(image, "posterize"));
+Status PosterizeSamples(const uint8_t* in, uint8_t* out, size_t n, int bits) {
   if (bits < 0 || bits > 8) {
     return InvalidArgumentError("posterize: bits must be in [0, 8], got " + std::to_string(bits));
   }
-  const auto mask = static_cast<uint8_t>(((1u << bits) - 1u) << (8 - bits));
-  Image out = SameShape(image);
-  PosterizeKernel(image.pixels.data(), out.pixels.data(), image.pixels.size(), mask);
-  return out;
+  PosterizeKernel(in, out, n, static_cast<uint8_t>(((1u << bits) - 1u) << (8 - bits)));
+  return Status::OK();
 }
 
-Result<Image> Solarize(const Image& image, double threshold) {
-  RF_RETURN_IF_ERROR(CheckImage(image, "solarize"));
+Status SolarizeSamples(const uint8_t* in, uint8_t* out, size_t n, double threshold) {
   if (!(threshold >= 0 && threshold <= 255)) {
     return InvalidArgumentError("solarize: threshold " + std::to_string(threshold) +
                                 " is not in [0, 255]");
   }
   // x >= threshold (a real number) <=> x >= ceil(threshold) for integer x.
-  const int t = static_cast<int>(std::ceil(threshold));
+  SolarizeKernel(in, out, n, static_cast<int>(std::ceil(threshold)));
+  return Status::OK();
+}
+
+void InvertSamples(const uint8_t* in, uint8_t* out, size_t n) { InvertKernel(in, out, n); }
+
+Result<Image> Posterize(const Image& image, int bits) {
+  RF_RETURN_IF_ERROR(CheckImage(image, "posterize"));
   Image out = SameShape(image);
-  SolarizeKernel(image.pixels.data(), out.pixels.data(), image.pixels.size(), t);
+  RF_RETURN_IF_ERROR(
+      PosterizeSamples(image.pixels.data(), out.pixels.data(), image.pixels.size(), bits));
+  return out;
+}
+
+Result<Image> Solarize(const Image& image, double threshold) {
+  RF_RETURN_IF_ERROR(CheckImage(image, "solarize"));
+  Image out = SameShape(image);
+  RF_RETURN_IF_ERROR(
+      SolarizeSamples(image.pixels.data(), out.pixels.data(), image.pixels.size(), threshold));
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <numbers>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -171,16 +172,29 @@ Image Rotate90(const Image& in, int k) {
   return out;
 }
 
-// torchvision's output size of rotate(expand=True): the rotated corners' extent, rounded as
-// _compute_affine_output_size does (truncated to 1e-4 first, so that 90 degrees stays exact).
-std::array<int, 2> RotatedSize(int width, int height, double degrees) {
+// The translation (in image-centered pixels) of torchvision's inverse rotation matrix about
+// `center` (pixels from the top-left; none: the image center): t = c - R^-1 c.
+std::array<double, 2> RotationShift(int width, int height, double degrees,
+                                    const std::optional<std::array<double, 2>>& center) {
+  if (!center) return {0.0, 0.0};
+  const double a = degrees * std::numbers::pi / 180.0;
+  const double cs = std::cos(a), sn = std::sin(a);
+  const double cx = (*center)[0] - width * 0.5, cy = (*center)[1] - height * 0.5;
+  return {cx - (cs * cx - sn * cy), cy - (sn * cx + cs * cy)};
+}
+
+// torchvision's output size of rotate(expand=True): the extent of the corners under the
+// inverse matrix (its translation `shift` included), rounded as _compute_affine_output_size
+// does (truncated to 1e-4 first, so that 90 degrees stays exact).
+std::array<int, 2> RotatedSize(int width, int height, double degrees,
+                               std::array<double, 2> shift = {0.0, 0.0}) {
   const double a = degrees * std::numbers::pi / 180.0;
   const double cs = std::cos(a), sn = std::sin(a);
   double lo[2] = {1e300, 1e300}, hi[2] = {-1e300, -1e300};
   for (const auto& [px, py] :
        {std::pair{-0.5, -0.5}, std::pair{-0.5, 0.5}, std::pair{0.5, 0.5}, std::pair{0.5, -0.5}}) {
     const double x = px * width, y = py * height;
-    const double v[2] = {cs * x - sn * y, sn * x + cs * y};
+    const double v[2] = {cs * x - sn * y + shift[0], sn * x + cs * y + shift[1]};
     for (int i = 0; i < 2; ++i) {
       lo[i] = std::min(lo[i], v[i]);
       hi[i] = std::max(hi[i], v[i]);
@@ -200,10 +214,12 @@ std::array<int, 2> RotatedSize(int width, int height, double degrees) {
 // rotation about the image center (grid_sample, align_corners=False, zeros outside), then the
 // fill blended by the sampled coverage, rounded half to even.
 Image RotateImage(const Image& in, double degrees, image::Interpolation interpolation, bool expand,
-                  const std::array<uint8_t, 3>& fill) {
+                  const std::array<uint8_t, 3>& fill,
+                  const std::optional<std::array<double, 2>>& center) {
   int ow = in.width, oh = in.height;
+  const auto shift = RotationShift(in.width, in.height, degrees, center);
   if (expand) {
-    const auto wh = RotatedSize(in.width, in.height, degrees);
+    const auto wh = RotatedSize(in.width, in.height, degrees, shift);
     ow = wh[0];
     oh = wh[1];
   }
@@ -221,8 +237,8 @@ Image RotateImage(const Image& in, double degrees, image::Interpolation interpol
     uint8_t* d = out.row(y);
     for (int x = 0; x < ow; ++x) {
       const double xo = x + 0.5 - ow * 0.5;
-      const double sx = cs * xo - sn * yo + in.width * 0.5 - 0.5;
-      const double sy = sn * xo + cs * yo + in.height * 0.5 - 0.5;
+      const double sx = cs * xo - sn * yo + shift[0] + in.width * 0.5 - 0.5;
+      const double sy = sn * xo + cs * yo + shift[1] + in.height * 0.5 - 0.5;
       if (nearest) {
         const double rx = std::nearbyint(sx), ry = std::nearbyint(sy);
         const bool inside = rx >= 0 && ry >= 0 && rx < in.width && ry < in.height;
@@ -522,12 +538,15 @@ Status ApplyOp(const OpSpec& spec, image::Rng& rng, bool has_boxes, Scratch& s, 
                            : rng.Uniform(op->min_degrees, op->max_degrees);
     RF_RETURN_IF_ERROR(Materialize(st, s));
     const int w = st.width, h = st.height;
-    s.img = RotateImage(s.img, deg, op->interpolation, op->expand, op->fill);
+    s.img = RotateImage(s.img, deg, op->interpolation, op->expand, op->fill, op->center);
     st.width = s.img.width;
     st.height = s.img.height;
     if (has_boxes) {
       const double a = deg * std::numbers::pi / 180.0, cs = std::cos(a), sn = std::sin(a);
-      const double cx = w * 0.5, cy = h * 0.5, ox = st.width * 0.5, oy = st.height * 0.5;
+      // The forward map of the sampling's inverse: o = R (p - t), centered coordinates.
+      const auto t = RotationShift(w, h, deg, op->center);
+      const double cx = w * 0.5 + t[0], cy = h * 0.5 + t[1];
+      const double ox = st.width * 0.5, oy = st.height * 0.5;
       MapBoxCorners(st.boxes, st.width, st.height, [&](double x, double y) {
         const double dx = x - cx, dy = y - cy;
         return std::pair{ox + cs * dx + sn * dy, oy - sn * dx + cs * dy};
@@ -1166,11 +1185,15 @@ Result<std::array<int, 2>> OutputSize(const std::vector<OpSpec>& ops) {
       if (op->interpolation == image::Interpolation::kArea) {
         return InvalidArgumentError(w + ": interpolation must be nearest or bilinear");
       }
+      if (op->center && !(std::isfinite((*op->center)[0]) && std::isfinite((*op->center)[1]))) {
+        return InvalidArgumentError(w + ": center must be two finite numbers");
+      }
       if (op->expand && known) {
         if (op->min_degrees != op->max_degrees) {
           known = false;
         } else {
-          const auto s = RotatedSize(hw[1], hw[0], op->min_degrees);
+          const auto s = RotatedSize(hw[1], hw[0], op->min_degrees,
+                                     RotationShift(hw[1], hw[0], op->min_degrees, op->center));
           hw = {s[1], s[0]};
         }
       }
