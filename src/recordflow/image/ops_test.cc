@@ -163,9 +163,9 @@ TEST_P(FusedCropTest, ExtraColumnsHoldTheCropAtBox) {
   ASSERT_TRUE(full.ok()) << full.status().ToString();
   ImageDecoder decoder;
   bool any_wider = false;
-  for (const Rect& r : {Rect{0, 0, jc.w, jc.h}, Rect{16, 16, 32, 32}, Rect{15, 17, 33, 31},
-                        Rect{jc.w / 3, jc.h / 4, jc.w / 2, jc.h / 2},
-                        Rect{jc.w - 40, 3, 40, jc.h - 3}}) {
+  for (const Rect& r :
+       {Rect{0, 0, jc.w, jc.h}, Rect{16, 16, 32, 32}, Rect{15, 17, 33, 31},
+        Rect{jc.w / 3, jc.h / 4, jc.w / 2, jc.h / 2}, Rect{jc.w - 40, 3, 40, jc.h - 3}}) {
     RegionDecodeOptions o;
     o.crop = r;
     o.allow_extra_columns = true;
