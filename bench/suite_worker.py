@@ -4,7 +4,7 @@
     python bench/suite_worker.py CONTENDER MODE --files F... [--warmup-batches W] [--batches N]
     python bench/suite_worker.py CONTENDER check --files F... --check-out X.npz
 
-CONTENDER: recordflow | tfdata | torch | dali | spdl | grain. MODE: train | eval | check.
+CONTENDER: recordflow | tfdata | torch | dali | spdl | grain | ffcv. MODE: train | eval | check.
 
 Builds the contender's pipeline on the given TFRecord shards (each with FILE.idx), takes the
 first batch (time to first batch, from just before the pipeline is built), consumes W warm-up
@@ -474,9 +474,77 @@ def spdl_stream(files, mode, shuffle, seed=0):
             yield image, label
 
 
+FFCV_JPEG_QUALITY = 90  # FFCV's default and its ImageNet example's setting
+
+
+def ffcv_beton(files: list[str]) -> str:
+    """The same images written once to an FFCV .beton beside the shards (FFCV's DatasetWriter,
+    RGBImageField(write_mode="jpg"): FFCV stores JPEG, re-encoding each decoded image at
+    FFCV_JPEG_QUALITY; no resize, the images are already ImageNet-sized)."""
+    import hashlib
+
+    import numpy as np
+    from ffcv.fields import IntField, RGBImageField
+    from ffcv.writer import DatasetWriter
+    from PIL import Image
+    key = hashlib.sha1("\n".join(os.path.abspath(f) for f in files).encode()).hexdigest()[:12]
+    dst = os.path.join(os.path.dirname(os.path.abspath(files[0])),
+                       f"ffcv-{key}-q{FFCV_JPEG_QUALITY}.beton")
+    if os.path.exists(dst):
+        return dst
+    records = [_parse_image_label(r) for path in files for r in _read_tfrecord_payloads(path)]
+
+    class Source:  # FFCV's writer takes an indexable dataset of tuples, one per field
+        def __len__(self):
+            return len(records)
+
+        def __getitem__(self, i):
+            jpeg, label = records[i]
+            return np.asarray(Image.open(io.BytesIO(jpeg)).convert("RGB")), label
+
+    writer = DatasetWriter(dst + ".tmp", {
+        "image": RGBImageField(write_mode="jpg", jpeg_quality=FFCV_JPEG_QUALITY),
+        "label": IntField()}, num_workers=cores())
+    writer.from_indexed_dataset(Source())
+    os.replace(dst + ".tmp", dst)
+    return dst
+
+
+def ffcv_stream(files, mode, shuffle, seed=0):
+    """FFCV's documented ImageNet practice on the CPU: Loader over the .beton (os_cache=True,
+    ORDER_RANDOM for train, sequential for eval, num_workers = cores), fused
+    RandomResizedCropRGBImageDecoder (scale 0.08-1, ratio 3/4-4/3) + RandomHorizontalFlip +
+    NormalizeImage to float32 HWC; eval: CenterCropRGBImageDecoder(224, ratio 224/256). Batches
+    arrive as NumPy arrays (no ToTensor: no GPU here)."""
+    import numpy as np
+    from ffcv.fields.decoders import (CenterCropRGBImageDecoder, IntDecoder,
+                                      RandomResizedCropRGBImageDecoder)
+    from ffcv.loader import Loader, OrderOption
+    from ffcv.transforms import NormalizeImage, RandomHorizontalFlip
+    beton = ffcv_beton(files)
+    mean = np.array(MEAN) * 255
+    std = np.array(STD) * 255
+    def image_pipeline():  # fresh each time: the Loader takes the decoder out of the list
+        if mode == "train":
+            ops = [RandomResizedCropRGBImageDecoder((SIZE, SIZE)), RandomHorizontalFlip()]
+        else:
+            ops = [CenterCropRGBImageDecoder((SIZE, SIZE), ratio=SIZE / RESIZE)]
+        return ops + [NormalizeImage(mean, std, np.float32)]
+
+    order = OrderOption.RANDOM if mode == "train" else OrderOption.SEQUENTIAL
+    loader = Loader(beton, batch_size=BATCH, num_workers=cores(), os_cache=True, order=order,
+                    seed=seed, drop_last=mode == "train",
+                    pipelines={"image": image_pipeline(), "label": [IntDecoder()]})
+    if len(loader) == 0:
+        raise SystemExit(f"ffcv: {beton} holds fewer than {BATCH} images")
+    while True:  # epochs, as a training loop runs them (the Loader reshuffles each pass)
+        for images, labels in loader:
+            yield images, labels.reshape(-1)  # [B, 1] as IntDecoder gives it
+
+
 STREAMS = {"recordflow": rf_stream, "tfdata": tf_stream, "torch": torch_stream,
            "dali": dali_stream, "grain": grain_stream,
-           "spdl": spdl_stream}
+           "spdl": spdl_stream, "ffcv": ffcv_stream}
 
 
 def batch_len(images) -> int:
@@ -522,7 +590,7 @@ def check(contender: str, files: list[str], out: str) -> dict:
         p = dali_pipeline(first, "eval", 1, batch=CHECK_IMAGES)
         im, lb = p.run()
         ev, evl = im.as_array(), lb.as_array().reshape(-1)
-    elif contender in ("spdl", "grain"):
+    elif contender in ("spdl", "grain", "ffcv"):
         images, labels = next(STREAMS[contender](first, "eval", 1))  # file order in eval mode
         ev, evl = np.asarray(images)[:CHECK_IMAGES], np.asarray(labels)[:CHECK_IMAGES]
     else:
@@ -552,7 +620,9 @@ IMPORTS = {"recordflow": ["recordflow"], "tfdata": ["tensorflow"],
            "dali": ["nvidia.dali", "nvidia.dali.fn", "nvidia.dali.tfrecord"],
            "grain": ["grain", "array_record.python.array_record_module", "PIL.Image",
                      "tensorflow.core.example.example_pb2"],
-           "spdl": ["spdl.io", "spdl.pipeline", "tensorflow.core.example.example_pb2"]}
+           "spdl": ["spdl.io", "spdl.pipeline", "tensorflow.core.example.example_pb2"],
+           "ffcv": ["ffcv.loader", "ffcv.fields.decoders", "ffcv.transforms", "PIL.Image",
+                    "tensorflow.core.example.example_pb2"]}
 
 
 def measure(contender: str, mode: str, files: list[str], warmup: int, batches: int,

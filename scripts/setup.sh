@@ -35,6 +35,8 @@ if [[ $with_test == 1 ]]; then
 fi
 [[ $with_wheel == 1 ]] && apt_packages+=(debootstrap)  # scripts/wheel_test.sh: the clean system
 [[ $with_bench == 1 ]] && apt_packages+=(libturbojpeg0-dev)  # bench/jpeg_decode_bench.cc
+# FFCV's sdist compiles against OpenCV 4 (pkg-config opencv4) and TurboJPEG.
+[[ $with_bench == 1 ]] && apt_packages+=(libopencv-dev pkg-config)
 # SPDL's image decode is FFmpeg's (spdl.io loads these libraries at run time).
 [[ $with_bench == 1 ]] && apt_packages+=(libavcodec-dev libavformat-dev libavfilter-dev
                                         libavdevice-dev libavutil-dev libswscale-dev)
@@ -93,6 +95,8 @@ pip_packages+=("pillow" "scikit-image" "scikit-learn")
 # DALI's CPU operators beside recordflow: bench/augment_ops.py's per-op column and
 # bench/bench_randaugment.py's DALI contender (its DataLoader contender uses the torchvision above).
 [[ $with_bench == 1 ]] && pip_packages+=("nvidia-dali-cuda120")
+# bench/suite.py peer: FFCV (.beton writer and Loader; sdist, built against the apt packages).
+[[ $with_bench == 1 ]] && pip_packages+=("ffcv==1.0.2")
 need_pip=0
 for spec in "${pip_packages[@]}"; do
   name=${spec%%[<>=]*}

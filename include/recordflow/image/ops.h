@@ -67,6 +67,10 @@ struct RegionDecodeOptions {
   // JPEG: libjpeg's fancy (triangle-filtered) chroma upsampling, as a full decode by Pillow,
   // TensorFlow and OpenCV does. Off: faster, blockier chroma.
   bool fancy_upsampling = true;
+  // JPEG: the image may keep the columns libjpeg decodes anyway beside the crop (iMCU
+  // alignment; `box` still locates the crop): the rows are then written in place, without a
+  // copy per row. The presets, which resample `box`, set it.
+  bool allow_extra_columns = false;
 };
 
 // A decoded region: RGB pixels of (a little more than) the crop, at 1/scale_denom of the

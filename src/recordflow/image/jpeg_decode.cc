@@ -205,13 +205,19 @@ Status RunRegion(JpegState* s) {
     jpeg_crop_scanline(&ci, &xoff, &span);
   }
   const int comps = static_cast<int>(ci.output_components);
+  int skip_cols = sx0 - static_cast<int>(xoff);
   Image& img = out.image;
   img.width = sx1 - sx0;
+  if (o.allow_extra_columns && !cmyk) {
+    // The whole decoded span: each row lands in place, and the crop starts skip_cols in.
+    img.width = static_cast<int>(ci.output_width);
+    out.box.x += skip_cols;
+    skip_cols = 0;
+  }
   img.height = sy1 - sy0;
   img.channels = 3;
   img.pixels.resize(img.row_bytes() * img.height);
   if (sy0 > 0) jpeg_skip_scanlines(&ci, static_cast<JDIMENSION>(sy0));
-  const int skip_cols = sx0 - static_cast<int>(xoff);
   const bool inverted = ci.saw_Adobe_marker;
   // Several rows per call (rec_outbuf_height: 2 for h2v2 upsampling spares libjpeg a copy);
   // straight into the image when the decoded rows are the crop's rows.

@@ -152,6 +152,42 @@ TEST_P(FusedCropTest, CropDecodeEqualsFullDecodeThenCrop) {
   }
 }
 
+// The presets' in-place mode: the decoded span may be wider than the crop, `box` locates the
+// crop in it, and the crop's pixels are still those of a full decode.
+TEST_P(FusedCropTest, ExtraColumnsHoldTheCropAtBox) {
+  const JpegCase& jc = GetParam();
+  const std::string jpeg = Jpeg(Photo(jc.w, jc.h, jc.channels), jc.sub, jc.progressive);
+  DecodeOptions full_opts;
+  full_opts.desired_channels = 3;
+  auto full = Decode(Bytes(jpeg), full_opts);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  ImageDecoder decoder;
+  bool any_wider = false;
+  for (const Rect& r :
+       {Rect{0, 0, jc.w, jc.h}, Rect{16, 16, 32, 32}, Rect{15, 17, 33, 31},
+        Rect{jc.w / 3, jc.h / 4, jc.w / 2, jc.h / 2}, Rect{jc.w - 40, 3, 40, jc.h - 3}}) {
+    RegionDecodeOptions o;
+    o.crop = r;
+    o.allow_extra_columns = true;
+    DecodedRegion region;
+    Status s = decoder.DecodeRegion(Bytes(jpeg), o, &region);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(region.image.height, r.height);
+    ASSERT_GE(region.image.width, r.width);
+    any_wider |= region.image.width > r.width;
+    const int bx = static_cast<int>(region.box.x);
+    EXPECT_EQ(region.box.x, bx);
+    EXPECT_EQ(region.box.width, r.width);
+    ASSERT_LE(bx + r.width, region.image.width);
+    const Image got = Crop(region.image, Rect{bx, 0, r.width, r.height});
+    const Image want = Crop(*full, r);
+    EXPECT_TRUE(got.pixels == want.pixels)
+        << jc.name << " crop " << r.x << "," << r.y << " " << r.width << "x" << r.height
+        << " differs (PSNR " << Psnr(got.pixels, want.pixels) << ")";
+  }
+  EXPECT_TRUE(any_wider) << "no crop kept extra columns: the in-place path did not run";
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Jpegs, FusedCropTest,
     ::testing::Values(JpegCase{"420", 301, 227, 3, ChromaSubsampling::k420, false},

@@ -438,6 +438,7 @@ Result<size_t> DecodeInto(const Recipe& r, std::span<const std::byte> data, imag
   }
   ro.target_width = tw;
   ro.target_height = th;
+  ro.allow_extra_columns = fuse != Fuse::kNone;  // the resample reads `box` only
   RF_RETURN_IF_ERROR(s.decoder.DecodeRegion(data, ro, &s.region));
   if (s.region.image.channels != 3) return InternalError("decoded image is not RGB");
   if (has_boxes && fuse != Fuse::kNone) {
