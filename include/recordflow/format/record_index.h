@@ -62,6 +62,9 @@ class IndexedRecordReader {
                                                            const std::string& index_path = "");
   static Result<std::unique_ptr<IndexedRecordReader>> Open(const std::string& record_path,
                                                            std::vector<IndexEntry> entries);
+  // Over an already open file (a caller that needed its size first opens it only once).
+  static Result<std::unique_ptr<IndexedRecordReader>> Open(
+      std::unique_ptr<io::RandomAccessFile> file, std::vector<IndexEntry> entries);
   ~IndexedRecordReader();
 
   uint64_t size() const { return entries_.size(); }

@@ -135,6 +135,12 @@ Result<std::unique_ptr<IndexedRecordReader>> IndexedRecordReader::Open(
 Result<std::unique_ptr<IndexedRecordReader>> IndexedRecordReader::Open(
     const std::string& record_path, std::vector<IndexEntry> entries) {
   RF_ASSIGN_OR_RETURN(auto file, io::RandomAccessFile::Open(record_path));
+  return Open(std::move(file), std::move(entries));
+}
+
+Result<std::unique_ptr<IndexedRecordReader>> IndexedRecordReader::Open(
+    std::unique_ptr<io::RandomAccessFile> file, std::vector<IndexEntry> entries) {
+  const std::string record_path = file->path();
   // Every entry, not only the last: entries may come from a caller rather than ParseIndex, so
   // neither their order nor the absence of overflow in offset + size can be assumed.
   const uint64_t file_size = file->size();

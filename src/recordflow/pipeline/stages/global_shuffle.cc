@@ -14,6 +14,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "recordflow/core/thread_pool.h"
 #include "recordflow/format/record_index.h"
 #include "recordflow/io/file.h"
 #include "recordflow/io/filesystem.h"
@@ -33,30 +34,44 @@ constexpr uint64_t kWindowBytes = 64ull << 20;
 constexpr size_t kWindowRecords = 1 << 16;
 constexpr size_t kFetchThreads = 8;
 
+// The file opened once, with its .idx. The .idx only saves a scan: one that is missing,
+// malformed, or does not cover the file exactly (stale, incomplete) is replaced by an index
+// built in memory from the file.
+Result<std::unique_ptr<format::IndexedRecordReader>> OpenIndexed(
+    const std::string& path, const format::RecordReaderOptions& options) {
+  RF_ASSIGN_OR_RETURN(auto file, io::RandomAccessFile::Open(path));
+  Result<std::vector<format::IndexEntry>> from_file = format::ReadIndexFile(path + ".idx");
+  if (from_file.ok() && format::CheckIndexCoversFile(*from_file, file->size(), path).ok()) {
+    return format::IndexedRecordReader::Open(std::move(file), std::move(from_file).value());
+  }
+  RF_ASSIGN_OR_RETURN(auto entries, format::BuildIndex(path, options));
+  return format::IndexedRecordReader::Open(std::move(file), std::move(entries));
+}
+
 // Every record of every file exactly once per epoch, in a seeded random order, read by index.
 class GlobalShuffleIterator final : public RecordIterator {
  public:
   static Result<std::unique_ptr<GlobalShuffleIterator>> Make(const FileSource& src, uint64_t seed) {
     auto it = std::unique_ptr<GlobalShuffleIterator>(new GlobalShuffleIterator());
     const std::vector<uint32_t> files = ShardFiles(src);
-    uint64_t total = 0;
-    for (uint32_t f : files) {
-      const std::string& path = src.files->files[f];
-      std::vector<format::IndexEntry> entries;
-      // The .idx only saves a scan: one that is missing, malformed, or does not cover the file
-      // exactly (stale, incomplete) is replaced by an index built in memory from the file.
-      RF_ASSIGN_OR_RETURN(auto file, io::RandomAccessFile::Open(path));
-      Result<std::vector<format::IndexEntry>> from_file = format::ReadIndexFile(path + ".idx");
-      if (from_file.ok() && format::CheckIndexCoversFile(*from_file, file->size(), path).ok()) {
-        entries = std::move(from_file).value();
-      } else {
-        RF_ASSIGN_OR_RETURN(entries, format::BuildIndex(path, ReaderOptions(src.files->options)));
+    // Indexes load in parallel: with many small shards (10^4 files of a few records) opening
+    // and reading each .idx one after another dominated the time to the first batch, and a
+    // remote shard costs a request's latency. The first error in file order is reported.
+    std::vector<Result<std::unique_ptr<format::IndexedRecordReader>>> opened;
+    opened.reserve(files.size());
+    for (size_t i = 0; i < files.size(); ++i) opened.emplace_back(InternalError("not opened"));
+    ParallelFor(files.size(), 16, 0, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        opened[i] = OpenIndexed(src.files->files[files[i]], ReaderOptions(src.files->options));
       }
-      RF_ASSIGN_OR_RETURN(auto reader, format::IndexedRecordReader::Open(path, std::move(entries)));
+    });
+    uint64_t total = 0;
+    for (size_t i = 0; i < files.size(); ++i) {
+      RF_ASSIGN_OR_RETURN(auto reader, std::move(opened[i]));
       total += reader->size();
-      it->remote_.push_back(io::IsRemotePath(path));
+      it->remote_.push_back(io::IsRemotePath(reader->file().path()));
       it->readers_.push_back(std::move(reader));
-      it->file_ids_.push_back(f);
+      it->file_ids_.push_back(files[i]);
       it->starts_.push_back(total);
     }
     // The permutation is half the index state: 4 bytes a record while the records fit 32 bits
