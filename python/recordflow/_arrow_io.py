@@ -84,6 +84,8 @@ def arrow_layout(t, key: str, record_type: str) -> tuple[str, int]:
     """(feature kind, depth) of an Arrow column type: depth 0 scalar, 1 list, 2 feature list."""
     import pyarrow as pa
     depth = 0
+    if isinstance(t, pa.ExtensionType):  # Ray's tensor columns: their flat list storage
+        t = t.storage_type
     while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         t = t.value_type
         depth += 1
@@ -139,9 +141,13 @@ def spark_json_from_arrow(schema) -> dict:
     import pyarrow as pa
 
     def conv(t):
+        if isinstance(t, pa.ExtensionType):
+            t = t.storage_type
         if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
             return {"type": "array", "elementType": conv(t.value_type), "containsNull": True}
-        return _ARROW_TO_SPARK.get(str(t), "binary")
+        if str(t) not in _ARROW_TO_SPARK:
+            raise SchemaError(f"Arrow type {t} has no Example feature type")
+        return _ARROW_TO_SPARK[str(t)]
 
     return {"type": "struct", "fields": [{"name": f.name, "type": conv(f.type), "nullable": True,
                                           "metadata": {}} for f in schema]}
@@ -356,6 +362,8 @@ def _column_buffers(key: str, kind: str, depth: int, arr, n: int) -> tuple:
     import pyarrow as pa
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
+    if isinstance(arr, pa.ExtensionArray):
+        arr = arr.storage  # a tensor column: each row's values, flattened (row-major)
     if pa.types.is_large_list(arr.type) or pa.types.is_fixed_size_list(arr.type):
         arr = arr.cast(_plain_lists(arr.type))
     present = np.ones(n, np.uint8) if arr.null_count == 0 else \

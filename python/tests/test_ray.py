@@ -117,6 +117,19 @@ def test_sequence_example_and_byte_array_round_trip(cluster, tmp_path):
     assert sorted(r["byteArray"] for r in got) == sorted(raw["byteArray"].to_pylist())
 
 
+def test_tensor_columns_are_written_flattened(cluster, tmp_path):
+    # Ray turns NumPy batches into tensor extension columns; they become list features
+    # holding the row's values in row-major order (as tf.io.serialize_tensor's users flatten).
+    ds = ray.data.range(64, override_num_blocks=2).map_batches(
+        lambda b: {"id": b["id"], "img": np.arange(6, dtype=np.float32)[None, :].reshape(1, 2, 3)
+                   * b["id"][:, None, None].astype(np.float32)})
+    out = str(tmp_path / "tensor")
+    rf.ray.write(ds, out)
+    got = _sorted(rf.ray.read(out))
+    assert got["id"].to_pylist() == list(range(64))
+    assert got["img"].to_pylist()[5] == [0.0, 5.0, 10.0, 15.0, 20.0, 25.0]
+
+
 def test_tensorflow_parses_written_files(cluster, tmp_path):
     tf = pytest.importorskip("tensorflow")
     t = _table(500)
