@@ -293,3 +293,19 @@ def test_s3_round_trip(cluster, s3_server, monkeypatch):  # noqa: F811
     fs, p = rf.ray._fs(url)
     names = sorted(i.base_name for i in fs.get_file_info(pafs.FileSelector(p)))
     assert "_SUCCESS" in names and "_manifest.json" in names and "_temporary" not in names
+
+
+def test_sidecar_schema_is_sparks_and_back():
+    # The sidecar carries a Spark schema, so recordflow.spark reads rf.ray's folders with exact
+    # types (and rf.ray reads Spark's).
+    from pyspark.sql import types as T
+
+    from recordflow import _arrow_io as aio
+    from recordflow.spark import _arrow_schema
+    t = _table(1)
+    spark_schema = T.StructType.fromJson(aio.spark_json_from_arrow(t.schema))
+    assert [f.dataType.simpleString() for f in spark_schema.fields] == [
+        "bigint", "int", "array<float>", "binary", "string", "boolean", "bigint", "array<binary>"]
+    back = aio.arrow_from_spark_json(spark_schema.jsonValue())
+    assert [f.type for f in back] == [f.type for f in _arrow_schema(spark_schema)]
+    assert [f.type for f in back] == [f.type for f in t.schema]
