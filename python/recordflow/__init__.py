@@ -125,9 +125,10 @@ __all__ = [
     "__version__",
 ]
 
-# Framework adapters are imported on first use (rf.torch, rf.jax, rf.keras, rf.tf): importing
-# recordflow must not import torch, JAX or TensorFlow (nor does `from recordflow import *`).
-_SUBMODULES = ("sharding", "torch", "jax", "keras", "tf")
+# Framework adapters are imported on first use (rf.torch, rf.jax, rf.keras, rf.tf, rf.ray):
+# importing recordflow must not import torch, JAX, TensorFlow or Ray (nor does
+# `from recordflow import *`).
+_SUBMODULES = ("sharding", "torch", "jax", "keras", "tf", "ray")
 
 
 def __getattr__(name: str):

@@ -32,6 +32,15 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from recordflow import _core
+from recordflow._arrow_io import (  # noqa: F401 - shared with recordflow.ray
+    RecordBatchDecoder,
+    _column_buffers,
+    _compression_of,
+    _is_data_name,
+    _leaf_buffers,
+    _offsets,
+    _write_atomic,
+)
 from recordflow.errors import AlreadyExistsError, SchemaError
 
 try:  # pyspark is optional for the rest of recordflow
@@ -73,21 +82,6 @@ def _opt(options: dict, name: str, default: Any = None) -> Any:
         if k.lower() == name.lower():
             return v
     return default
-
-
-def _compression_of(path: str, given: str | None) -> str | None:
-    if given:
-        c = given.upper()
-        return None if c in ("NONE", "") else c
-    if path.endswith(".gz"):
-        return "GZIP"
-    if path.endswith(".zz"):
-        return "ZLIB"
-    return None
-
-
-def _is_data_name(name: str) -> bool:
-    return not (name.startswith((".", "_")) or name.endswith((".idx", ".json", ".crc", ".txt")))
 
 
 def _list_files(path: str) -> list[str]:
@@ -335,98 +329,12 @@ def _leaf(dt: T.DataType) -> T.DataType:
     return dt
 
 
-class _BatchConverter:
-    """Serialized records -> one Arrow RecordBatch: the C++ parser fills NumPy buffers (GIL
-    released), which Arrow takes over without copying numeric data."""
+class _BatchConverter(RecordBatchDecoder):
+    """Serialized records -> one Arrow RecordBatch (the shared native decoder, _arrow_io)."""
 
     def __init__(self, schema: T.StructType, record_type: str, arrow_schema):
         self.schema = schema
-        self.record_type = record_type
-        self.arrow_schema = arrow_schema
-        if record_type == "ByteArray":
-            return
-        context, sequence = [], []
-        for f in schema.fields:
-            kind, depth = _layout(f.dataType, f.name, record_type)
-            (sequence if depth == 2 else context).append((f.name, ("var", kind)))
-        self.context_keys = [k for k, _ in context]
-        self.sequence_keys = [k for k, _ in sequence]
-        self._context = _core.ExampleParser([(k, "var", kind, [], None) for k, (_, kind) in context])
-        self._sequence = _core.SequenceParser([(k, "var", kind, [], None) for k, (_, kind) in sequence])
-
-    def __call__(self, records: list, path: str, first: int):
-        import pyarrow as pa
-        n = len(records)
-        if self.record_type == "ByteArray":
-            return pa.RecordBatch.from_arrays([pa.array(records, pa.binary())], schema=self.arrow_schema)
-        cols = {}
-        try:
-            for key, col in zip(self.context_keys, self._context.parse(records, first, "bytes")):
-                cols[key] = col
-            if self.sequence_keys:
-                for key, col in zip(self.sequence_keys, self._sequence.parse(records, first, "bytes")):
-                    cols[key] = col
-        except Exception as e:  # name the file: the parser knows only the record index
-            raise type(e)(f"'{path}': {e}") from e
-        arrays = []
-        for f, af in zip(self.schema.fields, self.arrow_schema):
-            arrays.append(self._to_arrow(f, af.type, cols[f.name], n, path, first))
-        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
-
-    @staticmethod
-    def _values(kind_values, leaf_type, key: str, path: str):
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        if isinstance(kind_values, np.ndarray) and kind_values.dtype == object:
-            arr = pa.array(kind_values, pa.binary())
-        else:
-            arr = pa.array(kind_values)  # int64 / float32: zero-copy over the parser's buffer
-        if arr.type == leaf_type:
-            return arr
-        if pa.types.is_boolean(leaf_type):
-            return pc.not_equal(arr, 0)
-        try:
-            return arr.cast(leaf_type, safe=True)  # int64 -> int32 etc. checked; bytes -> UTF-8 checked
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise SchemaError(f"'{path}': feature '{key}' does not fit {leaf_type}: {e}") from None
-
-    def _to_arrow(self, f: T.StructField, atype, col, n: int, path: str, first: int):
-        import pyarrow as pa
-        leaf_type = atype
-        while pa.types.is_list(leaf_type):
-            leaf_type = leaf_type.value_type
-        if isinstance(f.dataType, T.ArrayType) and isinstance(f.dataType.elementType, T.ArrayType):
-            values, step_splits, row_splits = col
-            inner = pa.ListArray.from_arrays(pa.array(step_splits.astype(np.int32)),
-                                             self._values(values, leaf_type, f.name, path),
-                                             type=atype.value_type)
-            return pa.ListArray.from_arrays(pa.array(row_splits.astype(np.int32)), inner, type=atype)
-        values, row_splits = col
-        leaf = self._values(values, leaf_type, f.name, path)
-        if isinstance(f.dataType, T.ArrayType):
-            # An absent feature reads as an empty list (VarLen semantics, as tf.io.parse_example).
-            return pa.ListArray.from_arrays(pa.array(row_splits.astype(np.int32)), leaf, type=atype)
-        lengths = np.diff(row_splits)
-        if n and lengths.max(initial=0) > 1:
-            r = int(np.argmax(lengths > 1))
-            raise SchemaError(f"'{path}': record {first + r}: feature '{f.name}' has {int(lengths[r])} "
-                              f"values; column type {f.dataType.simpleString()} holds one (use an "
-                              "ArrayType column)")
-        present = lengths == 1
-        if present.all():
-            return leaf
-        if not f.nullable:
-            r = int(np.argmin(present))
-            raise SchemaError(f"'{path}': feature '{f.name}' is missing in record {first + r}, and "
-                              f"column '{f.name}' is not nullable")
-        # Absent -> null: place the present values at their rows.
-        pos = np.cumsum(present) - 1
-        pos[~present] = 0
-        if len(leaf) == 0:
-            return pa.nulls(n, type=leaf_type)
-        import pyarrow.compute as pc
-        taken = leaf.take(pa.array(pos))
-        return pc.if_else(pa.array(~present), pa.scalar(None, leaf_type), taken)
+        super().__init__(arrow_schema, record_type)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -574,13 +482,6 @@ def _remove_job(path: str, job_dir: str) -> None:
         pass
 
 
-def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 class _BatchEncoder:
     """Arrow RecordBatch -> serialized records: column buffers go to the C++ encoder
     (``_core.serialize_columns``), which builds each Example without the GIL."""
@@ -602,63 +503,6 @@ class _BatchEncoder:
         for (key, kind, depth), arr in zip(self.layout, batch.columns):
             cols.append(_column_buffers(key, kind, depth, arr, n))
         return _core.serialize_columns(n, cols, self.record_type == "SequenceExample")
-
-
-def _offsets(arr) -> np.ndarray:
-    # .offsets honours the array's slice offset (.values does not: offsets index into it).
-    return np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
-
-
-def _leaf_buffers(key: str, kind: str, arr):
-    """Leaf values of a (possibly nested) column as (values, data) for serialize_columns."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    if arr.null_count:
-        raise SchemaError(f"column '{key}': a null inside an array cannot be written (an Example "
-                          "list has no nulls)")
-    if kind == "bytes":
-        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-            arr = arr.cast(pa.binary() if pa.types.is_string(arr.type) else pa.large_binary())
-        bufs = arr.buffers()
-        wide = pa.types.is_large_binary(arr.type)
-        offsets = np.frombuffer(bufs[1], dtype=np.int64 if wide else np.int32,
-                                count=len(arr) + 1, offset=arr.offset * (8 if wide else 4)).astype(np.int64)
-        data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(1, np.uint8)
-        return offsets, data
-    if pa.types.is_boolean(arr.type):
-        arr = pc.cast(arr, pa.int64())
-    np_dtype = np.int64 if kind == "int64" else np.float32
-    values = np.ascontiguousarray(arr.to_numpy(zero_copy_only=False), dtype=np_dtype)
-    return values, None
-
-
-def _column_buffers(key: str, kind: str, depth: int, arr, n: int) -> tuple:
-    import pyarrow as pa
-    present = np.ones(n, np.uint8) if arr.null_count == 0 else \
-        np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=np.uint8)
-    if depth == 0:
-        row_splits = np.arange(n + 1, dtype=np.int64)
-        if arr.null_count:
-            # Null rows are left out of the record; their slot needs a value of the right type.
-            if kind == "bytes":
-                fill = pa.scalar(b"", pa.binary()).cast(arr.type)
-            elif pa.types.is_boolean(arr.type):
-                fill = pa.scalar(False)
-            else:
-                fill = pa.scalar(0.0 if kind == "float32" else 0, arr.type)
-            arr = arr.fill_null(fill)
-        values, data = _leaf_buffers(key, kind, arr)
-        return (key, kind, False, present, row_splits, None, values, data)
-    row_splits = _offsets(arr)
-    child = arr.values
-    if depth == 1:
-        values, data = _leaf_buffers(key, kind, child)
-        return (key, kind, False, present, row_splits, None, values, data)
-    if child.null_count:
-        raise SchemaError(f"column '{key}': a null step inside a feature list cannot be written")
-    step_splits = _offsets(child)
-    values, data = _leaf_buffers(key, kind, child.values)
-    return (key, kind, True, present, row_splits, step_splits, values, data)
 
 
 # ---------------------------------------------------------------------------------------------
