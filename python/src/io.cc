@@ -56,6 +56,17 @@ void RegisterIo(nb::module_& m) {
         return old;
       },
       "part_size"_a, "upload_part_size"_a);
+  // Tests: fixes the part size (no autotuning above part_size). Returns the previous value.
+  m.def(
+      "_set_remote_part_size_max",
+      [](uint64_t part_size_max) {
+        io::RemoteOptions o = io::GetRemoteOptions();
+        const uint64_t old = o.part_size_max;
+        o.part_size_max = part_size_max;
+        io::SetRemoteOptions(o);
+        return old;
+      },
+      "part_size_max"_a);
   m.def(
       "set_shard_cache",
       [](std::string dir, uint64_t max_bytes) {

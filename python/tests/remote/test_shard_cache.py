@@ -266,13 +266,11 @@ def test_object_changed_while_filling_is_not_committed(s3p, fault_proxy, tmp_pat
         _core._set_remote_part_sizes(*old_parts)
         fault_proxy.reset()
     assert got in (old, new)  # one version, never a mix
-    # Whatever was committed is the object as it is now: a fresh read is a hit of `new`.
-    before = _core.shard_cache_stats()
+    # Whatever was committed is the object as it is now: a fresh read gives `new`.
     assert list(rf.RecordReader(url)) == new
     entries = _entries(cache)
     assert len(entries) == 1 and entries[0].stat().st_size == sum(len(r) + 16 for r in new)
     assert not [p for p in cache.iterdir() if ".tmp-" in p.name]
-    del before
 
 
 def test_cache_options_are_checked(tmp_path):
@@ -285,3 +283,29 @@ def test_cache_options_are_checked(tmp_path):
     assert _core.parse_byte_size("20G") == 20 << 30
     assert _core.parse_byte_size("512M") == 512 << 20
     assert _core.parse_byte_size("1000") == 1000
+
+
+def _cli() -> str:
+    exe = Path(sys.executable).with_name("recordflow")
+    return str(exe) if exe.exists() else "recordflow"
+
+
+def test_cli_cache_dir_serves_the_second_run_without_gets(s3p, fault_proxy, tmp_path):
+    url = s3p.url(f"{s3p.prefix}/cli.tfrecord")
+    _write(url, _records(40, 100))
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RECORDFLOW_CACHE")}
+    for cmd in (["count", url], ["verify", url], ["cat", url]):
+        fault_proxy.reset()
+        r = subprocess.run([_cli(), *cmd, "--cache-dir", str(cache), "--cache-size", "64M"],
+                           env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (cmd, r.stderr)
+        if cmd[0] == "count":
+            assert "40" in r.stdout
+            assert _gets(fault_proxy) >= 1  # the cold run fetched the object
+        else:
+            assert _gets(fault_proxy) == 0, (cmd, fault_proxy.stats()["targets"])
+    assert len(_entries(cache)) == 1
+    r = subprocess.run([_cli(), "count", url, "--cache-dir", str(cache), "--cache-size", "lots"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "not a byte size" in r.stderr
