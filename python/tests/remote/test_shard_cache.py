@@ -309,3 +309,40 @@ def test_cli_cache_dir_serves_the_second_run_without_gets(s3p, fault_proxy, tmp_
     r = subprocess.run([_cli(), "count", url, "--cache-dir", str(cache), "--cache-size", "lots"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "not a byte size" in r.stderr
+
+
+@pytest.mark.parametrize("kind", ["gcs", "http"])
+def test_gs_and_http_objects_are_cached_and_revalidated(kind, request, monkeypatch, tmp_path):
+    server = request.getfixturevalue(f"{kind}_server")
+    if kind == "gcs":
+        for k in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_OAUTH_ACCESS_TOKEN",
+                  "GCS_ENDPOINT_URL", "GCS_HMAC_ACCESS_KEY_ID", "GCS_HMAC_SECRET"):
+            monkeypatch.delenv(k, raising=False)
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.endpoint)
+    before_cache = _core.shard_cache()
+    key = f"sc-{uuid.uuid4().hex[:8]}/x.tfrecord"
+
+    def put(recs: list[bytes]) -> None:
+        local = tmp_path / "src.tfrecord"
+        _write(str(local), recs)
+        server.put(key, local.read_bytes())
+
+    old, new = _records(40, 300, seed=1), _records(55, 200, seed=2)
+    cache = tmp_path / "cache"
+    try:
+        put(old)
+        url = server.url(key)
+        s0 = _core.shard_cache_stats()
+        assert list(rf.RecordReader(url, cache_dir=str(cache))) == old
+        assert list(rf.RecordReader(url)) == old
+        d = _delta(_core.shard_cache_stats(), s0)
+        assert d["misses"] == 1 and d["hits"] == 1, d
+        put(new)
+        assert list(rf.RecordReader(url)) == new
+        d = _delta(_core.shard_cache_stats(), s0)
+        assert d["misses"] == 2 and d["invalidated"] == 1, d
+        assert len(_entries(cache)) == 1
+    finally:
+        _core.set_shard_cache("", before_cache[1])
+        if before_cache[0]:
+            _core.set_shard_cache(*before_cache)
