@@ -280,6 +280,10 @@ def test_cache_options_are_checked(tmp_path):
         rf.Dataset.from_files("x.tfrecord", cache_dir=str(tmp_path), cache_size=0)
     with pytest.raises(TypeError):
         rf.Dataset.from_files("x.tfrecord", cache_dir=str(tmp_path), cache_size=1.5)
+    ds = rf.Dataset.from_files("x.tfrecord").with_options(cache_dir=str(tmp_path),
+                                                          cache_size="2G")
+    assert ds.options["cache_dir"] == str(tmp_path) and ds.options["cache_size"] == "2G"
+    assert ds.shuffle(10).options["cache_dir"] == str(tmp_path)  # derived datasets keep it
     assert _core.parse_byte_size("20G") == 20 << 30
     assert _core.parse_byte_size("512M") == 512 << 20
     assert _core.parse_byte_size("1000") == 1000
