@@ -74,8 +74,7 @@ void RegisterIo(nb::module_& m) {
       },
       "dir"_a, "max_bytes"_a,
       "Process-wide local cache of whole remote shards (io/shard_cache.h); empty dir: off.");
-  m.def("configure_shard_cache", &ConfigureShardCache, "cache_dir"_a.none(),
-        "cache_size"_a.none(),
+  m.def("configure_shard_cache", &ConfigureShardCache, "cache_dir"_a.none(), "cache_size"_a.none(),
         "Sets the process-wide shard cache's folder and/or size (int bytes or '20G'); None "
         "keeps the current value.");
   m.def("shard_cache", [] {

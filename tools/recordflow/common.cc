@@ -109,9 +109,8 @@ void AddCacheOptions(CLI::App& command) {
       .add_option("--cache-size", Cache().size,
                   "Limit of --cache-dir in bytes, or with K/M/G/T (default 10G); least "
                   "recently used files are evicted")
-      ->check(ParsedBy([](std::string_view text) {
-        return io::ParseByteSize(std::string(text)).status();
-      }));
+      ->check(ParsedBy(
+          [](std::string_view text) { return io::ParseByteSize(std::string(text)).status(); }));
 }
 
 int RunCommand(const Command& command) {

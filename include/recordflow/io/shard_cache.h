@@ -44,12 +44,12 @@ Result<uint64_t> ParseByteSize(const std::string& text);
 
 // Counters of this process since it started (all caches).
 struct ShardCacheStats {
-  uint64_t hits = 0;          // opens served from an entry
-  uint64_t misses = 0;        // opens that fetched the object
-  uint64_t bytes_fetched = 0; // bytes copied from the store into entries
-  uint64_t evictions = 0;     // entries removed to stay under max_bytes
-  uint64_t invalidated = 0;   // entries removed as stale (object changed) or of a wrong size
-  uint64_t bypassed = 0;      // opens read directly (no ETag, or larger than max_bytes)
+  uint64_t hits = 0;           // opens served from an entry
+  uint64_t misses = 0;         // opens that fetched the object
+  uint64_t bytes_fetched = 0;  // bytes copied from the store into entries
+  uint64_t evictions = 0;      // entries removed to stay under max_bytes
+  uint64_t invalidated = 0;    // entries removed as stale (object changed) or of a wrong size
+  uint64_t bypassed = 0;       // opens read directly (no ETag, or larger than max_bytes)
 };
 ShardCacheStats GetShardCacheStats();
 

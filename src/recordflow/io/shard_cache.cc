@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -190,9 +191,8 @@ class ShardCache {
 
  private:
   // The entry opened when it is complete; null when absent (a wrong-sized one is removed).
-  Result<std::unique_ptr<RandomAccessFile>> TryHit(const std::string& url,
-                                                   const std::string& entry, uint64_t size,
-                                                   bool count = true) {
+  Result<std::unique_ptr<RandomAccessFile>> TryHit(const std::string& url, const std::string& entry,
+                                                   uint64_t size, bool count = true) {
     struct stat st;
     if (::stat(entry.c_str(), &st) != 0) {
       if (errno == ENOENT) return std::unique_ptr<RandomAccessFile>();
@@ -323,11 +323,20 @@ Result<uint64_t> ParseByteSize(const std::string& text) {
   double scale = 1;
   if (unit.size() == 1) {
     switch (std::toupper(static_cast<unsigned char>(unit[0]))) {
-      case 'K': scale = 1024.0; break;
-      case 'M': scale = 1024.0 * 1024; break;
-      case 'G': scale = 1024.0 * 1024 * 1024; break;
-      case 'T': scale = 1024.0 * 1024 * 1024 * 1024; break;
-      default: scale = 0;
+      case 'K':
+        scale = 1024.0;
+        break;
+      case 'M':
+        scale = 1024.0 * 1024;
+        break;
+      case 'G':
+        scale = 1024.0 * 1024 * 1024;
+        break;
+      case 'T':
+        scale = 1024.0 * 1024 * 1024 * 1024;
+        break;
+      default:
+        scale = 0;
     }
   } else if (!unit.empty()) {
     scale = 0;
