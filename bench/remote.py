@@ -19,6 +19,9 @@
      file, and webdataset-style `pipe:` streaming (`curl --aws-sigv4` of the object into the
      same TFRecord framing reader);
    - the full train pipeline of NVIDIA DALI (CPU) with `fn.readers.tfrecord` on s3:// URLs.
+   - recordflow's read stage through its local shard cache (RECORDFLOW_CACHE_DIR, a fresh
+     folder): a cold run (fills the cache) then a warm run (served locally; one HEAD per
+     object, no GET), each in a fresh process ("cache" in --peers).
    A peer that cannot run here is listed with the reason.
 
 Writes bench/out/remote.md and bench/out/remote.json. The numbers depend on the machine's load:
@@ -184,7 +187,7 @@ def main() -> int:
                     help="ms added per request by the proxy")
     ap.add_argument("--peer-latency", type=float, default=20)
     ap.add_argument("--no-train", action="store_true", help="peers only")
-    ap.add_argument("--peers", nargs="*", default=["read", "tfrecord-s3fs", "pipe", "dali"],
+    ap.add_argument("--peers", nargs="*", default=["read", "tfrecord-s3fs", "pipe", "dali", "cache"],
                     help="which peers (none: skip)")
     ap.add_argument("--peers-python", type=Path, action="append",
                     help="interpreter(s) to look for a peer's packages in (default: this one, "
@@ -297,6 +300,29 @@ def main() -> int:
                       f"({res['mb_per_s']:.0f} MB/s), "
                       f"{res['cpu_s'] / res['records'] * 1e3:.3f} ms CPU/record, "
                       f"{res['requests']} requests")
+        if "cache" in args.peers:
+            cache_dir = work / "shard-cache"
+            env_cache = dict(env_s3, RECORDFLOW_CACHE_DIR=str(cache_dir),
+                             RECORDFLOW_CACHE_SIZE="64G")
+            for phase in ("cold", "warm"):
+                fault_proxy.control(ctl, "/reset", {})
+                fault_proxy.control(ctl, "/config", {"latency_ms": args.peer_latency})
+                c0 = server_cpu()
+                res = _run([sys.executable, HERE / "remote.py", "--worker", "recordflow",
+                            "--endpoint", proxy.endpoint, "--urls", *urls], env_cache,
+                           args.timeout, "REMOTE_RESULT")
+                st = fault_proxy.control(ctl, "/stats")
+                res.update(kind=f"recordflow cache_dir, {phase}", latency_ms=args.peer_latency,
+                           server_cpu_s=server_cpu() - c0, requests=st["requests"],
+                           by_method=st["by_method"])
+                results["read"].append(res)
+                if "error" in res:
+                    results["errors"][f"cache {phase}"] = res["error"]
+                    print(f"read cache {phase}: ERROR {res['error']}")
+                else:
+                    print(f"read cache {phase}: {res['records_per_s']:.0f} records/s "
+                          f"({res['mb_per_s']:.0f} MB/s), {res['requests']} requests "
+                          f"{st['by_method']}")
         if "dali" in args.peers:
             py, why = _python_with(["nvidia.dali"], peer_pythons)
             if py is None:
@@ -372,7 +398,8 @@ def markdown(res: dict, meta: dict) -> str:
                 continue
             L.append(f"| {r['kind']} (+{r['latency_ms']:g} ms) | read every record once | "
                      f"{r['records_per_s']:.0f} records/s ({r['mb_per_s']:.0f} MB/s) | "
-                     f"{r['cpu_s'] / r['records'] * 1e3:.3f} ms/record | {r['requests']} |")
+                     f"{r['cpu_s'] / r['records'] * 1e3:.3f} ms/record | {r['requests']} "
+                     f"{r.get('by_method', '')} |")
         for r in res["dali"]:
             if "error" in r:
                 continue

@@ -25,6 +25,7 @@ Example::
 from __future__ import annotations
 
 import itertools as _itertools
+import os
 import weakref as _weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -83,15 +84,18 @@ class Dataset:
         return Dataset(stages)._copy_options(self)
 
     def with_options(self, max_threads: int | None = None,
-                     max_cpu_fraction: float | None = None) -> "Dataset":
+                     max_cpu_fraction: float | None = None, cache_dir: str | None = None,
+                     cache_size: int | str | None = None) -> "Dataset":
         """This pipeline with iterator options that every later ``iter()``/``iterator()``
         (and the framework adapters, which go through it) uses, and that datasets derived from
         it keep. ``max_threads``: at most this many engine threads (reading ahead, parsing,
         native maps, decoding); ``max_cpu_fraction``: at most this share of the process's
         cores, rounded down, at least one (0.4 leaves 60% to the training step). None keeps
-        the current setting; 0 removes the cap."""
+        the current setting; 0 removes the cap. ``cache_dir`` / ``cache_size``: the local
+        shard cache for remote files (see :meth:`from_files`)."""
         d = Dataset(self._stages)._copy_options(self)
         opts = dict(d._options)
+        opts.update(_cache_options(cache_dir, cache_size))
         if max_threads is not None:
             opts["max_threads"] = _int_arg("max_threads", max_threads, 0)
         if max_cpu_fraction is not None:
@@ -112,13 +116,25 @@ class Dataset:
     @staticmethod
     def from_files(pattern_or_paths: str | Sequence[str], compression: str | None = None,
                    shuffle_files: bool = False, seed: int | None = None,
-                   on_corruption: str = "raise", verify_checksums: bool = True) -> "Dataset":
+                   on_corruption: str = "raise", verify_checksums: bool = True,
+                   cache_dir: str | None = None,
+                   cache_size: int | str | None = None) -> "Dataset":
         """Records of TFRecord files: a glob pattern, a path, or a list of them (globs are
         expanded and sorted). ``compression``: None (from each file name), "", "GZIP", "ZLIB".
         ``shuffle_files``: a new file order every epoch (seeded). ``on_corruption``: "raise"
-        or "skip" (counted and reported by the reader)."""
-        return Dataset([_st.Files(pattern_or_paths, compression, shuffle_files, seed,
-                                  on_corruption, verify_checksums)])
+        or "skip" (counted and reported by the reader).
+
+        ``cache_dir``: keep whole copies of remote files (s3://, gs://, http(s)://) and their
+        .idx files in this local folder, validated by ETag and size on every open, and read
+        them from there (docs/remote-storage.md). ``cache_size``: its limit in bytes (int, or
+        "20G"); least recently used files are evicted. Both default to RECORDFLOW_CACHE_DIR /
+        RECORDFLOW_CACHE_SIZE (10 GiB). The cache is process-wide: iterating this Dataset
+        sets it for every remote open in the process. ``stats()["cache"]`` counts hits,
+        misses, bytes fetched and evictions."""
+        d = Dataset([_st.Files(pattern_or_paths, compression, shuffle_files, seed,
+                               on_corruption, verify_checksums)])
+        d._options = _cache_options(cache_dir, cache_size)
+        return d
 
     @staticmethod
     def from_records(records: Iterable[bytes]) -> "Dataset":
@@ -340,7 +356,8 @@ class Dataset:
     # ---------------------------------------------------------------- running
     def iterator(self, memory_budget: int = 1 << 30, epoch: int | None = None,
                  max_threads: int | None = None,
-                 max_cpu_fraction: float | None = None) -> "Iterator":
+                 max_cpu_fraction: float | None = None, cache_dir: str | None = None,
+                 cache_size: int | str | None = None) -> "Iterator":
         """Starts the pipeline. ``memory_budget``: bytes the engine's buffers may hold (shuffle
         buffers, memory caches, interleave read-ahead, batches in flight, open files' record
         readers; see
@@ -354,9 +371,11 @@ class Dataset:
         Passing ``epoch`` also makes the next iteration ``epoch + 1`` (resuming at an epoch).
 
         ``max_threads`` / ``max_cpu_fraction``: cap the engine's cores for this iterator (see
-        :meth:`with_options`; None: the Dataset's options)."""
+        :meth:`with_options`; None: the Dataset's options). ``cache_dir`` / ``cache_size``:
+        the local shard cache (see :meth:`from_files`; None: the Dataset's options)."""
         memory_budget = _int_arg("memory_budget", memory_budget, 1)
         caps = self._caps(max_threads, max_cpu_fraction)
+        self._apply_cache(cache_dir, cache_size)
         epoch = self._next_epoch(epoch)
         if _tfdata_chain(self._stages):
             from recordflow import _tfdata
@@ -395,6 +414,12 @@ class Dataset:
     def __iter__(self) -> "Iterator":
         return self.iterator()
 
+    def _apply_cache(self, cache_dir: str | None, cache_size: int | str | None) -> None:
+        opts = dict(self.options)
+        opts.update(_cache_options(cache_dir, cache_size))
+        if "cache_dir" in opts or "cache_size" in opts:
+            _core.configure_shard_cache(opts.get("cache_dir"), opts.get("cache_size"))
+
     def _caps(self, max_threads: int | None, max_cpu_fraction: float | None) -> dict:
         opts = self.options
         if max_threads is not None:
@@ -406,12 +431,14 @@ class Dataset:
 
     def restore(self, state: bytes, memory_budget: int = 1 << 30,
                 max_threads: int | None = None,
-                max_cpu_fraction: float | None = None) -> "Iterator":
+                max_cpu_fraction: float | None = None, cache_dir: str | None = None,
+                cache_size: int | str | None = None) -> "Iterator":
         """An iterator that continues exactly where ``state`` (from Iterator.checkpoint() of an
         iterator of an equal Dataset) was taken, in the same iteration (epoch) as the saved
         one; the next ``iterator()`` runs the iteration after it."""
         memory_budget = _int_arg("memory_budget", memory_budget, 1)
         caps = self._caps(max_threads, max_cpu_fraction)
+        self._apply_cache(cache_dir, cache_size)
         if _tfdata_chain(self._stages):
             from recordflow import _tfdata
             if not bytes(state).startswith(_tfdata.MAGIC):
@@ -459,6 +486,28 @@ class Dataset:
         except Exception as e:  # repr never raises: show the stages and why they cannot run
             stages = " -> ".join(stage.name for stage in self._stages)
             return f"rf.Dataset({stages}; cannot run: {type(e).__name__}: {e})"
+
+
+def _cache_options(cache_dir, cache_size) -> dict:
+    out = {}
+    if cache_dir is not None:
+        out["cache_dir"] = os.fspath(cache_dir)
+    if cache_size is not None:
+        if isinstance(cache_size, bool) or not isinstance(cache_size, (int, str)):
+            raise TypeError(f"cache_size must be an int or a str like '20G', not {cache_size!r}")
+        if isinstance(cache_size, str):
+            _core.parse_byte_size(cache_size)  # raises InvalidArgumentError now, not later
+        elif cache_size <= 0:
+            raise InvalidArgumentError(f"cache_size must be above 0, not {cache_size}")
+        out["cache_size"] = cache_size
+    return out
+
+
+def _with_cache_stats(stats):
+    """Adds the process's shard cache counters (when a cache is set) to an iterator's stats."""
+    if isinstance(stats, dict) and _core.shard_cache()[0]:
+        stats["cache"] = _core.shard_cache_stats()
+    return stats
 
 
 def _tfdata_chain(stages: tuple) -> bool:
@@ -653,7 +702,7 @@ class Iterator:
     def stats(self) -> dict:
         """Per-stage throughput and waiting of this iterator (see docs/pipeline.md); with
         Python callables, ``["python"]``: each one's executor, workers and elements in flight."""
-        stats = self._it.stats()
+        stats = _with_cache_stats(self._it.stats())
         if self._callables and isinstance(stats, dict):
             stats["python"] = [c.stats() for c in self._callables]
         return stats
@@ -672,7 +721,7 @@ class Iterator:
         sink = self._stats_sink
         if sink is not None:
             try:
-                sink["last"] = self._it.stats()
+                sink["last"] = _with_cache_stats(self._it.stats())
             except Exception:  # closed already, or inherited through fork()
                 pass
 

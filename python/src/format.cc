@@ -22,6 +22,10 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace recordflow::python {
+
+// io.cc: cache_dir= / cache_size= arguments into the process-wide shard cache.
+void ConfigureShardCache(const std::optional<std::string>& cache_dir, nb::handle cache_size);
+
 namespace {
 
 using format::Compression;
@@ -82,7 +86,9 @@ class PyRecordReader {
  public:
   PyRecordReader(const std::filesystem::path& path, const std::optional<std::string>& compression,
                  const std::string& on_corruption, bool verify_checksums, size_t buffer_size,
-                 uint64_t max_record_size) {
+                 uint64_t max_record_size, const std::optional<std::string>& cache_dir,
+                 nb::handle cache_size) {
+    ConfigureShardCache(cache_dir, cache_size);
     format::RecordReaderOptions options;
     options.compression = ToCompression(compression);
     options.on_corruption = ValueOrThrow(format::ParseCorruptionPolicy(on_corruption));
@@ -347,10 +353,12 @@ void RegisterFormat(nb::module_& m) {
                              "record index) or \"skip\" (skipped records are counted in "
                              "skipped_records / skipped_bytes / corruption_events).")
       .def(nb::init<const std::filesystem::path&, const std::optional<std::string>&,
-                    const std::string&, bool, size_t, uint64_t>(),
+                    const std::string&, bool, size_t, uint64_t, const std::optional<std::string>&,
+                    nb::handle>(),
            "path"_a, "compression"_a = nb::none(), "on_corruption"_a = "raise", nb::kw_only(),
            "verify_checksums"_a = true, "buffer_size"_a = size_t{1} << 20,
-           "max_record_size"_a = uint64_t{1} << 30)
+           "max_record_size"_a = uint64_t{1} << 30, "cache_dir"_a = nb::none(),
+           "cache_size"_a = nb::none())
       .def("__iter__", [](nb::handle self) { return self; })
       .def("__next__", &PyRecordReader::Next)
       .def("read_batch", &PyRecordReader::ReadBatch, "n"_a,

@@ -104,6 +104,7 @@ Command AddCatCommand(CLI::App& app) {
       ->check(UnsignedIn(0));
   AddCorruptionPolicyOption(*command, &options->on_corruption);
   AddCompressionOption(*command, &options->compression);
+  AddCacheOptions(*command);
   return {command, [options] { return RunCat(*options); }};
 }
 

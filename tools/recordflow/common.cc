@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "recordflow/io/glob.h"
+#include "recordflow/io/shard_cache.h"
 
 namespace recordflow::cli {
 
@@ -89,7 +90,39 @@ int ExpandFileArguments(std::vector<std::string>* files) {
   return kExitOk;
 }
 
+namespace {
+struct CacheArgs {
+  std::string dir;
+  std::string size;
+};
+CacheArgs& Cache() {
+  static CacheArgs args;
+  return args;
+}
+}  // namespace
+
+void AddCacheOptions(CLI::App& command) {
+  command.add_option("--cache-dir", Cache().dir,
+                     "Keep whole copies of remote files in this folder (validated by ETag and "
+                     "size on each open; docs/remote-storage.md)");
+  command
+      .add_option("--cache-size", Cache().size,
+                  "Limit of --cache-dir in bytes, or with K/M/G/T (default 10G); least "
+                  "recently used files are evicted")
+      ->check(ParsedBy(
+          [](std::string_view text) { return io::ParseByteSize(std::string(text)).status(); }));
+}
+
 int RunCommand(const Command& command) {
+  if (!Cache().dir.empty() || !Cache().size.empty()) {
+    io::ShardCacheOptions cache = io::GetShardCache();
+    if (!Cache().dir.empty()) cache.dir = Cache().dir;
+    if (!Cache().size.empty()) cache.max_bytes = *io::ParseByteSize(Cache().size);  // checked
+    if (Status s = io::SetShardCache(cache); !s.ok()) {
+      PrintError(s);
+      return ExitCodeFor(s);
+    }
+  }
   // Over `ulimit -f` the kernel sends SIGXFSZ, whose default action kills the process and
   // leaves its temporary files behind. Ignored, the write fails with EFBIG instead, which the
   // library reports as kResourceExhausted after removing the temporary file.

@@ -118,6 +118,11 @@ void AddCompressionOption(CLI::App& command, std::optional<format::Compression>*
 // --on-corruption raise|skip: parsed by format::ParseCorruptionPolicy.
 void AddCorruptionPolicyOption(CLI::App& command, format::CorruptionPolicy* policy);
 
+// --cache-dir DIR and --cache-size SIZE: read remote files (s3://, gs://, http(s)://) through
+// the local shard cache (io/shard_cache.h); RunCommand applies them before the command runs.
+// Unset, RECORDFLOW_CACHE_DIR / RECORDFLOW_CACHE_SIZE apply.
+void AddCacheOptions(CLI::App& command);
+
 // Checks for integer options, run on the text before CLI11 converts it: decimal digits only
 // (a leading '-' only where negatives are allowed), no overflow, within [min, max]. The message
 // names the accepted range, e.g. "must be an integer from 0 to 18446744073709551615 (got

@@ -121,6 +121,7 @@ Command AddCountCommand(CLI::App& app) {
                     "Skip CRC checks (faster on CPUs without hardware CRC32C; unsafe)");
   AddCorruptionPolicyOption(*command, &options->on_corruption);
   AddCompressionOption(*command, &options->compression);
+  AddCacheOptions(*command);
   return {command, [options] {
             if (int rc = ExpandFileArguments(&options->files); rc != kExitOk) return rc;
             return RunCount(*options);

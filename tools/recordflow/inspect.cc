@@ -391,6 +391,7 @@ Command AddInspectCommand(CLI::App& app) {
       ->check(UnsignedIn(0));
   command->add_flag("--json", options->json, "Print one JSON document instead of text");
   AddCompressionOption(*command, &options->compression);
+  AddCacheOptions(*command);
   return {command, [options] {
             if (int rc = ExpandFileArguments(&options->files); rc != kExitOk) return rc;
             return RunInspect(*options);

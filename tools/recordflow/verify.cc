@@ -181,6 +181,7 @@ Command AddVerifyCommand(CLI::App& app) {
   command->add_option("files", options->files, "TFRecord files")->required()->type_name("FILE");
   command->add_flag("--json", options->json, "Print one JSON document instead of text");
   AddCompressionOption(*command, &options->compression);
+  AddCacheOptions(*command);
   return {command, [options] {
             if (int rc = ExpandFileArguments(&options->files); rc != kExitOk) return rc;
             return RunVerify(*options);

@@ -161,3 +161,33 @@ def test_retries_through_the_fault_proxy_lose_and_duplicate_nothing(s3, fault_pr
         assert stats["failed"] == 2
     else:
         assert stats["dropped"] == 2, stats
+
+
+def test_s3_object_overwritten_mid_read_fails_naming_url_and_offset_never_mixing(s3):
+    # One open reader; the object is overwritten after its first records were read. Every
+    # ranged GET after the open carries If-Match with the ETag of the open GET, so SeaweedFS
+    # answers 412 and the reader fails naming the URL and byte offset, instead of returning
+    # bytes of the new object after those of the old one.
+    from recordflow import _core
+    old, new = _records(600, 20_000, seed=1), _records(600, 20_000, seed=2)  # 12 MB each
+    url = _url(s3, "overwritten.tfrecord")
+    _write(url, old)
+    # Small, fixed parts: the read-ahead window (4 parts) cannot hold the object before the
+    # overwrite, so later parts are fetched after it.
+    saved = _core._set_remote_part_sizes(64 << 10, 16 << 20)
+    saved_max = _core._set_remote_part_size_max(0)
+    try:
+        reader = rf.RecordReader(url, buffer_size=64 << 10)
+        got = [next(reader) for _ in range(3)]
+        _write(url, new)
+        with pytest.raises(rf.FailedPreconditionError) as e:
+            for r in reader:
+                got.append(r)
+    finally:
+        _core._set_remote_part_sizes(*saved)
+        _core._set_remote_part_size_max(saved_max)
+    msg = str(e.value)
+    assert url in msg and "changed while it was read" in msg and "at byte" in msg, msg
+    assert got == old[:len(got)]  # only bytes of the old object, never a mix
+    assert len(got) < len(old)
+    assert list(rf.RecordReader(url)) == new  # a fresh open reads the new object

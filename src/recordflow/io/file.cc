@@ -1,6 +1,7 @@
 #include "recordflow/io/file.h"
 #include "recordflow/io/filesystem.h"
 #include "recordflow/io/local_file_internal.h"
+#include "shard_cache_internal.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -74,6 +75,7 @@ class LocalAtomicFileWriter final : public AtomicFileWriter {
 
 Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(const std::string& path) {
   if (!IsRemotePath(path)) return OpenLocalRandomAccessFile(path);
+  if (internal::ShardCacheEnabled()) return internal::OpenThroughShardCache(path);
   RF_ASSIGN_OR_RETURN(FileSystem * fs, FileSystemForPath(path));
   return fs->OpenRandomAccess(path);
 }
