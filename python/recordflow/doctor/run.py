@@ -11,7 +11,6 @@ from typing import Any
 from recordflow import _core
 from recordflow import stages as _st
 from recordflow.dataset import Dataset
-from recordflow.example import _specs
 from recordflow.doctor.measure import (
     _batch_size,
     _callable_name,
@@ -32,6 +31,7 @@ from recordflow.doctor.rules import (
     ordered,
 )
 from recordflow.doctor.variants import _recommend
+from recordflow.example import _specs
 
 
 def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,

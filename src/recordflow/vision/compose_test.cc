@@ -9,6 +9,7 @@
 
 #include "recordflow/example/example.h"
 #include "recordflow/image/image.h"
+#include "recordflow/pipeline/pipeline_test_util.h"
 #include "recordflow/vision/vision.h"
 
 namespace recordflow::vision {
@@ -16,21 +17,9 @@ namespace {
 
 using pipeline::Dataset;
 using pipeline::Element;
-
-template <typename T>
-T Ok(Result<T> r) {
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return std::move(r).value();
-}
-
-std::string JpegOf(int w, int h, int seed) {
-  image::Image img;
-  img.width = w, img.height = h, img.channels = 3;
-  img.pixels.resize(img.row_bytes() * h);
-  for (size_t i = 0; i < img.pixels.size(); ++i)
-    img.pixels[i] = static_cast<uint8_t>((i * 7 + seed * 13 + i / 97) % 251);
-  return Ok(image::EncodeJpeg(img));
-}
+using pipeline::testing_util::JpegOf;
+using pipeline::testing_util::Ok;
+using pipeline::testing_util::RunAll;
 
 // A black w x h image with a white rectangle [x0, x1) x [y0, y1).
 std::string JpegWithRect(int w, int h, int x0, int y0, int x1, int y1) {
@@ -61,19 +50,6 @@ std::vector<std::string> Records(int n, const std::vector<int>& corrupt = {}) {
     for (int k = 0; k <= i % 3; ++k) labels.push_back((i + k) % 5);
     f["labels"] = example::Feature::Int64s(labels);
     out.push_back(example::SerializeExample(f));
-  }
-  return out;
-}
-
-std::vector<Element> RunAll(const Dataset& ds) {
-  auto it = Ok(ds.MakeIterator());
-  std::vector<Element> out;
-  Element e;
-  while (true) {
-    Result<bool> got = it->GetNext(&e);
-    EXPECT_TRUE(got.ok()) << got.status().ToString();
-    if (!got.ok() || !*got) break;
-    out.push_back(std::move(e));
   }
   return out;
 }
