@@ -15,18 +15,17 @@
 #include <gtest/gtest.h>
 
 #include "recordflow/image/image.h"
+#include "recordflow/image/image_test_util.h"
 #include "recordflow/image/ops.h"
 
 namespace recordflow::image {
 namespace {
 
-std::span<const std::byte> Bytes(const std::string& s) {
-  return std::as_bytes(std::span(s.data(), s.size()));
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testing_util::Be32;
+using testing_util::Bytes;
+using testing_util::Contains;
+using testing_util::PngChunk;
+using testing_util::WithJpegSize;
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -305,16 +304,6 @@ Status Structure(const std::string& data) {
   return Probe(Bytes(data), {.check_structure = true}).status();
 }
 
-std::string WithJpegSize(std::string jpeg, int width, int height) {
-  const size_t sof = jpeg.find("\xff\xc0");
-  EXPECT_NE(sof, std::string::npos);
-  jpeg[sof + 5] = static_cast<char>(height >> 8);
-  jpeg[sof + 6] = static_cast<char>(height);
-  jpeg[sof + 7] = static_cast<char>(width >> 8);
-  jpeg[sof + 8] = static_cast<char>(width);
-  return jpeg;
-}
-
 TEST(StructureCheck, JpegHeaderClaimingFarMoreThanItsScanHolds) {
   auto small = EncodeJpeg(Gradient(32, 24, 3), {});
   ASSERT_TRUE(small.ok());
@@ -356,17 +345,6 @@ TEST(StructureCheck, RealJpegsOfEveryKindPass) {
     }
   }
   EXPECT_TRUE(Structure(ManyScanJpeg(64, 48)).ok());
-}
-
-std::string Be32(uint32_t v) {
-  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
-          static_cast<char>(v)};
-}
-
-std::string PngChunk(const std::string& type, const std::string& data) {
-  const std::string body = type + data;
-  const uLong crc = crc32(0, reinterpret_cast<const Bytef*>(body.data()), body.size());
-  return Be32(static_cast<uint32_t>(data.size())) + body + Be32(static_cast<uint32_t>(crc));
 }
 
 std::string Png(uint32_t width, uint32_t height) {
