@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "recordflow/format/record_index.h"
 #include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_writer.h"
 
@@ -70,6 +71,21 @@ inline std::vector<std::string> ReadAll(const std::string& url, Status* status) 
   }
   *status = Status::OK();
   return got;
+}
+
+// Writes 50 records with their .idx to `url`; the indexed reader finds them through the
+// remote index, in any order.
+inline void ExpectIndexedReads(const std::string& url) {
+  const auto written = WriteShard(url, 50, 777, true);
+  auto r = format::IndexedRecordReader::Open(url);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ((*r)->size(), 50u);
+  std::vector<std::byte> scratch;
+  for (uint64_t i : {49u, 0u, 17u}) {
+    auto rec = (*r)->ReadRecord(i, &scratch);
+    ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(rec->data()), rec->size()), written[i]);
+  }
 }
 
 }  // namespace recordflow::io::testing_util

@@ -31,6 +31,7 @@ std::string Endpoint() {
 }
 
 using testing_util::DroppingProxy;
+using testing_util::ExpectIndexedReads;
 using testing_util::Payload;
 using testing_util::ReadAll;
 using testing_util::WriteShard;
@@ -109,16 +110,7 @@ TEST_F(S3IntegrationTest, GlobListsMatchingKeysOnly) {
 }
 
 TEST_F(S3IntegrationTest, IndexedReaderUsesTheRemoteIndex) {
-  const auto written = WriteShard(Url("i/x.tfrecord"), 50, 777, true);
-  auto r = format::IndexedRecordReader::Open(Url("i/x.tfrecord"));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ((*r)->size(), 50u);
-  std::vector<std::byte> scratch;
-  for (uint64_t i : {49u, 0u, 17u}) {
-    auto rec = (*r)->ReadRecord(i, &scratch);
-    ASSERT_TRUE(rec.ok()) << rec.status().ToString();
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(rec->data()), rec->size()), written[i]);
-  }
+  ExpectIndexedReads(Url("i/x.tfrecord"));
 }
 
 TEST_F(S3IntegrationTest, MissingObjectIsNotFoundAndBadSecretIsPermissionDenied) {
