@@ -124,6 +124,34 @@ TEST(GifFrameLimit, FrameFarLargerThanTheScreenIsRefusedUnderTheDefaultLimit) {
 
 // ---- progressive scans ------------------------------------------------------------------------
 
+// `img` (gray or RGB) encoded by libjpeg with the scan script `script`.
+std::string JpegWithScans(const Image& img, const std::vector<jpeg_scan_info>& script) {
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buffer, &size);
+  c.image_width = img.width;
+  c.image_height = img.height;
+  c.input_components = img.channels;
+  c.in_color_space = img.channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&c);
+  c.scan_info = script.data();
+  c.num_scans = static_cast<int>(script.size());
+  jpeg_start_compress(&c, TRUE);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(img.row(static_cast<int>(c.next_scanline)));
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  std::string out(reinterpret_cast<char*>(buffer), size);
+  std::free(buffer);
+  return out;
+}
+
 // A valid progressive grayscale JPEG with 11 DC scans (Al 10..0, libjpeg's range for 8-bit
 // samples) and 11 scans for each of the 63 AC coefficients: 704 scans, every one of them legal
 // successive approximation.
@@ -143,31 +171,7 @@ std::string ManyScanJpeg(int w, int h) {
       script.push_back(s);
     }
   }
-  const Image img = Gradient(w, h, 1);
-  jpeg_compress_struct c;
-  jpeg_error_mgr err;
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buffer, &size);
-  c.image_width = w;
-  c.image_height = h;
-  c.input_components = 1;
-  c.in_color_space = JCS_GRAYSCALE;
-  jpeg_set_defaults(&c);
-  c.scan_info = script.data();
-  c.num_scans = static_cast<int>(script.size());
-  jpeg_start_compress(&c, TRUE);
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(img.row(static_cast<int>(c.next_scanline)));
-    jpeg_write_scanlines(&c, &row, 1);
-  }
-  jpeg_finish_compress(&c);
-  jpeg_destroy_compress(&c);
-  std::string out(reinterpret_cast<char*>(buffer), size);
-  std::free(buffer);
-  return out;
+  return JpegWithScans(Gradient(w, h, 1), script);
 }
 
 // 3 components x 64 coefficients x 11 successive-approximation scans = 2,112 scans, each a
@@ -186,31 +190,7 @@ std::string ManyScanColorJpeg(int w, int h) {
       }
     }
   }
-  const Image img = Gradient(w, h, 3);
-  jpeg_compress_struct c;
-  jpeg_error_mgr err;
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buffer, &size);
-  c.image_width = w;
-  c.image_height = h;
-  c.input_components = 3;
-  c.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&c);
-  c.scan_info = script.data();
-  c.num_scans = static_cast<int>(script.size());
-  jpeg_start_compress(&c, TRUE);
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(img.row(static_cast<int>(c.next_scanline)));
-    jpeg_write_scanlines(&c, &row, 1);
-  }
-  jpeg_finish_compress(&c);
-  jpeg_destroy_compress(&c);
-  std::string out(reinterpret_cast<char*>(buffer), size);
-  std::free(buffer);
-  return out;
+  return JpegWithScans(Gradient(w, h, 3), script);
 }
 
 TEST(ProgressiveScanLimit, LargeManyScanImageIsRefusedBeforeDecodingAnyScan) {
