@@ -2,6 +2,7 @@
 // draining a Dataset.
 #pragma once
 
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,19 @@ inline std::vector<Element> RunAll(const Dataset& ds) {
     out.push_back(std::move(e));
   }
   return out;
+}
+
+// Same count of elements, and each element's first tensor has the same shape and bytes.
+inline void ExpectSameFirstTensors(const std::vector<Element>& a, const std::vector<Element>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].tensors[0].shape, b[i].tensors[0].shape) << "batch " << i;
+    ASSERT_EQ(a[i].tensors[0].size_bytes, b[i].tensors[0].size_bytes);
+    EXPECT_EQ(std::memcmp(a[i].tensors[0].data.get(), b[i].tensors[0].data.get(),
+                          a[i].tensors[0].size_bytes),
+              0)
+        << "batch " << i;
+  }
 }
 
 }  // namespace recordflow::pipeline::testing_util
