@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Input pipelines end to end: rf.Dataset against the equivalent tf.data pipeline, in one run.
 
+Over 600 lines: the data generator, both contenders and the ratio table belong to one run.
+
     python bench/bench_pipeline.py            # full run (~3 min on 2 quiet cores, ~5.5 loaded)
     python bench/bench_pipeline.py --quick    # smoke run (~35 s): smaller files, 3 short runs
 

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """The benchmark suite: one command that regenerates every figure docs/benchmarks.md quotes.
 
+Over 600 lines: the suite's sections share the data cache, the contender runs and the
+result table that docs/benchmarks.md quotes.
+
     python bench/suite.py            # full run, < 20 min on 2 cores
     python bench/suite.py --quick    # smoke run, a few minutes
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """One contender of the image-pipeline suite (bench/suite.py), in a process of its own.
 
+Over 600 lines: one pipeline builder per contender, behind one timing loop.
+
     python bench/suite_worker.py CONTENDER MODE --files F... [--warmup-batches W] [--batches N]
     python bench/suite_worker.py CONTENDER check --files F... --check-out X.npz
 

@@ -1,5 +1,8 @@
 """The Python callables of ``Dataset.map`` / ``Dataset.filter``, run off the consuming thread.
 
+Over 600 lines: the three executors share the ordering, error and shutdown protocol kept
+here; the shared-memory message codec is part of that protocol.
+
 One :class:`CallableStage` per Python map or filter: it pulls elements from the stage before it,
 hands them to an executor, and yields the results in input order. Executors:
 

@@ -1,5 +1,8 @@
 """rf.Dataset: a tf.data-style input pipeline run by recordflow's C++ engine.
 
+Over 600 lines: the Dataset's methods are the public API, each documented where it is
+defined, and _lower() must see every stage type in one place.
+
 A Dataset is an immutable description of stages (plus a counter of the iterations started,
 which decides each iteration's seeds: see :meth:`Dataset.iterator`); iterating it (or calling
 :meth:`Dataset.iterator`) starts an iterator. Native stages (files, shard, interleave, shuffle, global_shuffle, repeat,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "image_array.h"
 #include "recordflow/image/augment.h"
 
 namespace nb = nanobind;
@@ -26,28 +27,7 @@ namespace recordflow::python {
 namespace {
 
 using image::Image;
-using U8Array = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
 using Range = std::optional<std::array<double, 2>>;
-
-// The shape of `a` as an Image without pixels. Errors: ValueError for a bad shape.
-Image ToImageShape(const U8Array& a) {
-  if (a.ndim() != 3 && a.ndim() != 2) throw nb::value_error("expected an HxWxC or HxW uint8 array");
-  Image img;
-  img.height = static_cast<int>(a.shape(0));
-  img.width = static_cast<int>(a.shape(1));
-  img.channels = a.ndim() == 3 ? static_cast<int>(a.shape(2)) : 1;
-  if (img.channels < 1 || img.channels > 4) throw nb::value_error("expected 1 to 4 channels");
-  if (img.width == 0 || img.height == 0) throw nb::value_error("expected a non-empty image");
-  return img;
-}
-
-nb::object ToArray(Image&& img) {
-  auto* owned = new std::vector<uint8_t>(std::move(img.pixels));
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
-  size_t shape[3] = {static_cast<size_t>(img.height), static_cast<size_t>(img.width),
-                     static_cast<size_t>(img.channels)};
-  return nb::cast(nb::ndarray<nb::numpy, uint8_t>(owned->data(), 3, shape, owner));
-}
 
 // Runs `fn(image) -> Result<Image>` on a copy of `a` without the GIL. The copy goes into a
 // per-thread buffer that keeps its capacity: no allocation (and no fresh pages to fault in)
@@ -56,6 +36,7 @@ template <typename Fn>
 nb::object Run(const U8Array& a, Fn&& fn) {
   thread_local Image scratch;
   Image shape = ToImageShape(a);
+  if (shape.width == 0 || shape.height == 0) throw nb::value_error("expected a non-empty image");
   scratch.width = shape.width;
   scratch.height = shape.height;
   scratch.channels = shape.channels;

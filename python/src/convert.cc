@@ -1,9 +1,12 @@
-// Bindings for the image and convert layers: convert, extract, probe_image, encode_jpeg.
+// Bindings for the image and convert layers: convert (paths and Python data), extract,
+// probe_image, encode_jpeg.
 // Options arrive as a dict built by python/recordflow/convert.py, which owns the keyword
 // signature and its documentation; summaries go back as JSON text.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <memory>
@@ -12,6 +15,7 @@
 
 #include "errors.h"
 #include "recordflow/convert/convert.h"
+#include "recordflow/convert/input_source.h"
 #include "recordflow/image/image.h"
 
 namespace nb = nanobind;
@@ -61,14 +65,13 @@ convert::ConvertOptions ToOptions(const nb::dict& d) {
   return o;
 }
 
-std::string Convert(const std::string& src, const std::string& dst, const nb::dict& options,
-                    nb::object progress) {
-  convert::ConvertOptions o = ToOptions(options);
+// Calls `progress` (a Python callable or None) from o.progress, with the GIL.
+void SetProgress(nb::object progress, convert::ConvertOptions* o) {
   if (!progress.is_none()) {
     // The callable is held through a shared_ptr: copies of o.progress made without the GIL
     // then touch no Python reference count; the last reference is `o`'s, dropped with the GIL.
     auto callback = std::make_shared<nb::object>(std::move(progress));
-    o.progress = [callback](const convert::ConvertProgress& p) {
+    o->progress = [callback](const convert::ConvertProgress& p) {
       nb::gil_scoped_acquire acquire;
       try {
         (*callback)(p.done, p.total, p.skipped, p.bytes_out, p.seconds);
@@ -77,6 +80,12 @@ std::string Convert(const std::string& src, const std::string& dst, const nb::di
       }
     };
   }
+}
+
+std::string Convert(const std::string& src, const std::string& dst, const nb::dict& options,
+                    nb::object progress) {
+  convert::ConvertOptions o = ToOptions(options);
+  SetProgress(std::move(progress), &o);
   Result<convert::ConvertSummary> summary = InternalError("not run");
   {
     nb::gil_scoped_release release;
@@ -85,26 +94,37 @@ std::string Convert(const std::string& src, const std::string& dst, const nb::di
   return ValueOrThrow(std::move(summary)).ToJson();
 }
 
-// One image of a Python input, checked and re-encoded as Convert would (verify, max_pixels,
-// non_jpeg, resize_shorter, quality, force_rgb, exif_orientation from `options`).
-nb::dict PrepareImage(nb::bytes data, const nb::dict& options) {
-  const convert::ConvertOptions o = ToOptions(options);
-  std::string bytes(data.c_str(), data.size());
-  Result<convert::PreparedImage> prepared = InternalError("not run");
+// Python data: `items` yields (image bytes or None, labels, serialized Example of the other
+// features, transcoded) per row (built by converter.py); each is spooled to `spool_path` as it
+// comes, then the native converter plans, writes and summarizes with the GIL released.
+std::string ConvertItems(nb::iterable items, const std::string& dst, const nb::dict& options,
+                         const std::string& spool_path, const std::string& name,
+                         std::optional<std::vector<std::string>> class_names, nb::object progress) {
+  convert::ConvertOptions o = ToOptions(options);
+  ThrowIfError(convert::CheckDestination(dst, o));
+  std::unique_ptr<convert::SpooledSource> source =
+      ValueOrThrow(convert::SpooledSource::Create(spool_path, name, std::move(class_names)));
+  for (nb::handle row : items) {
+    auto [image, labels, extra, transcoded] =
+        nb::cast<std::tuple<std::optional<nb::bytes>, std::vector<int64_t>, nb::bytes, bool>>(row);
+    std::optional<std::string_view> image_view;
+    if (image) image_view = std::string_view(image->c_str(), image->size());
+    const std::string_view extra_view(extra.c_str(), extra.size());
+    Status added;
+    {
+      // The bytes objects stay referenced by this frame, so their buffers outlive the write.
+      nb::gil_scoped_release release;
+      added = source->Add(image_view, std::move(labels), extra_view, transcoded);
+    }
+    ThrowIfError(added);
+  }
+  SetProgress(std::move(progress), &o);
+  Result<convert::ConvertSummary> summary = InternalError("not run");
   {
     nb::gil_scoped_release release;
-    prepared = convert::PrepareImage(std::move(bytes), o);
+    summary = convert::Convert(*source, dst, o);
   }
-  convert::PreparedImage p = ValueOrThrow(std::move(prepared));
-  nb::dict d;
-  d["encoded"] = nb::bytes(p.encoded.data(), p.encoded.size());
-  d["format"] = p.format;
-  d["width"] = p.width;
-  d["height"] = p.height;
-  d["channels"] = p.channels;
-  d["colorspace"] = p.colorspace;
-  d["transcoded"] = p.transcoded;
-  return d;
+  return ValueOrThrow(std::move(summary)).ToJson();
 }
 
 std::string Extract(const std::vector<std::string>& files, const std::string& out_dir,
@@ -163,9 +183,10 @@ nb::bytes EncodeJpeg(nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu> a
 
 void RegisterConvert(nb::module_& m) {
   m.def("_convert", &Convert, "src"_a, "dst"_a, "options"_a, "progress"_a = nb::none());
+  m.def("_convert_items", &ConvertItems, "items"_a, "dst"_a, "options"_a, "spool_path"_a, "name"_a,
+        "class_names"_a = nb::none(), "progress"_a = nb::none());
   m.def("_extract", &Extract, "files"_a, "out_dir"_a, "compression"_a = nb::none(),
         "overwrite"_a = false, "labels_csv"_a = "labels.csv");
-  m.def("_prepare_image", &PrepareImage, "data"_a, "options"_a);
   m.def("probe_image", &ProbeImage, "data"_a,
         "Header of an encoded image (JPEG, PNG, GIF, BMP, WebP) without decoding: dict of "
         "format, width, height, channels, colorspace, orientation, progressive.");

@@ -5,10 +5,13 @@
 //   _core.doctor_order(recommendations) -> indices in report order
 //   _core.doctor_render_text(report) / _core.doctor_render_html(report, waits, computes, json)
 //   _core.doctor_reshard_command(paths, total_bytes, compression) -> (command, shards)
+//   _core.doctor_diagnose(files..., steps, ...) -> (report JSON, waits, computes): a native
+//     pipeline (no Python stage, no Python step) diagnosed wholly by pipeline::Diagnose
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <numeric>
@@ -16,7 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "columns.h"
 #include "errors.h"
+#include "native_op.h"
+#include "recordflow/format/compression.h"
+#include "recordflow/format/record_reader.h"
+#include "recordflow/io/glob.h"
 #include "recordflow/pipeline/diagnose.h"
 
 namespace nb = nanobind;
@@ -209,9 +217,113 @@ DiagnoseReport ReportFrom(const nb::dict& d, const std::vector<double>& waits,
   return report;
 }
 
+// One Dataset call of rf.Dataset's native stages, as run.py's _native_plan spells it:
+// (name, args...), with the arguments _lower() gives the same call.
+pipeline::PlanStep PlanStepFrom(const nb::tuple& t) {
+  using K = pipeline::PlanStep::Kind;
+  const std::string kind = nb::cast<std::string>(t[0]);
+  pipeline::PlanStep s;
+  if (kind == "shard") {
+    s.kind = K::kShard;
+    s.count = nb::cast<int64_t>(t[1]);
+    s.index = nb::cast<int64_t>(t[2]);
+  } else if (kind == "interleave") {
+    s.kind = K::kInterleave;
+    s.interleave = {nb::cast<int>(t[1]), nb::cast<int>(t[2]), nb::cast<int>(t[3]),
+                    nb::cast<bool>(t[4])};
+  } else if (kind == "shuffle") {
+    s.kind = K::kShuffle;
+    s.shuffle = {nb::cast<size_t>(t[1]), nb::cast<std::optional<uint64_t>>(t[2]),
+                 nb::cast<bool>(t[3])};
+  } else if (kind == "repeat" || kind == "take" || kind == "skip" || kind == "prefetch") {
+    s.kind = kind == "repeat" ? K::kRepeat
+             : kind == "take" ? K::kTake
+             : kind == "skip" ? K::kSkip
+                              : K::kPrefetch;
+    s.count = nb::cast<int64_t>(t[1]);
+  } else if (kind == "cache") {
+    s.kind = K::kCache;
+    s.cache_path = nb::cast<std::string>(t[1]);
+  } else if (kind == "parse") {
+    s.kind = K::kParse;
+    s.specs = ToSpecs(nb::cast<nb::list>(t[1]));
+  } else if (kind == "map") {
+    s.kind = K::kMap;
+    const NativeMapOp& op = nb::cast<const NativeMapOp&>(t[1]);
+    s.map = op.fn;
+    s.map_name = op.name;
+    s.map_options = {nb::cast<int>(t[2]), op.splits_batches, op.elementwise};
+  } else if (kind == "batch") {
+    s.kind = K::kBatch;
+    s.count = nb::cast<int64_t>(t[1]);
+    s.drop_remainder = nb::cast<bool>(t[2]);
+  } else {
+    ThrowStatus(InvalidArgumentError("the doctor has no native step '" + kind + "'"));
+  }
+  return s;
+}
+
+std::tuple<std::string, std::vector<double>, std::vector<double>> DiagnoseNative(
+    const std::vector<std::string>& paths, std::optional<std::string> compression,
+    bool shuffle_files, std::optional<uint64_t> seed, const std::string& on_corruption,
+    bool verify_checksums, const nb::list& steps, double seconds,
+    std::optional<double> variant_seconds, std::optional<double> step_seconds, bool try_variants,
+    nb::object log) {
+  pipeline::PipelinePlan plan;
+  plan.files_options.compression =
+      compression && !compression->empty()
+          ? std::optional(ValueOrThrow(format::ParseCompression(*compression)))
+          : std::nullopt;
+  plan.files_options.shuffle_files = shuffle_files;
+  plan.files_options.seed = seed;
+  plan.files_options.on_corruption = ValueOrThrow(format::ParseCorruptionPolicy(on_corruption));
+  plan.files_options.verify_checksums = verify_checksums;
+  for (nb::handle step : steps) plan.steps.push_back(PlanStepFrom(nb::cast<nb::tuple>(step)));
+  pipeline::DiagnoseOptions options;
+  options.seconds = seconds;
+  options.variant_seconds = variant_seconds;
+  options.step_seconds = step_seconds;
+  options.try_variants = try_variants;
+  if (!log.is_none()) {
+    // Held through a shared_ptr: copies of options.log made without the GIL touch no Python
+    // reference count; the last reference goes with `options`, with the GIL held.
+    auto callback = std::make_shared<nb::object>(std::move(log));
+    options.log = [callback](std::string_view line) {
+      nb::gil_scoped_acquire acquire;
+      try {
+        (*callback)(std::string(line));
+      } catch (nb::python_error& e) {
+        e.discard_as_unraisable("rf.diagnose log");
+      }
+    };
+  }
+  Result<DiagnoseReport> report = InternalError("not run");
+  {
+    nb::gil_scoped_release release;
+    Result<std::vector<std::string>> files = io::ExpandGlobs(paths);
+    if (files.ok()) {
+      plan.files = std::move(files).value();
+      report = pipeline::Diagnose(plan, options);
+    } else {
+      report = files.status();
+    }
+  }
+  DiagnoseReport r = ValueOrThrow(std::move(report));
+  std::vector<double> waits, computes;
+  if (r.measurements.step) {
+    waits = r.measurements.step->waits;
+    computes = r.measurements.step->computes;
+  }
+  return {pipeline::RenderJson(r), std::move(waits), std::move(computes)};
+}
+
 }  // namespace
 
 void RegisterDiagnose(nb::module_& m) {
+  m.def("doctor_diagnose", &DiagnoseNative, "paths"_a, "compression"_a.none(), "shuffle_files"_a,
+        "seed"_a.none(), "on_corruption"_a, "verify_checksums"_a, "steps"_a, "seconds"_a,
+        "variant_seconds"_a.none(), "step_seconds"_a.none(), "try_variants"_a, "log"_a.none(),
+        "pipeline::Diagnose on a native pipeline: (report JSON, step waits, step computes).");
   m.def("doctor_judge", &Judge, "measurements"_a,
         "The doctor's rules: verdict, cause and slowest stage from measurements.");
   m.def("doctor_order", &Order, "recommendations"_a,

@@ -17,6 +17,7 @@
 
 #include "columns.h"
 #include "errors.h"
+#include "image_array.h"
 #include "native_op.h"
 #include "recordflow/image/ops.h"
 #include "recordflow/vision/compose.h"
@@ -29,37 +30,13 @@ namespace recordflow::python {
 namespace {
 
 using image::Image;
-using U8Array = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
 
 std::span<const std::byte> BytesSpan(nb::bytes b) {
   return std::as_bytes(std::span(b.c_str(), b.size()));
 }
 
-Image ToImage(const U8Array& a) {
-  if (a.ndim() != 3 && a.ndim() != 2) throw nb::value_error("expected an HxWxC or HxW uint8 array");
-  Image img;
-  img.height = static_cast<int>(a.shape(0));
-  img.width = static_cast<int>(a.shape(1));
-  img.channels = a.ndim() == 3 ? static_cast<int>(a.shape(2)) : 1;
-  if (img.channels < 1 || img.channels > 4) throw nb::value_error("expected 1 to 4 channels");
-  img.pixels.assign(a.data(), a.data() + img.row_bytes() * img.height);
-  return img;
-}
-
-nb::object ToArray(Image&& img) {
-  auto* owned = new std::vector<uint8_t>(std::move(img.pixels));
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
-  size_t shape[3] = {static_cast<size_t>(img.height), static_cast<size_t>(img.width),
-                     static_cast<size_t>(img.channels)};
-  return nb::cast(nb::ndarray<nb::numpy, uint8_t>(owned->data(), 3, shape, owner));
-}
-
 nb::object ToArray16(image::Image16&& img) {
-  auto* owned = new std::vector<uint16_t>(std::move(img.pixels));
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint16_t>*>(p); });
-  size_t shape[3] = {static_cast<size_t>(img.height), static_cast<size_t>(img.width),
-                     static_cast<size_t>(img.channels)};
-  return nb::cast(nb::ndarray<nb::numpy, uint16_t>(owned->data(), 3, shape, owner));
+  return PixelsToArray(std::move(img.pixels), img.height, img.width, img.channels);
 }
 
 vision::CommonOptions Common(int size, const std::string& image_key, const std::string& label_key,

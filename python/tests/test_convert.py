@@ -563,3 +563,36 @@ def test_python_inputs_overwrite_replaces_only_a_complete_output(tmp_path):
     assert sorted(n for n in os.listdir(dst) if n.startswith("train-")) == [
         "train-00000-of-00001.tfrecord", "train-00000-of-00001.tfrecord.idx"]
     assert open(os.path.join(dst, "README.txt")).read() == "mine"
+
+
+def test_python_inputs_use_the_native_plan(tmp_path):
+    """Python rows go through the native converter's planner: the same images, labels and
+    seed as an image folder land in the same split, shard and order, and the spool beside
+    the output is gone afterwards."""
+    rng = np.random.default_rng(5)
+    classes = ["a", "b", "c"]
+    rows = []
+    for i in range(18):
+        data = jpeg_bytes(rng, 24, 16)
+        label = i % 3
+        # Folder items are listed by class, then name: name them so that order is row order.
+        folder = tmp_path / "src" / classes[label]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{i:03d}.jpg").write_bytes(data)
+        rows.append({"image": data, "label": label, "filename": f"{i:03d}.jpg"})
+    rows.sort(key=lambda r: (r["label"], r["filename"]))
+    options = dict(shards=2, val_fraction=0.34, seed=11)
+    native = rf.convert(str(tmp_path / "src"), str(tmp_path / "folder"), **options)
+    python = rf.convert(rows, str(tmp_path / "rows"), class_names=classes, **options)
+    spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+            "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+            "image/class/text": tf.io.FixedLenFeature([], tf.string)}
+    for split in ("train", "validation"):
+        assert python["splits"][split]["per_class"] == native["splits"][split]["per_class"]
+        folder_shards, row_shards = shards(str(tmp_path / "folder"), split), shards(
+            str(tmp_path / "rows"), split)
+        assert [os.path.basename(p) for p in folder_shards] == [
+            os.path.basename(p) for p in row_shards]
+        for a, b in zip(folder_shards, row_shards):
+            assert read_tf([a], spec) == read_tf([b], spec), (split, a)
+    assert sorted(os.listdir(tmp_path)) == ["folder", "rows", "src"]  # no spool left

@@ -361,3 +361,29 @@ def test_missing_path_is_a_usage_error_naming_it(tmp_path, capsys):
         out = subprocess.run([cli, "doctor", "/no/such"], capture_output=True, text=True, timeout=60)
         assert out.returncode == 2, out.stderr
         assert "no such file: '/no/such'" in out.stderr
+
+
+def test_a_native_pipeline_is_diagnosed_by_the_engine(gzip_files, monkeypatch):
+    """No Python stage and no Python step: measurements, the simulated step and the variant
+    trials are pipeline::Diagnose's; the Python measurers are not called. A Python map
+    brings them back (they time what only Python can)."""
+    import recordflow.doctor.run as run
+
+    def python_measured(*args, **kwargs):
+        raise AssertionError("a native pipeline was measured from Python")
+
+    monkeypatch.setattr(run, "_run_alone", python_measured)
+    monkeypatch.setattr(run, "_run_with_step", python_measured)
+    monkeypatch.setattr(run, "_recommend", python_measured)
+    ds = rf.Dataset.from_files(gzip_files).repeat().batch(32).parse(SPEC)
+    report = rf.diagnose(ds, step_seconds=0.0, seconds=0.6, variant_seconds=0.4)
+    d = report.to_dict()
+    assert d["pipeline"] == ds.describe()
+    assert d["step"]["mode"] == "simulated 0 ms step" and d["step"]["steps"] > 0
+    assert d["verdict"] == "input-bound" and d["cause"]["id"] == "read"
+    assert len(report.timeline) == d["step"]["steps"]
+    assert [s["id"] for s in d["stages"]][0] == "read"
+    parallel = _rec(d, "parallel_reads")  # a variant trial the engine ran
+    assert parallel["measured"] and parallel["variant"] > 0, parallel
+    with pytest.raises(AssertionError, match="measured from Python"):
+        rf.diagnose(ds.map(lambda b: b), seconds=0.3, try_variants=False)

@@ -11,18 +11,11 @@ import uuid
 import fsspec
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
+from remote.records import check_glob_global_shuffle_and_checkpoint
+from remote.records import records as _records
+from remote.records import write as _write
 
 import recordflow as rf
-
-
-def _records(n: int, size: int, seed: int = 0) -> list[bytes]:
-    return [bytes([(seed + i + j) % 251 for j in range(size)]) for i in range(n)]
-
-
-def _write(url: str, recs: list[bytes], **kw) -> None:
-    with rf.RecordWriter(url, **kw) as w:
-        for r in recs:
-            w.write(r)
 
 
 class CountingFS(MemoryFileSystem):
@@ -102,21 +95,7 @@ def test_custom_fsspec_class_large_sequential_read_uses_read_ahead(small_parts):
 
 
 def test_from_files_glob_global_shuffle_and_checkpoint(mem):
-    shards = {f"g/train-{k}.tfrecord": _records(40, 64, seed=k * 100) for k in range(3)}
-    for key, recs in shards.items():
-        _write(f"{mem}/{key}", recs, index=True)
-    _write(f"{mem}/g/other.tfrecord", [b"not matched"])
-    everything = sorted(r for recs in shards.values() for r in recs)
-    ds = rf.Dataset.from_files(f"{mem}/g/train-*.tfrecord")
-    assert ds.stages[0].expanded_paths() == [f"{mem}/{k}" for k in sorted(shards)]
-    assert sorted(ds) == everything
-    shuffled = ds.global_shuffle(seed=7)
-    full = list(shuffled.iterator(epoch=0))
-    assert sorted(full) == everything and full != sorted(full)
-    it = shuffled.iterator(epoch=0)
-    head = [next(it) for _ in range(25)]
-    state = it.checkpoint()
-    assert head + list(shuffled.restore(state)) == full
+    check_glob_global_shuffle_and_checkpoint(lambda key: f"{mem}/{key}")
 
 
 _PIPELINE = textwrap.dedent("""

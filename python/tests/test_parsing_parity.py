@@ -1,5 +1,7 @@
 """Parsing parity with tf.io, TensorFlow as the oracle.
 
+Over 600 lines: one case per TensorFlow parsing test, all through the same oracle helper.
+
 The cases re-create those of TensorFlow's own parsing tests
 (tensorflow/python/kernel_tests/io_ops/parsing_ops_test.py: ParseExampleTest,
 ParseSingleExampleTest, ParseSequenceExampleTest, DecodeRawTest): same inputs (written here),

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end tests of the `recordflow` command.
+# End-to-end tests of the `recordflow` command. Over 600 lines: one script, so that every case
+# shares the fixtures written by Python and the pass/fail tally.
 #
 #   RECORDFLOW=/path/to/recordflow bash tools/recordflow/cli_test.sh
 #

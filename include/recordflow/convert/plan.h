@@ -17,10 +17,11 @@ namespace recordflow::convert {
 // One input image.
 struct InputItem {
   std::string path;             // to open
-  std::string filename;         // stored as image/filename
+  std::string filename;         // stored as image/filename (empty: not stored)
   std::vector<int64_t> labels;  // class indices (no offset); empty when unlabeled
   uint64_t size = 0;            // file size at listing time (0 when it could not be read)
   example::Features extra;      // a manifest's other columns
+  uint64_t source_index = 0;    // the source's own handle (SpooledSource: its entry)
 };
 
 struct InputListing {

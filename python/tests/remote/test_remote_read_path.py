@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 
 import pytest
 
@@ -16,15 +15,6 @@ import recordflow as rf
 
 def _records(n: int, size: int, seed: int = 0) -> list[bytes]:
     return [bytes([(seed + i * 7 + j) % 251 for j in range(size)]) for i in range(n)]
-
-
-@pytest.fixture
-def s3(s3_server, monkeypatch):
-    for k, v in s3_server.env.items():
-        if k.startswith("AWS_"):
-            monkeypatch.setenv(k, v)
-    s3_server.prefix = f"rp-{uuid.uuid4().hex[:8]}"
-    return s3_server
 
 
 def _write(url: str, recs: list[bytes]) -> None:

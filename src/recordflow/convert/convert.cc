@@ -1,9 +1,9 @@
 // The parallel writer: workers read, check and transcode inputs; the calling thread writes
 // each shard's records in plan order, so the bytes never depend on thread timing.
 //
-// Over 600 lines: planning, resume (state files), the atomic overwrite swap and the writer loop
-// are one sequence that shares the shard state; splitting them is planned with the input-source
-// interface (Python data through this converter).
+// Over 600 lines: PrepareImage, resume (state files), the atomic overwrite swap and the writer
+// loop are one sequence that shares the shard state; where inputs come from is
+// input_source.cc's.
 #include "recordflow/convert/convert.h"
 
 #include <fcntl.h>
@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "json_internal.h"
+#include "recordflow/convert/input_source.h"
 #include "recordflow/convert/plan.h"
 #include "recordflow/core/thread_pool.h"
 #include "recordflow/example/example.h"
@@ -47,16 +48,6 @@ struct ItemResult {
   uint64_t input_bytes = 0;
   bool transcoded = false;
 };
-
-bool EndsWithCaseless(std::string_view s, std::string_view suffix) {
-  if (s.size() < suffix.size()) return false;
-  for (size_t i = 0; i < suffix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(s[s.size() - suffix.size() + i])) != suffix[i]) {
-      return false;
-    }
-  }
-  return true;
-}
 
 std::string StoredColorspace(image::ColorSpace cs) {
   switch (cs) {
@@ -149,35 +140,33 @@ Result<PreparedImage> PrepareImage(std::string bytes, const ConvertOptions& opti
 
 namespace {
 
-ItemResult ProcessItem(const InputItem& item, const InputListing& listing,
-                       const ConvertOptions& options) {
+ItemResult ProcessItem(const InputItem& item, const InputSource& source,
+                       const InputListing& listing, const ConvertOptions& options) {
   ItemResult result;
-  Result<std::string> bytes = io::ReadFileToString(item.path, options.max_file_size);
-  if (!bytes.ok()) {
-    result.error = bytes.status();
+  Result<LoadedInput> loaded = source.Load(item, options);
+  if (!loaded.ok()) {
+    result.error = loaded.status();
     return result;
   }
-  result.input_bytes = bytes->size();
-  Result<PreparedImage> prepared = PrepareImage(std::move(bytes).value(), options);
-  if (!prepared.ok()) {
-    result.error = prepared.status();
-    return result;
-  }
-  result.transcoded = prepared->transcoded;
-  std::string encoded = std::move(prepared->encoded);
-  const std::string& format_name = prepared->format;
-  const int width = prepared->width, height = prepared->height, channels = prepared->channels;
-  const std::string& colorspace = prepared->colorspace;
-
   example::Features features = item.extra;
+  features.merge(loaded->extra);
   using example::Feature;
-  features["image/encoded"] = Feature::Bytes({std::move(encoded)});
-  features["image/format"] = Feature::Bytes({format_name});
-  features["image/height"] = Feature::Int64s({height});
-  features["image/width"] = Feature::Int64s({width});
-  features["image/channels"] = Feature::Int64s({channels});
-  features["image/colorspace"] = Feature::Bytes({colorspace});
-  features["image/filename"] = Feature::Bytes({item.filename});
+  if (loaded->image) {
+    result.input_bytes = loaded->image->size();
+    Result<PreparedImage> prepared = PrepareImage(std::move(*loaded->image), options);
+    if (!prepared.ok()) {
+      result.error = prepared.status();
+      return result;
+    }
+    result.transcoded = prepared->transcoded || loaded->transcoded;
+    features["image/encoded"] = Feature::Bytes({std::move(prepared->encoded)});
+    features["image/format"] = Feature::Bytes({prepared->format});
+    features["image/height"] = Feature::Int64s({prepared->height});
+    features["image/width"] = Feature::Int64s({prepared->width});
+    features["image/channels"] = Feature::Int64s({prepared->channels});
+    features["image/colorspace"] = Feature::Bytes({prepared->colorspace});
+  }
+  if (!item.filename.empty()) features["image/filename"] = Feature::Bytes({item.filename});
   if (!item.labels.empty()) {
     std::vector<int64_t> labels;
     std::vector<std::string> texts;
@@ -336,13 +325,13 @@ bool IsConversionEntry(const std::string& name) {
          name == "summary.json";
 }
 
-Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& dst,
+Result<ConvertSummary> ConvertInto(InputSource& source, const std::string& dst,
                                    const std::string& shown_dst, const ConvertOptions& options);
 
 // Overwrite: the new conversion is written into a sibling folder and swapped in only when it
 // is complete (one atomic RENAME_EXCHANGE where the file system has it), so a failure
 // (full disk, kill, bad input with strict) leaves the earlier output as it was.
-Result<ConvertSummary> ConvertAndSwap(const std::string& src, const std::string& dst,
+Result<ConvertSummary> ConvertAndSwap(InputSource& source, const std::string& dst,
                                       const ConvertOptions& options) {
   std::error_code ec;
   // The folder itself, not a symlink to it, is what gets swapped.
@@ -362,7 +351,7 @@ Result<ConvertSummary> ConvertAndSwap(const std::string& src, const std::string&
   }
   ConvertOptions inner = options;
   inner.overwrite = false;
-  Result<ConvertSummary> summary = ConvertInto(src, staging, dst, inner);
+  Result<ConvertSummary> summary = ConvertInto(source, staging, dst, inner);
   if (!summary.ok()) {
     fs::remove_all(staging, ec);
     return summary.status();
@@ -404,18 +393,34 @@ Result<ConvertSummary> ConvertAndSwap(const std::string& src, const std::string&
 
 }  // namespace
 
-Result<ConvertSummary> Convert(const std::string& src, const std::string& dst,
+Status CheckDestination(const std::string& dst, const ConvertOptions& options) {
+  std::error_code ec;
+  if (options.overwrite || options.resume || !fs::is_directory(dst, ec) || !HoldsConversion(dst)) {
+    return Status();
+  }
+  return AlreadyExistsError("'" + dst +
+                            "' already holds converted shards; use resume to finish an "
+                            "interrupted run, or overwrite to replace them");
+}
+
+Result<ConvertSummary> Convert(InputSource& source, const std::string& dst,
                                const ConvertOptions& options) {
   std::error_code ec;
   if (options.overwrite && !options.resume && fs::is_directory(dst, ec) && HoldsConversion(dst)) {
-    return ConvertAndSwap(src, dst, options);
+    return ConvertAndSwap(source, dst, options);
   }
-  return ConvertInto(src, dst, dst, options);
+  return ConvertInto(source, dst, dst, options);
+}
+
+Result<ConvertSummary> Convert(const std::string& src, const std::string& dst,
+                               const ConvertOptions& options) {
+  std::unique_ptr<InputSource> source = MakePathSource(src);
+  return Convert(*source, dst, options);
 }
 
 namespace {
 
-Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& dst,
+Result<ConvertSummary> ConvertInto(InputSource& source, const std::string& dst,
                                    const std::string& shown_dst, const ConvertOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -434,24 +439,8 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
     // default asks for indexes, and GZIP output simply has none.
   }
   // 1. Plan.
-  Result<InputListing> listing = InvalidArgumentError("unreachable");
-  std::error_code ec;
-  if (fs::is_directory(src, ec)) {
-    // Shards inside the image folder would become a class of the next run.
-    const fs::path s = fs::weakly_canonical(src, ec), d = fs::weakly_canonical(shown_dst, ec);
-    auto [s_end, d_it] = std::mismatch(s.begin(), s.end(), d.begin(), d.end());
-    if (!ec && s_end == s.end()) {
-      return InvalidArgumentError("output folder '" + shown_dst + "' is inside the image folder '" +
-                                  src + "'; choose one outside it");
-    }
-  }
-  if (fs::is_regular_file(src, ec) &&
-      (EndsWithCaseless(src, ".csv") || EndsWithCaseless(src, ".jsonl") ||
-       EndsWithCaseless(src, ".ndjson") || EndsWithCaseless(src, ".json"))) {
-    listing = ReadManifest(src, options);
-  } else {
-    listing = ListImageFolder(src);
-  }
+  RF_RETURN_IF_ERROR(source.CheckDestination(shown_dst));
+  Result<InputListing> listing = source.List(options);
   if (!listing.ok()) return listing.status();
   if (options.strict) {
     // Hidden files are left out by design, not unusable: strict lists them like the rest.
@@ -582,7 +571,7 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
           // No exception may leave a pool thread: the writer below waits for every item, so an
           // allocation failure is this input's error (skipped and listed), not a lost item.
           const Status caught = CatchExceptions("converting '" + item.path + "'", [&] {
-            r = ProcessItem(item, inputs, options);
+            r = ProcessItem(item, source, inputs, options);
             return Status();
           });
           if (!caught.ok()) {
@@ -694,7 +683,7 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
 
   // 4. Summary.
   ConvertSummary summary;
-  summary.source = src;
+  summary.source = source.Name();
   summary.destination = shown_dst;
   summary.class_names = inputs.named_classes ? inputs.class_names : std::vector<std::string>();
   summary.label_offset = options.label_offset;

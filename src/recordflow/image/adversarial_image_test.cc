@@ -8,18 +8,17 @@
 #include <gtest/gtest.h>
 
 #include "recordflow/image/image.h"
+#include "recordflow/image/image_test_util.h"
 #include "recordflow/image/ops.h"
 
 namespace recordflow::image {
 namespace {
 
-std::span<const std::byte> Bytes(const std::string& s) {
-  return std::as_bytes(std::span(s.data(), s.size()));
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testing_util::Be32;
+using testing_util::Bytes;
+using testing_util::Contains;
+using testing_util::PngChunk;
+using testing_util::WithJpegSize;
 
 std::string SmallJpeg() {
   Image img;
@@ -30,28 +29,6 @@ std::string SmallJpeg() {
   auto jpeg = EncodeJpeg(img, {});
   EXPECT_TRUE(jpeg.ok());
   return *jpeg;
-}
-
-// Rewrites the height/width of the JPEG's SOF0 segment.
-std::string WithJpegSize(std::string jpeg, int width, int height) {
-  const size_t sof = jpeg.find("\xff\xc0");
-  EXPECT_NE(sof, std::string::npos);
-  jpeg[sof + 5] = static_cast<char>(height >> 8);
-  jpeg[sof + 6] = static_cast<char>(height);
-  jpeg[sof + 7] = static_cast<char>(width >> 8);
-  jpeg[sof + 8] = static_cast<char>(width);
-  return jpeg;
-}
-
-std::string Be32(uint32_t v) {
-  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
-          static_cast<char>(v)};
-}
-
-std::string PngChunk(const std::string& type, const std::string& data) {
-  const std::string body = type + data;
-  const uLong crc = crc32(0, reinterpret_cast<const Bytef*>(body.data()), body.size());
-  return Be32(static_cast<uint32_t>(data.size())) + body + Be32(static_cast<uint32_t>(crc));
 }
 
 // A valid-CRC gray 8-bit PNG claiming width x height, with `rows` real rows of pixel data.

@@ -15,18 +15,17 @@
 #include <gtest/gtest.h>
 
 #include "recordflow/image/image.h"
+#include "recordflow/image/image_test_util.h"
 #include "recordflow/image/ops.h"
 
 namespace recordflow::image {
 namespace {
 
-std::span<const std::byte> Bytes(const std::string& s) {
-  return std::as_bytes(std::span(s.data(), s.size()));
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testing_util::Be32;
+using testing_util::Bytes;
+using testing_util::Contains;
+using testing_util::PngChunk;
+using testing_util::WithJpegSize;
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -125,6 +124,34 @@ TEST(GifFrameLimit, FrameFarLargerThanTheScreenIsRefusedUnderTheDefaultLimit) {
 
 // ---- progressive scans ------------------------------------------------------------------------
 
+// `img` (gray or RGB) encoded by libjpeg with the scan script `script`.
+std::string JpegWithScans(const Image& img, const std::vector<jpeg_scan_info>& script) {
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buffer, &size);
+  c.image_width = img.width;
+  c.image_height = img.height;
+  c.input_components = img.channels;
+  c.in_color_space = img.channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&c);
+  c.scan_info = script.data();
+  c.num_scans = static_cast<int>(script.size());
+  jpeg_start_compress(&c, TRUE);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(img.row(static_cast<int>(c.next_scanline)));
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  std::string out(reinterpret_cast<char*>(buffer), size);
+  std::free(buffer);
+  return out;
+}
+
 // A valid progressive grayscale JPEG with 11 DC scans (Al 10..0, libjpeg's range for 8-bit
 // samples) and 11 scans for each of the 63 AC coefficients: 704 scans, every one of them legal
 // successive approximation.
@@ -144,31 +171,7 @@ std::string ManyScanJpeg(int w, int h) {
       script.push_back(s);
     }
   }
-  const Image img = Gradient(w, h, 1);
-  jpeg_compress_struct c;
-  jpeg_error_mgr err;
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buffer, &size);
-  c.image_width = w;
-  c.image_height = h;
-  c.input_components = 1;
-  c.in_color_space = JCS_GRAYSCALE;
-  jpeg_set_defaults(&c);
-  c.scan_info = script.data();
-  c.num_scans = static_cast<int>(script.size());
-  jpeg_start_compress(&c, TRUE);
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(img.row(static_cast<int>(c.next_scanline)));
-    jpeg_write_scanlines(&c, &row, 1);
-  }
-  jpeg_finish_compress(&c);
-  jpeg_destroy_compress(&c);
-  std::string out(reinterpret_cast<char*>(buffer), size);
-  std::free(buffer);
-  return out;
+  return JpegWithScans(Gradient(w, h, 1), script);
 }
 
 // 3 components x 64 coefficients x 11 successive-approximation scans = 2,112 scans, each a
@@ -187,31 +190,7 @@ std::string ManyScanColorJpeg(int w, int h) {
       }
     }
   }
-  const Image img = Gradient(w, h, 3);
-  jpeg_compress_struct c;
-  jpeg_error_mgr err;
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buffer, &size);
-  c.image_width = w;
-  c.image_height = h;
-  c.input_components = 3;
-  c.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&c);
-  c.scan_info = script.data();
-  c.num_scans = static_cast<int>(script.size());
-  jpeg_start_compress(&c, TRUE);
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(img.row(static_cast<int>(c.next_scanline)));
-    jpeg_write_scanlines(&c, &row, 1);
-  }
-  jpeg_finish_compress(&c);
-  jpeg_destroy_compress(&c);
-  std::string out(reinterpret_cast<char*>(buffer), size);
-  std::free(buffer);
-  return out;
+  return JpegWithScans(Gradient(w, h, 3), script);
 }
 
 TEST(ProgressiveScanLimit, LargeManyScanImageIsRefusedBeforeDecodingAnyScan) {
@@ -305,16 +284,6 @@ Status Structure(const std::string& data) {
   return Probe(Bytes(data), {.check_structure = true}).status();
 }
 
-std::string WithJpegSize(std::string jpeg, int width, int height) {
-  const size_t sof = jpeg.find("\xff\xc0");
-  EXPECT_NE(sof, std::string::npos);
-  jpeg[sof + 5] = static_cast<char>(height >> 8);
-  jpeg[sof + 6] = static_cast<char>(height);
-  jpeg[sof + 7] = static_cast<char>(width >> 8);
-  jpeg[sof + 8] = static_cast<char>(width);
-  return jpeg;
-}
-
 TEST(StructureCheck, JpegHeaderClaimingFarMoreThanItsScanHolds) {
   auto small = EncodeJpeg(Gradient(32, 24, 3), {});
   ASSERT_TRUE(small.ok());
@@ -356,17 +325,6 @@ TEST(StructureCheck, RealJpegsOfEveryKindPass) {
     }
   }
   EXPECT_TRUE(Structure(ManyScanJpeg(64, 48)).ok());
-}
-
-std::string Be32(uint32_t v) {
-  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
-          static_cast<char>(v)};
-}
-
-std::string PngChunk(const std::string& type, const std::string& data) {
-  const std::string body = type + data;
-  const uLong crc = crc32(0, reinterpret_cast<const Bytef*>(body.data()), body.size());
-  return Be32(static_cast<uint32_t>(data.size())) + body + Be32(static_cast<uint32_t>(crc));
 }
 
 std::string Png(uint32_t width, uint32_t height) {

@@ -13,61 +13,19 @@
 #include "recordflow/io/dropping_proxy_test_util.h"
 #include "recordflow/io/filesystem.h"
 #include "recordflow/io/gcs_internal.h"
+#include "recordflow/io/remote_test_util.h"
 
 namespace recordflow::io {
 namespace {
 
 using testing_util::DroppingProxy;
+using testing_util::ExpectIndexedReads;
 
-std::string Env(const char* name) {
-  const char* e = std::getenv(name);
-  return e == nullptr ? "" : e;
-}
-
-bool RequireServers() { return Env("RF_REQUIRE_REMOTE_SERVERS") == "1"; }
-
-std::string Payload(int i, size_t size) {
-  std::string s(size, '\0');
-  std::mt19937 rng(static_cast<unsigned>(i));
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
-
-std::vector<std::string> WriteShard(const std::string& url, int n, size_t size, bool index) {
-  format::RecordWriterOptions wo;
-  wo.write_index = index;
-  auto w = format::RecordWriter::Open(url, wo);
-  EXPECT_TRUE(w.ok()) << w.status().ToString();
-  std::vector<std::string> out;
-  for (int i = 0; i < n; ++i) {
-    out.push_back(Payload(i, size));
-    EXPECT_TRUE((*w)->WriteRecord(std::as_bytes(std::span(out.back()))).ok());
-  }
-  Status s = (*w)->Close();
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return out;
-}
-
-std::vector<std::string> ReadAll(const std::string& url, Status* status) {
-  std::vector<std::string> got;
-  auto r = format::RecordReader::Open(url);
-  if (!r.ok()) {
-    *status = r.status();
-    return got;
-  }
-  std::span<const std::byte> rec;
-  while (true) {
-    Result<bool> more = (*r)->ReadRecord(&rec);
-    if (!more.ok()) {
-      *status = more.status();
-      return got;
-    }
-    if (!*more) break;
-    got.emplace_back(reinterpret_cast<const char*>(rec.data()), rec.size());
-  }
-  *status = Status::OK();
-  return got;
-}
+using testing_util::Env;
+using testing_util::Payload;
+using testing_util::ReadAll;
+using testing_util::RequireServers;
+using testing_util::WriteShard;
 
 class GcsIntegrationTest : public ::testing::Test {
  protected:
@@ -170,16 +128,7 @@ TEST_F(GcsIntegrationTest, GlobListsMatchingKeysOnlyAndDeleteRemoves) {
 }
 
 TEST_F(GcsIntegrationTest, IndexedReaderUsesTheRemoteIndex) {
-  const auto written = WriteShard(Url("i/x.tfrecord"), 50, 777, true);
-  auto r = format::IndexedRecordReader::Open(Url("i/x.tfrecord"));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ((*r)->size(), 50u);
-  std::vector<std::byte> scratch;
-  for (uint64_t i : {49u, 0u, 17u}) {
-    auto rec = (*r)->ReadRecord(i, &scratch);
-    ASSERT_TRUE(rec.ok()) << rec.status().ToString();
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(rec->data()), rec->size()), written[i]);
-  }
+  ExpectIndexedReads(Url("i/x.tfrecord"));
 }
 
 TEST_F(GcsIntegrationTest, MissingObjectAndBucketAreNotFoundNamingTheUrl) {

@@ -20,6 +20,7 @@
 #include "recordflow/io/filesystem.h"
 #include "recordflow/io/filesystem_internal.h"
 #include "recordflow/io/http_client.h"
+#include "recordflow/io/remote_test_util.h"
 
 namespace recordflow::io {
 namespace {
@@ -30,6 +31,10 @@ std::string Endpoint() {
 }
 
 using testing_util::DroppingProxy;
+using testing_util::ExpectIndexedReads;
+using testing_util::Payload;
+using testing_util::ReadAll;
+using testing_util::WriteShard;
 
 class S3IntegrationTest : public ::testing::Test {
  protected:
@@ -55,50 +60,6 @@ class S3IntegrationTest : public ::testing::Test {
   void TearDown() override { SetRemoteOptions(saved_); }
 
   std::string Url(const std::string& key) const { return "s3://" + bucket_ + "/" + key; }
-
-  static std::string Payload(int i, size_t size) {
-    std::string s(size, '\0');
-    std::mt19937 rng(static_cast<unsigned>(i));
-    for (char& c : s) c = static_cast<char>(rng());
-    return s;
-  }
-
-  // Writes n records of `size` bytes; returns their payloads.
-  std::vector<std::string> WriteShard(const std::string& url, int n, size_t size, bool index) {
-    format::RecordWriterOptions wo;
-    wo.write_index = index;
-    auto w = format::RecordWriter::Open(url, wo);
-    EXPECT_TRUE(w.ok()) << w.status().ToString();
-    std::vector<std::string> out;
-    for (int i = 0; i < n; ++i) {
-      out.push_back(Payload(i, size));
-      EXPECT_TRUE((*w)->WriteRecord(std::as_bytes(std::span(out.back()))).ok());
-    }
-    Status s = (*w)->Close();
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    return out;
-  }
-
-  static std::vector<std::string> ReadAll(const std::string& url, Status* status) {
-    std::vector<std::string> got;
-    auto r = format::RecordReader::Open(url);
-    if (!r.ok()) {
-      *status = r.status();
-      return got;
-    }
-    std::span<const std::byte> rec;
-    while (true) {
-      Result<bool> more = (*r)->ReadRecord(&rec);
-      if (!more.ok()) {
-        *status = more.status();
-        return got;
-      }
-      if (!*more) break;
-      got.emplace_back(reinterpret_cast<const char*>(rec.data()), rec.size());
-    }
-    *status = Status::OK();
-    return got;
-  }
 
   RemoteOptions saved_;
   std::string bucket_;
@@ -149,16 +110,7 @@ TEST_F(S3IntegrationTest, GlobListsMatchingKeysOnly) {
 }
 
 TEST_F(S3IntegrationTest, IndexedReaderUsesTheRemoteIndex) {
-  const auto written = WriteShard(Url("i/x.tfrecord"), 50, 777, true);
-  auto r = format::IndexedRecordReader::Open(Url("i/x.tfrecord"));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ((*r)->size(), 50u);
-  std::vector<std::byte> scratch;
-  for (uint64_t i : {49u, 0u, 17u}) {
-    auto rec = (*r)->ReadRecord(i, &scratch);
-    ASSERT_TRUE(rec.ok()) << rec.status().ToString();
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(rec->data()), rec->size()), written[i]);
-  }
+  ExpectIndexedReads(Url("i/x.tfrecord"));
 }
 
 TEST_F(S3IntegrationTest, MissingObjectIsNotFoundAndBadSecretIsPermissionDenied) {

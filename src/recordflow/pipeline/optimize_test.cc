@@ -13,27 +13,14 @@
 #include "recordflow/example/example.h"
 #include "recordflow/image/image.h"
 #include "recordflow/pipeline/dataset.h"
+#include "recordflow/pipeline/pipeline_test_util.h"
 #include "recordflow/vision/vision.h"
 
 namespace recordflow::pipeline {
 namespace {
 
-template <typename T>
-T Ok(Result<T> r) {
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return std::move(r).value();
-}
-
-std::string JpegOf(int w, int h, int seed) {
-  image::Image img;
-  img.width = w, img.height = h, img.channels = 3;
-  img.pixels.resize(img.row_bytes() * h);
-  for (size_t i = 0; i < img.pixels.size(); ++i) {
-    img.pixels[i] = static_cast<uint8_t>((i * 7 + seed * 13 + i / 97) % 251);
-  }
-  return Ok(image::EncodeJpeg(img));
-}
-
+using testing_util::JpegOf;
+using testing_util::Ok;
 // n Examples with JPEGs of varied sizes; the ones in `corrupt` hold a truncated JPEG.
 std::vector<std::string> Records(int n, const std::vector<int>& corrupt = {}) {
   std::vector<std::string> out;

@@ -1,0 +1,48 @@
+// Helpers shared by the image layer's tests: byte views, and hand-made (often lying) JPEG and
+// PNG bytes.
+#pragma once
+
+#include <zlib.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace recordflow::image::testing_util {
+
+inline std::span<const std::byte> Bytes(const std::string& s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+inline bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// `jpeg` with the height/width of its SOF0 segment rewritten.
+inline std::string WithJpegSize(std::string jpeg, int width, int height) {
+  const size_t sof = jpeg.find("\xff\xc0");
+  EXPECT_NE(sof, std::string::npos);
+  if (sof == std::string::npos) return jpeg;
+  jpeg[sof + 5] = static_cast<char>(height >> 8);
+  jpeg[sof + 6] = static_cast<char>(height);
+  jpeg[sof + 7] = static_cast<char>(width >> 8);
+  jpeg[sof + 8] = static_cast<char>(width);
+  return jpeg;
+}
+
+// `v` as 4 big-endian bytes.
+inline std::string Be32(uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+          static_cast<char>(v)};
+}
+
+// One PNG chunk (length, type, data, CRC-32 of type and data).
+inline std::string PngChunk(const std::string& type, const std::string& data) {
+  const std::string body = type + data;
+  const uLong crc = crc32(0, reinterpret_cast<const Bytef*>(body.data()), body.size());
+  return Be32(static_cast<uint32_t>(data.size())) + body + Be32(static_cast<uint32_t>(crc));
+}
+
+}  // namespace recordflow::image::testing_util
