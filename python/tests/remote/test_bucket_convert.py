@@ -350,3 +350,86 @@ def test_every_reading_command_takes_s3_and_gs_urls(s3, gcs):
     assert len(_gcs_get(gcs, f"{gcs.prefix}/r/a.tfrecord.idx").decode().splitlines()) == 30
     assert '"x"' in _run("inspect", f"gs://{gcs.bucket}/{gcs.prefix}/r/*.tfrecord",
                          "--json").stdout
+
+
+# ---- 3. doctor -------------------------------------------------------------------------------
+
+def _doctor_shards(s3) -> str:
+    recs = [rf.Example({"x": [i], "y": [float(i)]}).serialize() for i in range(400)]
+    for i in range(2):
+        _put_records(s3.url(f"{s3.prefix}/d/p-{i}.tfrecord"), recs)
+    return s3.url(f"{s3.prefix}/d/p-*.tfrecord")
+
+
+def test_cli_doctor_on_s3_names_remote_read(s3):
+    pattern = _doctor_shards(s3)
+    out = _run("doctor", pattern, "--preset", "records", "--seconds", 0.3, "--no-variants",
+               "--json", "--quiet", "--batch", 32, timeout=120)
+    report = json.loads(out.stdout)
+    read = [s for s in report["stages"] if s["id"] == "read"]
+    assert read and read[0]["name"].startswith(f"remote read from s3://{s3.bucket}"), read
+    assert read[0]["elements"] > 0
+    # A single missing object: NotFound naming the URL, exit 1.
+    missing = s3.url(f"{s3.prefix}/d/nope.tfrecord")
+    proc = _run("doctor", missing, "--seconds", 0.3, "--quiet", check=1)
+    assert "NotFound" in proc.stderr and missing in proc.stderr
+
+
+def test_python_doctor_on_s3_dataset(s3):
+    from recordflow.doctor import diagnose
+
+    ds = rf.Dataset.from_files(_doctor_shards(s3)).batch(32)
+    report = diagnose(ds, seconds=0.3, try_variants=False)
+    stages = report.to_dict()["stages"]
+    read = [s for s in stages if s["id"] == "read"]
+    assert read[0]["name"].startswith(f"remote read from s3://{s3.bucket}"), read
+    assert read[0]["elements"] > 0
+
+
+# ---- 4. errors -------------------------------------------------------------------------------
+
+def test_convert_missing_bucket_or_prefix_is_not_found_naming_the_url(s3, reference):
+    _, src, _ = reference
+    missing_src = s3.url(f"{s3.prefix}/no-such-images")
+    proc = _run("convert", missing_src, s3.url(f"{s3.prefix}/o"), "--shards", 1, check=1)
+    assert "NotFound" in proc.stderr and missing_src in proc.stderr
+    proc = _run("convert", src, "s3://rf-no-such-bucket/out", "--shards", 1, check=1)
+    assert "NotFound" in proc.stderr and "s3://rf-no-such-bucket/out" in proc.stderr
+    manifest = s3.url(f"{s3.prefix}/none.csv")
+    proc = _run("convert", manifest, s3.url(f"{s3.prefix}/o"), "--shards", 1, check=1)
+    assert "NotFound" in proc.stderr and manifest in proc.stderr
+    proc = _run("extract", s3.url(f"{s3.prefix}/none.tfrecord"), s3.url(f"{s3.prefix}/x"),
+                check=1)
+    assert "NotFound" in proc.stderr and f"{s3.prefix}/none.tfrecord" in proc.stderr
+
+
+def test_convert_with_a_wrong_secret_is_permission_denied_naming_the_url(s3, reference):
+    _, src, _ = reference
+    dst = s3.url(f"{s3.prefix}/denied")
+    env = dict(os.environ, AWS_SECRET_ACCESS_KEY="definitely-wrong-secret")
+    proc = _run("convert", src, dst, "--shards", 1, env=env, check=1)
+    assert "PermissionDenied" in proc.stderr and dst in proc.stderr, proc.stderr
+    assert "definitely-wrong-secret" not in proc.stderr
+    assert _s3_keys(s3, f"{s3.prefix}/denied") == []
+
+
+def test_convert_upload_faults_are_retried_or_fail_cleanly(s3, fault_proxy, reference):
+    _, src, expected = reference
+    env = dict(os.environ, **fault_proxy.env)
+    # Transient: 503s and dropped connections on uploads are retried; the output is exact.
+    fault_proxy.configure(fail_status=503, fail_count=3, match_method="PUT")
+    _run("convert", src, s3.url(f"{s3.prefix}/flaky"), *CONVERT_FLAGS, env=env)
+    assert fault_proxy.stats()["failed"] == 3
+    fault_proxy.reset()
+    assert _s3_outputs(s3, f"{s3.prefix}/flaky") == expected
+    # Persistent: every upload fails; a clear error naming the object, and no object at all.
+    fault_proxy.reset()
+    fault_proxy.configure(fail_status=503, fail_count=10**6, match_method="PUT")
+    start = time.monotonic()
+    proc = _run("convert", src, s3.url(f"{s3.prefix}/down"), *CONVERT_FLAGS, env=env, check=1,
+                timeout=180)
+    assert f"s3://{s3.bucket}/{s3.prefix}/down/" in proc.stderr, proc.stderr
+    assert "503" in proc.stderr or "Unavailable" in proc.stderr, proc.stderr
+    assert time.monotonic() - start < 120
+    fault_proxy.reset()
+    assert _s3_outputs(s3, f"{s3.prefix}/down") == {}
