@@ -433,3 +433,20 @@ def test_convert_upload_faults_are_retried_or_fail_cleanly(s3, fault_proxy, refe
     assert time.monotonic() - start < 120
     fault_proxy.reset()
     assert _s3_outputs(s3, f"{s3.prefix}/down") == {}
+
+
+def test_python_convert_and_extract_take_urls(s3, gcs, reference):
+    tree, _, expected = reference
+    for rel, data in tree.items():
+        s3.put(f"{s3.prefix}/py/{rel}", data)
+    summary = rf.convert(s3.url(f"{s3.prefix}/py"), f"gs://{gcs.bucket}/{gcs.prefix}/py",
+                         shards=4, val_fraction=0.25, seed=7, num_threads=2)
+    assert summary["records"] == len(tree)
+    for name, data in expected.items():
+        assert _gcs_get(gcs, f"{gcs.prefix}/py/{name}") == data, name
+    shards = [f"gs://{gcs.bucket}/{gcs.prefix}/py/{n}" for n in sorted(expected)
+              if n.endswith(".tfrecord")]
+    out = rf.extract(shards, s3.url(f"{s3.prefix}/pyx"))
+    assert out["images"] == len(tree)
+    for rel, data in tree.items():
+        assert _s3_get(s3, f"{s3.prefix}/pyx/{rel}") == data, rel
