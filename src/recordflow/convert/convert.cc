@@ -386,8 +386,7 @@ Result<std::string> PrepareDestination(const std::string& dst, const ConvertOpti
     if (ec) return ErrnoToStatus(ec.value(), "cannot create", state_dir);
     return std::string();
   }
-  RF_ASSIGN_OR_RETURN(std::string hash,
-                      EarlierPlanHash(dst, options, has_state, !outputs.empty()));
+  RF_ASSIGN_OR_RETURN(std::string hash, EarlierPlanHash(dst, options, has_state, !outputs.empty()));
   fs::create_directories(state_dir, ec);
   if (ec) return ErrnoToStatus(ec.value(), "cannot create", state_dir);
   return hash;
@@ -524,9 +523,8 @@ Result<ConvertSummary> ConvertInto(const std::string& src, const std::string& ds
     std::string root = src;
     while (root.size() > 1 && root.back() == '/') root.pop_back();
     if (dst.compare(0, root.size() + 1, root + "/") == 0 || dst == root) {
-      return InvalidArgumentError("output prefix '" + shown_dst +
-                                  "' is inside the image folder '" + src +
-                                  "'; choose one outside it");
+      return InvalidArgumentError("output prefix '" + shown_dst + "' is inside the image folder '" +
+                                  src + "'; choose one outside it");
     }
   }
   if (io::IsRemotePath(src)) {
