@@ -450,3 +450,23 @@ def test_python_convert_and_extract_take_urls(s3, gcs, reference):
     assert out["images"] == len(tree)
     for rel, data in tree.items():
         assert _s3_get(s3, f"{s3.prefix}/pyx/{rel}") == data, rel
+
+
+def test_convert_manifest_served_over_http(http_server, reference, tmp_path):
+    tree, src, _ = reference
+    prefix = f"b-{uuid.uuid4().hex[:8]}"
+    for rel, data in tree.items():
+        http_server.put(f"{prefix}/{rel}", data)
+    rows = ["image,label"] + [f"{rel},{rel.split('/')[0]}" for rel in sorted(tree)]
+    http_server.put(f"{prefix}/list.csv", ("\n".join(rows) + "\n").encode())
+    local_manifest = src / "list.csv"
+    local_manifest.write_text("\n".join(rows) + "\n")
+    _run("convert", local_manifest, tmp_path / "m-local", "--shards", 2, "--seed", 3,
+         "--no-progress")
+    _run("convert", http_server.url(f"{prefix}/list.csv"), tmp_path / "m-http", "--shards", 2,
+         "--seed", 3, "--no-progress")
+    expected = _local_outputs(tmp_path / "m-local")
+    assert expected and _local_outputs(tmp_path / "m-http") == expected
+    # An image folder needs a listing, which HTTP has not: a clear error, not a crash.
+    proc = _run("convert", http_server.url(prefix), tmp_path / "f-http", "--shards", 1, check=1)
+    assert "Unimplemented" in proc.stderr and http_server.url(prefix) in proc.stderr
