@@ -18,6 +18,7 @@
 #include "common.h"
 #include "recordflow/example/example.h"
 #include "recordflow/format/record_reader.h"
+#include "recordflow/io/filesystem.h"
 #include "recordflow/io/glob.h"
 #include "recordflow/pipeline/diagnose.h"
 #include "recordflow/vision/vision.h"
@@ -150,6 +151,16 @@ int RunDoctor(const DoctorCliOptions& cli) {
   // anything is read. (Patterns that match nothing are exit 1, as for the other commands.)
   for (const std::string& path : cli.files) {
     if (io::IsGlobPattern(path)) continue;
+    if (io::IsRemotePath(path)) {
+      // One HEAD: a missing object or bucket (NotFound), or no access (PermissionDenied),
+      // is reported naming the URL before any timing starts.
+      const Result<io::FileInfo> info = io::StatPath(path);
+      if (!info.ok()) {
+        PrintError(info.status());
+        return ExitCodeFor(info.status());
+      }
+      continue;
+    }
     std::error_code error;
     if (!std::filesystem::exists(path, error)) return UsageError("no such file: '" + path + "'");
     if (std::filesystem::is_directory(path, error)) {

@@ -40,8 +40,16 @@ struct InputListing {
 // symlink; the first in listing order is used. A symlink to a file is an input under the
 // link's own path and name (image/filename is the path as found in the class folder, never
 // the link's target).
-// Errors: kNotFound, kInvalidArgument (not a folder, or no class folders), kIOError.
+// On an object store (s3://, gs://) `root` is a key prefix: a class is the first
+// '/'-separated component of the keys under `root`/, its inputs every key below it (same
+// order, names and skips as the same tree on disk); a key ending in '/' is a folder marker.
+// Errors: kNotFound, kInvalidArgument (not a folder, or no class folders), kIOError, and the
+// store's errors (kPermissionDenied, ...) naming the URL.
 Result<InputListing> ListImageFolder(const std::string& root);
+
+// Sets `size` of every input at a URL (one concurrent HEAD each); failures leave 0 (the read
+// reports them).
+void FillRemoteSizes(InputListing* listing);
 
 // Reads a CSV (RFC 4180, header row) or JSON Lines manifest; see ConvertOptions for columns.
 // Errors: kInvalidArgument naming the line for malformed rows or a missing image column;

@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None, prog: str = "recordflow doctor") -> int:
     for path in args.files:
         if any(c in path for c in "*?["):
             continue
+        if "://" in path and not path.startswith("file://"):
+            continue  # a URL: a missing object is NotFound naming it (exit 1), from from_files
         if not os.path.exists(path):
             parser.error(f"no such file: '{path}'")
         if os.path.isdir(path):

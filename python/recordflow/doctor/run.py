@@ -18,9 +18,11 @@ from recordflow.doctor.measure import (
     _read_alone_rate,
     _run_alone,
     _run_with_step,
+    _source_paths,
     _stages,
 )
 from recordflow.doctor.report import Report
+from recordflow.doctor.samples import _remote_origin
 from recordflow.doctor.rules import (
     HELPS_GAIN,
     INPUT_BOUND_WAIT_FRACTION,
@@ -97,9 +99,14 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
     # pool that the executor's work shares; when that pool is saturated the stream looks
     # busy without being the limit. Time the stream alone to know (a measurement, not a
     # variant: done with try_variants=False too).
-    log("timing the record stream alone ...")
-    read_alone = _read_alone_rate(dataset, min(variant_seconds, seconds, 1.0))
+    # Reading from a bucket is network time, not disk time: the report says which it measured.
+    origin = _remote_origin(_source_paths(dataset) or [])
     read = next(s for s in stages if s["id"] == "read")
+    if origin:
+        read["name"] = f"remote read from {origin}: {read['name']}"
+    log("timing the record stream alone ..." if not origin
+        else f"timing the remote record stream ({origin}) alone ...")
+    read_alone = _read_alone_rate(dataset, min(variant_seconds, seconds, 1.0))
     read["alone_records_per_s"] = read_alone
     ceiling = {"elements_per_s": rate * (batch_size or 1),
                "batches_per_s": rate if batch_size else None, "batch_size": batch_size,

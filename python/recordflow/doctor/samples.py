@@ -21,6 +21,19 @@ from recordflow.doctor.measure import (
 from recordflow.doctor.rules import _Rec, error_name, reshard_command
 
 
+def _is_url(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _remote_origin(paths: list[str]) -> str | None:
+    """The origin ("s3://bucket") of the first URL in ``paths``; None when all are local."""
+    for p in paths:
+        if _is_url(p):
+            scheme, rest = p.split("://", 1)
+            return f"{scheme}://{rest.split('/', 1)[0]}"
+    return None
+
+
 def _vision_target(op: _st.NativeMap) -> int | None:
     """The shorter side a pre-resize at conversion should keep for a vision preset map."""
     desc = repr(op.op)
@@ -116,7 +129,9 @@ def _file_layout_variants(ds: Dataset, paths: list[str], compressed: bool, secon
             sample.append(path)
             records.append(file_records)
             total += sum(len(r) for r in file_records)
-            sample_file_bytes += os.path.getsize(path)
+            # A URL has no local size: its uncompressed framing is 16 bytes per record.
+            sample_file_bytes += (os.path.getsize(path) if not _is_url(path)
+                                  else sum(len(r) + 16 for r in file_records))
             if total > 32 << 20:
                 break
     except Exception as e:  # an unreadable file fails the baseline too; report, don't crash

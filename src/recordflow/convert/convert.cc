@@ -31,6 +31,7 @@
 #include "recordflow/image/image.h"
 #include "recordflow/image/ops.h"
 #include "recordflow/io/file.h"
+#include "recordflow/io/filesystem.h"
 
 namespace recordflow::convert {
 namespace fs = std::filesystem;
@@ -196,6 +197,7 @@ struct ShardResult {
   uint64_t transcoded = 0;
   std::vector<uint64_t> per_class;
   std::vector<SkippedInput> skipped;
+  std::string etag;  // of the published object (empty for local files)
   bool resumed = false;
 
   std::string ToJson(const std::string& file) const {
@@ -215,6 +217,7 @@ struct ShardResult {
                .AddUint("transcoded", transcoded)
                .AddRaw("per_class", JsonArray(counts, JsonLayout::kSpaced))
                .AddRaw("skipped", JsonArray(skips, JsonLayout::kSpaced))
+               .AddString("etag", etag)
                .str() +
            "\n";
   }
@@ -228,6 +231,7 @@ struct ShardResult {
     r.bytes = static_cast<uint64_t>(bytes->AsInt());
     if (const JsonValue* x = v.Find("input_bytes")) r.input_bytes = x->AsInt();
     if (const JsonValue* x = v.Find("transcoded")) r.transcoded = x->AsInt();
+    if (const JsonValue* x = v.Find("etag")) r.etag = x->text;
     if (const JsonValue* x = v.Find("per_class")) {
       for (const auto& c : x->items) r.per_class.push_back(c.AsInt());
     }
@@ -242,10 +246,39 @@ struct ShardResult {
   }
 };
 
-std::optional<uint64_t> FileSize(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  return static_cast<uint64_t>(st.st_size);
+// A published output: a regular file, or an object (with its ETag). nullopt when absent.
+std::optional<io::FileInfo> OutputInfo(const std::string& path) {
+  if (!io::IsRemotePath(path)) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+    io::FileInfo info;
+    info.size = static_cast<uint64_t>(st.st_size);
+    return info;
+  }
+  Result<io::FileInfo> info = io::StatPath(path);
+  if (!info.ok() || info->is_directory) return std::nullopt;
+  return *info;
+}
+
+// True when the index at `index_path` lists exactly `records` records that tile the shard's
+// `bytes` from offset 0: an index of another (earlier, partial) shard never passes.
+bool IndexMatches(const std::string& index_path, uint64_t records, uint64_t bytes) {
+  // A line is at most two 20-digit numbers, a space and a newline.
+  Result<std::string> text = io::ReadFileToString(index_path, (records + 1) * 42);
+  if (!text.ok()) return false;
+  uint64_t lines = 0, expected = 0;
+  size_t pos = 0;
+  while (pos < text->size()) {
+    const size_t end = text->find('\n', pos);
+    if (end == std::string::npos) return false;
+    unsigned long long offset = 0, size = 0;
+    if (std::sscanf(text->c_str() + pos, "%llu %llu", &offset, &size) != 2) return false;
+    if (offset != expected) return false;
+    expected += size;
+    ++lines;
+    pos = end + 1;
+  }
+  return lines == records && expected == bytes;
 }
 
 bool IsOutputName(const std::string& name) {
@@ -261,9 +294,65 @@ bool IsStaleTemp(const std::string& name) {
   return tmp != std::string::npos && IsOutputName(name.substr(1, tmp - 1));
 }
 
+// The plan hash an earlier run left in DST (empty when none), or why this run may not go on
+// with what DST holds.
+Result<std::string> EarlierPlanHash(const std::string& dst, const ConvertOptions& options,
+                                    bool has_state, bool has_outputs) {
+  if (!options.resume && (has_state || has_outputs)) {
+    return AlreadyExistsError("'" + dst +
+                              "' already holds converted shards; use resume to finish "
+                              "an interrupted run, or overwrite to replace them");
+  }
+  if (!has_state) {
+    if (!has_outputs) return std::string();
+    return FailedPreconditionError("cannot resume in '" + dst + "': it holds shards but no " +
+                                   kStateDir +
+                                   " folder (not made by recordflow convert?); use "
+                                   "overwrite");
+  }
+  Result<std::string> text = io::ReadFileToString(dst + "/" + kStateDir + "/plan.json", 1 << 20);
+  if (!text.ok()) return std::string();
+  Result<JsonValue> plan = internal::ParseJson(*text);
+  if (plan.ok() && plan->Find("plan_hash") != nullptr) return plan->Find("plan_hash")->text;
+  return std::string();
+}
+
+// PrepareDestination for a key prefix in a bucket. Nothing to create or clean: an interrupted
+// upload never became an object (the store drops it after its incomplete-upload lifetime).
+// Overwrite deletes the earlier conversion's objects first; each new object then appears
+// whole.
+Result<std::string> PrepareBucketDestination(const std::string& dst,
+                                             const ConvertOptions& options) {
+  RF_ASSIGN_OR_RETURN(io::FileSystem * store, io::FileSystemForPath(dst));
+  const std::string prefix = dst + "/";
+  const std::string state_prefix = prefix + kStateDir + "/";
+  RF_ASSIGN_OR_RETURN(std::vector<std::string> keys, store->ListPrefix(prefix));
+  std::vector<std::string> ours;
+  bool has_state = false, has_outputs = false;
+  for (const std::string& key : keys) {
+    if (key.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string name = key.substr(prefix.size());
+    if (key.compare(0, state_prefix.size(), state_prefix) == 0) {
+      has_state = true;
+      ours.push_back(key);
+    } else if (IsOutputName(name)) {
+      has_outputs = true;
+      ours.push_back(key);
+    } else if (name == "labels.txt" || name == "summary.json") {
+      ours.push_back(key);
+    }
+  }
+  if (options.overwrite) {
+    for (const std::string& key : ours) RF_RETURN_IF_ERROR(store->Delete(key));
+    return std::string();
+  }
+  return EarlierPlanHash(dst, options, has_state, has_outputs);
+}
+
 // Prepares DST: refuses to mix with an earlier conversion unless resume/overwrite say how.
 // Returns the resumable plan hash found there (empty when none).
 Result<std::string> PrepareDestination(const std::string& dst, const ConvertOptions& options) {
+  if (io::IsRemotePath(dst)) return PrepareBucketDestination(dst, options);
   std::error_code ec;
   fs::create_directories(dst, ec);
   if (ec) return ErrnoToStatus(ec.value(), "cannot create", dst);
@@ -286,24 +375,7 @@ Result<std::string> PrepareDestination(const std::string& dst, const ConvertOpti
     if (ec) return ErrnoToStatus(ec.value(), "cannot create", state_dir);
     return std::string();
   }
-  if (!options.resume && (has_state || !outputs.empty())) {
-    return AlreadyExistsError("'" + dst +
-                              "' already holds converted shards; use resume to finish "
-                              "an interrupted run, or overwrite to replace them");
-  }
-  std::string hash;
-  if (has_state) {
-    Result<std::string> text = io::ReadFileToString(state_dir + "/plan.json", 1 << 20);
-    if (text.ok()) {
-      Result<JsonValue> plan = internal::ParseJson(*text);
-      if (plan.ok() && plan->Find("plan_hash") != nullptr) hash = plan->Find("plan_hash")->text;
-    }
-  } else if (!outputs.empty()) {
-    return FailedPreconditionError("cannot resume in '" + dst + "': it holds shards but no " +
-                                   kStateDir +
-                                   " folder (not made by recordflow convert?); use "
-                                   "overwrite");
-  }
+  RF_ASSIGN_OR_RETURN(std::string hash, EarlierPlanHash(dst, options, has_state, !outputs.empty()));
   fs::create_directories(state_dir, ec);
   if (ec) return ErrnoToStatus(ec.value(), "cannot create", state_dir);
   return hash;
@@ -406,6 +478,15 @@ Status CheckDestination(const std::string& dst, const ConvertOptions& options) {
 Result<ConvertSummary> Convert(InputSource& source, const std::string& dst,
                                const ConvertOptions& options) {
   std::error_code ec;
+  if (io::IsRemotePath(dst)) {
+    // Keys never end in '/': "s3://b/out/" and "s3://b/out" are one destination.
+    std::string prefix = dst;
+    while (prefix.size() > 1 && prefix.back() == '/') prefix.pop_back();
+    if (io::ParseUrl(prefix).authority.empty()) {
+      return InvalidArgumentError("destination '" + dst + "' names no bucket");
+    }
+    return ConvertInto(source, prefix, dst, options);
+  }
   if (options.overwrite && !options.resume && fs::is_directory(dst, ec) && HoldsConversion(dst)) {
     return ConvertAndSwap(source, dst, options);
   }
@@ -497,9 +578,13 @@ Result<ConvertSummary> ConvertInto(InputSource& source, const std::string& dst,
       if (!json.ok()) continue;
       Result<ShardResult> r = ShardResult::FromJson(*json);
       if (!r.ok()) continue;
-      // Complete = published under its final name with the size its state file records.
-      if (FileSize(dst + "/" + file) != r->bytes) continue;
-      if (indexed && !FileSize(dst + "/" + file + ".idx")) continue;
+      // Complete = published under its final name with the size (and, in a bucket, the ETag)
+      // its state file records, and an index that tiles exactly those bytes. Anything else is
+      // written again.
+      const std::optional<io::FileInfo> info = OutputInfo(dst + "/" + file);
+      if (!info || info->size != r->bytes) continue;
+      if (!r->etag.empty() && info->etag != r->etag) continue;
+      if (indexed && !IndexMatches(dst + "/" + file + ".idx", r->records, r->bytes)) continue;
       r->resumed = true;
       results[s] = std::move(r).value();
       done[s] = true;
@@ -672,7 +757,10 @@ Result<ConvertSummary> ConvertInto(InputSource& source, const std::string& dst,
           [finished, &shard_result, path, state_path = state_dir + "/" + shard.file + ".json",
            file = shard.file, &file_options]() -> Status {
             RF_RETURN_IF_ERROR(finished->Close());
-            shard_result.bytes = FileSize(path).value_or(0);
+            const std::optional<io::FileInfo> info = OutputInfo(path);
+            if (!info) return IOError("'" + path + "' is missing right after it was written");
+            shard_result.bytes = info->size;
+            shard_result.etag = info->etag;
             return io::WriteStringToFileAtomic(state_path, shard_result.ToJson(file), file_options);
           }));
       while (closing.size() > kMaxClosing) drain_one();

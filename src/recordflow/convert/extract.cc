@@ -17,6 +17,7 @@
 #include "recordflow/format/record_reader.h"
 #include "recordflow/image/image.h"
 #include "recordflow/io/file.h"
+#include "recordflow/io/filesystem.h"
 
 namespace recordflow::convert {
 namespace fs = std::filesystem;
@@ -273,26 +274,148 @@ std::string ExtractSummary::ToJson() const {
       .str();
 }
 
-Result<ExtractSummary> Extract(const std::vector<std::string>& files, const std::string& out_dir,
-                               const ExtractOptions& options) {
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec) return ErrnoToStatus(ec.value(), "cannot create", out_dir);
-  const std::string root = out_dir.empty() || out_dir.back() == '/' ? out_dir : out_dir + "/";
-  const int root_fd =
-      ::open(out_dir.empty() ? "." : out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (root_fd < 0) return ErrnoToStatus(errno, "cannot open", out_dir);
-  struct RootCloser {
-    int fd;
-    ~RootCloser() { ::close(fd); }
-  } root_closer{root_fd};
-  DirCache dirs(root_fd, root);
-  const std::string csv_name = SanitizePathComponent(options.labels_csv, "labels.csv");
-  ExtractSummary summary;
+namespace {
+
+// Where extracted images go: `Publish` stores `bytes` as DIR_REL + the first free name of
+// `name`, name-1, name-2, ... (taken: written by this run, or already there without overwrite)
+// and returns the relative path it used.
+class ImageSink {
+ public:
+  virtual ~ImageSink() = default;
+  virtual Result<std::string> Publish(const std::vector<std::string>& parts,
+                                      const std::string& bytes) = 0;
+
+ protected:
   // Relative paths written by this run, and per wanted path the next -N suffix to try: each
   // record tries O(1) names on average, however many records share a name.
-  std::unordered_set<std::string> used;
-  std::unordered_map<std::string, uint64_t> next_suffix;
+  std::unordered_set<std::string> used_;
+  std::unordered_map<std::string, uint64_t> next_suffix_;
+};
+
+std::string DirRel(const std::vector<std::string>& parts) {
+  std::string dir_rel;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) dir_rel += parts[i] + "/";
+  return dir_rel;
+}
+
+// A local folder: files are written under temporary names through directory descriptors (no
+// path is resolved twice, so a symlink swapped in mid-run is never followed) and renamed.
+class LocalImageSink final : public ImageSink {
+ public:
+  static Result<std::unique_ptr<LocalImageSink>> Open(const std::string& out_dir,
+                                                      const ExtractOptions& options) {
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec) return ErrnoToStatus(ec.value(), "cannot create", out_dir);
+    const int root_fd =
+        ::open(out_dir.empty() ? "." : out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0) return ErrnoToStatus(errno, "cannot open", out_dir);
+    const std::string root = out_dir.empty() || out_dir.back() == '/' ? out_dir : out_dir + "/";
+    return std::unique_ptr<LocalImageSink>(new LocalImageSink(root_fd, root, options.overwrite));
+  }
+  ~LocalImageSink() override {
+    dirs_.reset();
+    ::close(root_fd_);
+  }
+
+  Result<std::string> Publish(const std::vector<std::string>& parts,
+                              const std::string& bytes) override {
+    RF_ASSIGN_OR_RETURN(const int dir_fd, dirs_->Open(parts, parts.size() - 1));
+    const std::string dir_rel = DirRel(parts);
+    const std::string& name = parts.back();
+    RF_ASSIGN_OR_RETURN(std::string tmp, WriteTemp(dir_fd, root_ + dir_rel, bytes));
+    const std::string wanted = dir_rel + name;
+    uint64_t& n = next_suffix_[wanted];
+    std::string rel;
+    while (true) {
+      const std::string candidate = n == 0 ? name : WithSuffix(name, n);
+      rel = dir_rel + candidate;
+      ++n;
+      if (used_.count(rel) != 0) continue;
+      Result<Published> published =
+          convert::Publish(dir_fd, root_ + dir_rel, tmp, candidate, overwrite_);
+      if (!published.ok()) {
+        ::unlinkat(dir_fd, tmp.c_str(), 0);
+        return published.status();
+      }
+      if (*published == Published::kDone) break;
+    }
+    used_.insert(rel);
+    return rel;
+  }
+
+ private:
+  LocalImageSink(int root_fd, std::string root, bool overwrite)
+      : root_fd_(root_fd),
+        root_(std::move(root)),
+        overwrite_(overwrite),
+        dirs_(std::make_unique<DirCache>(root_fd_, root_)) {}
+  int root_fd_;
+  std::string root_;
+  bool overwrite_;
+  std::unique_ptr<DirCache> dirs_;
+};
+
+// A key prefix in a bucket: each image is one atomic upload; the keys already there are
+// listed once, so that without overwrite an existing object is never replaced.
+class BucketImageSink final : public ImageSink {
+ public:
+  static Result<std::unique_ptr<BucketImageSink>> Open(std::string out_dir,
+                                                       const ExtractOptions& options) {
+    while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
+    RF_ASSIGN_OR_RETURN(io::FileSystem * store, io::FileSystemForPath(out_dir));
+    const std::string root = out_dir + "/";
+    auto sink = std::unique_ptr<BucketImageSink>(new BucketImageSink(root, options.overwrite));
+    if (!options.overwrite) {
+      RF_ASSIGN_OR_RETURN(const std::vector<std::string> keys, store->ListPrefix(root));
+      for (const std::string& key : keys) sink->existing_.insert(key.substr(root.size()));
+    }
+    return sink;
+  }
+
+  Result<std::string> Publish(const std::vector<std::string>& parts,
+                              const std::string& bytes) override {
+    const std::string dir_rel = DirRel(parts);
+    const std::string& name = parts.back();
+    uint64_t& n = next_suffix_[dir_rel + name];
+    std::string rel;
+    while (true) {
+      const std::string candidate = n == 0 ? name : WithSuffix(name, n);
+      rel = dir_rel + candidate;
+      ++n;
+      if (used_.count(rel) == 0 && (overwrite_ || existing_.count(rel) == 0)) break;
+    }
+    RF_RETURN_IF_ERROR(io::WriteStringToFileAtomic(root_ + rel, bytes));
+    used_.insert(rel);
+    return rel;
+  }
+
+  const std::string& root() const { return root_; }
+
+ private:
+  BucketImageSink(std::string root, bool overwrite)
+      : root_(std::move(root)), overwrite_(overwrite) {}
+  std::string root_;
+  bool overwrite_;
+  std::unordered_set<std::string> existing_;
+};
+
+}  // namespace
+
+Result<ExtractSummary> Extract(const std::vector<std::string>& files, const std::string& out_dir,
+                               const ExtractOptions& options) {
+  std::unique_ptr<ImageSink> sink;
+  std::string root;
+  if (io::IsRemotePath(out_dir)) {
+    RF_ASSIGN_OR_RETURN(auto bucket, BucketImageSink::Open(out_dir, options));
+    root = bucket->root();
+    sink = std::move(bucket);
+  } else {
+    RF_ASSIGN_OR_RETURN(sink, LocalImageSink::Open(out_dir, options));
+    root = out_dir.empty() || out_dir.back() == '/' ? out_dir : out_dir + "/";
+  }
+  const std::string csv_name = SanitizePathComponent(options.labels_csv, "labels.csv");
+  ExtractSummary summary;
   std::string csv = "path,label,class\n";
   for (const std::string& file : files) {
     format::RecordReaderOptions reader_options;
@@ -355,29 +478,7 @@ Result<ExtractSummary> Extract(const std::vector<std::string>& files, const std:
                                                 : std::vector<std::string>{fallback};
       parts.back() = WithExtensionFor(parts.back(), sniffed);
       parts.insert(parts.begin(), dir);
-      RF_ASSIGN_OR_RETURN(const int dir_fd, dirs.Open(parts, parts.size() - 1));
-      std::string dir_rel;
-      for (size_t i = 0; i + 1 < parts.size(); ++i) dir_rel += parts[i] + "/";
-      const std::string& name = parts.back();
-      RF_ASSIGN_OR_RETURN(std::string tmp, WriteTemp(dir_fd, root + dir_rel, bytes));
-      // A name taken (in this run, or on disk without overwrite) gets a -N suffix.
-      const std::string wanted = dir_rel + name;
-      uint64_t& n = next_suffix[wanted];
-      std::string rel;
-      while (true) {
-        const std::string candidate = n == 0 ? name : WithSuffix(name, n);
-        rel = dir_rel + candidate;
-        ++n;
-        if (used.count(rel) != 0) continue;
-        Result<Published> published =
-            Publish(dir_fd, root + dir_rel, tmp, candidate, options.overwrite);
-        if (!published.ok()) {
-          ::unlinkat(dir_fd, tmp.c_str(), 0);
-          return published.status();
-        }
-        if (*published == Published::kDone) break;
-      }
-      used.insert(rel);
+      RF_ASSIGN_OR_RETURN(const std::string rel, sink->Publish(parts, bytes));
       ++summary.images;
       summary.bytes += bytes.size();
       std::string label_text, class_text;

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "recordflow/io/file.h"
+#include "recordflow/io/filesystem.h"
 
 namespace recordflow::convert {
 namespace fs = std::filesystem;
@@ -25,6 +26,11 @@ bool EndsWithCaseless(std::string_view s, std::string_view suffix) {
   return true;
 }
 
+bool IsManifestName(std::string_view s) {
+  return EndsWithCaseless(s, ".csv") || EndsWithCaseless(s, ".jsonl") ||
+         EndsWithCaseless(s, ".ndjson") || EndsWithCaseless(s, ".json");
+}
+
 class PathSource final : public InputSource {
  public:
   explicit PathSource(std::string src) : src_(std::move(src)) {}
@@ -32,6 +38,18 @@ class PathSource final : public InputSource {
   std::string Name() const override { return src_; }
 
   Status CheckDestination(const std::string& dst) const override {
+    if (io::IsRemotePath(src_)) {
+      if (IsManifestName(src_)) return Status();
+      // A bucket prefix: the same rule, on key prefixes.
+      std::string root = src_;
+      while (root.size() > 1 && root.back() == '/') root.pop_back();
+      if (dst == root || dst.compare(0, root.size() + 1, root + "/") == 0) {
+        return InvalidArgumentError("output prefix '" + dst + "' is inside the image folder '" +
+                                    src_ + "'; choose one outside it");
+      }
+      return Status();
+    }
+    if (io::IsRemotePath(dst)) return Status();
     std::error_code ec;
     if (!fs::is_directory(src_, ec)) return Status();
     // Shards inside the image folder would become a class of the next run.
@@ -45,12 +63,12 @@ class PathSource final : public InputSource {
   }
 
   Result<InputListing> List(const ConvertOptions& options) override {
-    std::error_code ec;
-    if (fs::is_regular_file(src_, ec) &&
-        (EndsWithCaseless(src_, ".csv") || EndsWithCaseless(src_, ".jsonl") ||
-         EndsWithCaseless(src_, ".ndjson") || EndsWithCaseless(src_, ".json"))) {
-      return ReadManifest(src_, options);
+    // A URL is listed by ListImageFolder as a key prefix, or read as a manifest by its name.
+    if (io::IsRemotePath(src_)) {
+      return IsManifestName(src_) ? ReadManifest(src_, options) : ListImageFolder(src_);
     }
+    std::error_code ec;
+    if (fs::is_regular_file(src_, ec) && IsManifestName(src_)) return ReadManifest(src_, options);
     return ListImageFolder(src_);
   }
 

@@ -11,6 +11,7 @@
 #include "json_internal.h"
 #include "recordflow/convert/plan.h"
 #include "recordflow/io/file.h"
+#include "recordflow/io/filesystem.h"
 
 namespace recordflow::convert {
 namespace {
@@ -402,10 +403,14 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
     }
     InputItem item;
     item.filename = image->second.text;
-    item.path =
-        !item.filename.empty() && item.filename[0] == '/' ? item.filename : base + item.filename;
+    // Absolute: a local path or a URL; relative ones resolve against the manifest's folder
+    // (or key prefix, for a manifest in a bucket).
+    const bool absolute = item.filename[0] == '/' || io::IsRemotePath(item.filename);
+    item.path = absolute ? item.filename : base + item.filename;
     struct stat st;
-    if (::stat(item.path.c_str(), &st) == 0) item.size = static_cast<uint64_t>(st.st_size);
+    if (!io::IsRemotePath(item.path) && ::stat(item.path.c_str(), &st) == 0) {
+      item.size = static_cast<uint64_t>(st.st_size);
+    }
     for (const std::string& label : row_labels[r]) {
       const int64_t value =
           listing.named_classes ? class_index[label] : std::strtoll(label.c_str(), nullptr, 10);
@@ -435,6 +440,7 @@ Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions&
     }
     listing.items.push_back(std::move(item));
   }
+  FillRemoteSizes(&listing);
   return listing;
 }
 

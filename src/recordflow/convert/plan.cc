@@ -10,6 +10,8 @@
 
 #include "convert_internal.h"
 #include "recordflow/core/random.h"
+#include "recordflow/core/thread_pool.h"
+#include "recordflow/io/filesystem.h"
 
 namespace recordflow::convert {
 namespace fs = std::filesystem;
@@ -46,7 +48,103 @@ Status FsError(const std::error_code& ec, std::string_view what, const std::stri
 
 }  // namespace
 
+void FillRemoteSizes(InputListing* listing) {
+  std::vector<size_t> remote;
+  for (size_t i = 0; i < listing->items.size(); ++i) {
+    if (io::IsRemotePath(listing->items[i].path)) remote.push_back(i);
+  }
+  if (remote.empty()) return;
+  // One HEAD per object: concurrent, since each costs a round trip and no bandwidth.
+  ThreadPool pool(static_cast<int>(std::min<size_t>(remote.size(), 16)));
+  for (size_t i : remote) {
+    pool.Schedule([listing, i] {
+      InputItem& item = listing->items[i];
+      Result<io::FileInfo> info = io::StatPath(item.path);
+      if (info.ok()) item.size = info->size;
+    });
+  }
+}
+
+namespace {
+
+bool HasHiddenComponent(std::string_view rel) {
+  size_t start = 0;
+  while (start < rel.size()) {
+    if (rel[start] == '.') return true;
+    const size_t slash = rel.find('/', start);
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return false;
+}
+
+// The object-store form of an image folder: "folders" are key prefixes, so a class is the
+// first '/'-separated component under ROOT/ and its inputs are every key below it. The same
+// order and names as a local tree with the same files, so both give the same shards.
+Result<InputListing> ListImagePrefix(const std::string& root) {
+  const std::string prefix = root.back() == '/' ? root : root + "/";
+  RF_ASSIGN_OR_RETURN(io::FileSystem * store, io::FileSystemForPath(root));
+  RF_ASSIGN_OR_RETURN(std::vector<std::string> keys, store->ListPrefix(prefix));
+  if (keys.empty()) return NotFoundError("source folder '" + root + "' holds no objects");
+  std::map<std::string, std::vector<std::string>> classes;  // class -> relative names
+  std::vector<std::string> stray, hidden;
+  for (const std::string& key : keys) {
+    if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rel = key.substr(prefix.size());
+    const size_t slash = rel.find('/');
+    if (rel[0] == '.') {
+      const std::string top = rel.substr(0, slash);
+      if (hidden.empty() || hidden.back() != top) hidden.push_back(top);
+      continue;
+    }
+    if (slash == std::string::npos) {
+      stray.push_back(rel);
+      continue;
+    }
+    std::vector<std::string>& files = classes[rel.substr(0, slash)];
+    // A key ending in '/' is a folder marker some tools create: it makes the class exist.
+    if (slash + 1 < rel.size() && rel.back() != '/') files.push_back(rel.substr(slash + 1));
+  }
+  if (classes.empty()) {
+    return InvalidArgumentError("no class folders in '" + root +
+                                "' (expected one key prefix per class, e.g. " + prefix +
+                                "cat/001.jpg)");
+  }
+  InputListing listing;
+  std::sort(stray.begin(), stray.end());
+  for (const std::string& name : hidden) listing.skipped.push_back({prefix + name, "hidden"});
+  for (const std::string& name : stray) {
+    listing.skipped.push_back({prefix + name, "not in a class folder"});
+  }
+  for (auto& [name, files] : classes) {
+    const int64_t label = static_cast<int64_t>(listing.class_names.size());
+    listing.class_names.push_back(name);
+    const std::string dir = prefix + name;
+    std::sort(files.begin(), files.end());
+    bool any = false;
+    for (std::string& rel : files) {
+      const std::string path = dir + "/" + rel;
+      if (HasHiddenComponent(rel)) {
+        listing.skipped.push_back({path, "hidden"});
+        continue;
+      }
+      InputItem item;
+      item.path = path;
+      item.filename = std::move(rel);
+      item.labels = {label};
+      listing.items.push_back(std::move(item));
+      any = true;
+    }
+    if (!any) listing.skipped.push_back({dir, "empty class folder (its label is kept)"});
+  }
+  FillRemoteSizes(&listing);
+  return listing;
+}
+
+}  // namespace
+
 Result<InputListing> ListImageFolder(const std::string& root) {
+  if (io::IsRemotePath(root)) return ListImagePrefix(root);
   std::error_code ec;
   const fs::file_status st = fs::status(root, ec);
   if (ec || !fs::exists(st)) return NotFoundError("source folder '" + root + "' does not exist");

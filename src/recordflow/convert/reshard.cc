@@ -123,16 +123,15 @@ bool IsOurShard(const std::string& name, const std::string& prefix) {
 }
 
 uint64_t FileSizeOr0(const std::string& path) {
-  std::error_code ec;
-  const uint64_t n = fs::file_size(path, ec);
-  return ec ? 0 : n;
+  const Result<io::FileInfo> info = io::StatPath(path);  // local or URL
+  return info.ok() && !info->is_directory ? info->size : 0;
 }
 
 // A shard left by an interrupted run is whole when it was published (renamed) and, when
 // indexed, its index was published after it with one line per record of the plan.
 bool ShardComplete(const std::string& path, bool indexed, uint64_t records) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return false;
+  const Result<io::FileInfo> info = io::StatPath(path);
+  if (!info.ok() || info->is_directory) return false;
   if (!indexed) return true;
   Result<std::vector<format::IndexEntry>> entries = format::ReadIndexFile(path + ".idx");
   return entries.ok() && entries->size() == records &&
@@ -172,6 +171,10 @@ std::string ReshardSummary::ToJson() const {
 
 Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std::string& dst,
                                const ReshardOptions& options) {
+  if (io::IsRemotePath(dst) && dst.size() > 1 && dst.back() == '/') {
+    // Keys never end in '/': "s3://b/out/" and "s3://b/out" are one destination.
+    return Reshard(paths, dst.substr(0, dst.size() - 1), options);
+  }
   const auto start = std::chrono::steady_clock::now();
   if (paths.empty()) return InvalidArgumentError("reshard: no input files");
   RF_ASSIGN_OR_RETURN(const std::vector<std::string> files, io::ExpandGlobs(paths));
@@ -201,8 +204,11 @@ Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std:
     if (info->is_directory) {
       return InvalidArgumentError("reshard: '" + in.path + "' is a folder, not a TFRecord file");
     }
-    const fs::path dir = fs::weakly_canonical(dst, ec);
-    const fs::path here = fs::weakly_canonical(in.path, ec);
+    // URLs compare as strings (no links or "..": a key is what it says).
+    const bool remote = io::IsRemotePath(dst) || io::IsRemotePath(in.path);
+    const fs::path dir = remote ? fs::path(dst).lexically_normal() : fs::weakly_canonical(dst, ec);
+    const fs::path here =
+        remote ? fs::path(in.path).lexically_normal() : fs::weakly_canonical(in.path, ec);
     if (here.parent_path() == dir && IsOurShard(here.filename().string(), options.prefix)) {
       return InvalidArgumentError(
           "reshard: input '" + in.path + "' is in '" + dst +
@@ -232,21 +238,37 @@ Result<ReshardSummary> Reshard(const std::vector<std::string>& paths, const std:
 
   // 3. Destination: whole shards of an earlier run are kept only with resume, and only for
   // the same plan; its temporary files are removed.
-  fs::create_directories(dst, ec);
-  if (ec) return ErrnoToStatus(ec.value(), "cannot create", dst);
   bool has_outputs = false;
   std::vector<fs::path> temps;  // removed once this run is known to proceed
-  for (fs::directory_iterator it(dst, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (IsOurTemp(name, options.prefix)) {
-      temps.push_back(it->path());
-    } else if (IsOurShard(name, options.prefix)) {
-      has_outputs = true;
+  if (io::IsRemotePath(dst)) {
+    // A bucket has no temporary objects: an interrupted upload never became one.
+    RF_ASSIGN_OR_RETURN(io::FileSystem * store, io::FileSystemForPath(dst));
+    RF_ASSIGN_OR_RETURN(const std::vector<std::string> keys, store->ListPrefix(dst + "/"));
+    for (const std::string& key : keys) {
+      const std::string name = key.substr(dst.size() + 1);
+      if (name.find('/') == std::string::npos && IsOurShard(name, options.prefix)) {
+        has_outputs = true;
+      }
     }
+  } else {
+    fs::create_directories(dst, ec);
+    if (ec) return ErrnoToStatus(ec.value(), "cannot create", dst);
+    for (fs::directory_iterator it(dst, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (IsOurTemp(name, options.prefix)) {
+        temps.push_back(it->path());
+      } else if (IsOurShard(name, options.prefix)) {
+        has_outputs = true;
+      }
+    }
+    if (ec) return ErrnoToStatus(ec.value(), "cannot list", dst);
   }
-  if (ec) return ErrnoToStatus(ec.value(), "cannot list", dst);
   const std::string plan_path = dst + "/" + kPlanFile;
-  const bool has_plan = fs::exists(plan_path, ec);
+  const Result<io::FileInfo> plan_info = io::StatPath(plan_path);
+  if (!plan_info.ok() && plan_info.status().code() != StatusCode::kNotFound) {
+    return plan_info.status();
+  }
+  const bool has_plan = plan_info.ok();
   if (!options.resume && (has_outputs || has_plan)) {
     return AlreadyExistsError("reshard: '" + dst + "' already holds '" + options.prefix +
                               "-*' shards; use --resume to finish an interrupted run, or "

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "diagnose_internal.h"
+#include "recordflow/io/filesystem.h"
 
 namespace recordflow::pipeline {
 namespace {
@@ -259,8 +260,22 @@ Result<DiagnoseReport> Diagnose(const PipelinePlan& plan, const DiagnoseOptions&
   log(internal::Format("running the pipeline alone for %g s ...", options.seconds));
   RF_ASSIGN_OR_RETURN(m.alone, RunAlone(dataset, options.seconds));
   m.stages = StagesFromStats(m.alone.stats);
+  // Reading from a bucket is network time, not disk time: the report says which it measured.
+  std::string remote_origin;
+  for (const std::string& file : plan.files) {
+    if (!io::IsRemotePath(file)) continue;
+    const io::Url url = io::ParseUrl(file);
+    remote_origin = url.scheme + "://" + url.authority;
+    break;
+  }
+  if (!remote_origin.empty()) {
+    for (StageMeasurement& s : m.stages) {
+      if (s.id == "read") s.name = "remote read from " + remote_origin + ": " + s.name;
+    }
+  }
   // A measurement, not a variant: done with try_variants off too.
-  log("timing the record stream alone ...");
+  log(remote_origin.empty() ? std::string("timing the record stream alone ...")
+                            : "timing the remote record stream (" + remote_origin + ") alone ...");
   m.read_alone_records_per_s =
       ReadAloneRate(plan, std::min({variant_seconds, options.seconds, 1.0}));
   for (StageMeasurement& s : m.stages) {
