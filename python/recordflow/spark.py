@@ -9,9 +9,10 @@ distributed conversion, on Spark's Python Data Source API (pyspark >= 4.0).
     rfs.convert(spark, "images/", "dst/", shards=64, val_fraction=0.1, seed=0)
 
 The native pieces do the work: records are read by the C++ reader (CRC checked, GIL released),
-parsed by the C++ Example parser into NumPy buffers that become Arrow arrays without a copy
-of numeric data, and written by the C++ writer from Arrow column buffers
-(``_core.serialize_columns``). See docs/spark.md for the schema table and the commit protocol.
+parsed by the C++ Example parser into NumPy buffers (bytes columns as Arrow binary
+buffers) that become Arrow arrays without a copy, and written by the C++ writer from Arrow
+column buffers (``_core.serialize_columns``, ``RecordWriter.write_buffers``). On s3:// the
+commit protocol runs on open multipart uploads (see ``_Writer``). See docs/spark.md for the schema table and the commit protocol.
 
 This module is over 600 lines: reader, writer, commit protocol, schema mapping and convert
 share the Arrow/Example column mapping defined here; a package split along those lines is
