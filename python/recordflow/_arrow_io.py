@@ -245,10 +245,10 @@ class RecordBatchDecoder:
                                               schema=self.arrow_schema)
         cols = {}
         try:
-            for key, col in zip(self.context_keys, self._context.parse(records, first, "bytes")):
+            for key, col in zip(self.context_keys, self._context.parse(records, first, "arrow")):
                 cols[key] = col
             if self.sequence_keys:
-                for key, col in zip(self.sequence_keys, self._sequence.parse(records, first, "bytes")):
+                for key, col in zip(self.sequence_keys, self._sequence.parse(records, first, "arrow")):
                     cols[key] = col
         except Exception as e:  # name the file: the parser knows only the record index
             raise type(e)(f"'{path}': {e}") from e
@@ -259,8 +259,13 @@ class RecordBatchDecoder:
     def _values(kind_values, leaf_type, key: str, path: str):
         import pyarrow as pa
         import pyarrow.compute as pc
-        if isinstance(kind_values, np.ndarray) and kind_values.dtype == object:
-            arr = pa.array(kind_values, pa.binary())
+        if isinstance(kind_values, tuple):
+            # Bytes: the parser built an Arrow binary array's buffers natively (GIL released);
+            # Arrow takes them over without a copy.
+            offsets, data = kind_values
+            wide = offsets.dtype == np.int64
+            arr = pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), len(offsets) - 1,
+                                        [None, pa.py_buffer(offsets), pa.py_buffer(data)])
         else:
             arr = pa.array(kind_values)  # int64 / float32: zero-copy over the parser's buffer
         if arr.type == leaf_type:

@@ -9,9 +9,11 @@ distributed conversion, on Spark's Python Data Source API (pyspark >= 4.0).
     rfs.convert(spark, "images/", "dst/", shards=64, val_fraction=0.1, seed=0)
 
 The native pieces do the work: records are read by the C++ reader (CRC checked, GIL released),
-parsed by the C++ Example parser into NumPy buffers that become Arrow arrays without a copy
-of numeric data, and written by the C++ writer from Arrow column buffers
-(``_core.serialize_columns``). See docs/spark.md for the schema table and the commit protocol.
+parsed by the C++ Example parser into NumPy buffers (bytes columns as Arrow binary
+buffers) that become Arrow arrays without a copy, and written by the C++ writer from Arrow
+column buffers (``_core.serialize_columns``, ``RecordWriter.write_buffers``). On s3:// the
+commit protocol runs on open multipart uploads (see ``_Writer``). See docs/spark.md for the
+schema table and the commit protocol.
 
 This module is over 600 lines: reader, writer, commit protocol, schema mapping and convert
 share the Arrow/Example column mapping defined here; a package split along those lines is
@@ -84,12 +86,58 @@ def _opt(options: dict, name: str, default: Any = None) -> Any:
     return default
 
 
+# Files and objects: local paths through os, s3:// / gs:// URLs through the native io layer
+# (the same code the readers and writers use).
+
+
+def _is_remote(path: str) -> bool:
+    return _core.is_remote_path(path)
+
+
+def _join(folder: str, name: str) -> str:
+    return folder.rstrip("/") + "/" + name if _is_remote(folder) else os.path.join(folder, name)
+
+
+def _isfile(path: str) -> bool:
+    return _core.file_size(path) is not None if _is_remote(path) else os.path.isfile(path)
+
+
+def _read_text(path: str) -> str | None:
+    """A small file's text; None when it does not exist."""
+    if _is_remote(path):
+        if _core.file_size(path) is None:
+            return None
+        return _core.read_file(path).decode()
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return f.read()
+
+
+def _remote_children(folder: str) -> list[str]:
+    """The objects directly in `folder` (not in its sub-folders), sorted."""
+    prefix = folder.rstrip("/") + "/"
+    return [u for u in _core.list_prefix(prefix) if "/" not in u[len(prefix):]]
+
+
 def _list_files(path: str) -> list[str]:
     """The record files a load path names: a file, a folder (its data files, as Parquet skips
-    names starting with '_' or '.'), a glob, or several comma-separated of those."""
+    names starting with '_' or '.'), a glob, or several comma-separated of those; local paths
+    or s3:// / gs:// URLs."""
     out: list[str] = []
     for p in [x for x in path.split(",") if x]:
-        if os.path.isdir(p):
+        if _is_remote(p):
+            if any(ch in p for ch in "*?["):
+                out.extend(sorted(u for u in _core.expand_globs([p])
+                                  if _is_data_name(u.rsplit("/", 1)[-1])))
+            elif _isfile(p):
+                out.append(p)
+            else:
+                found = [u for u in _remote_children(p) if _is_data_name(u.rsplit("/", 1)[-1])]
+                if not found:
+                    raise FileNotFoundError(f"recordflow: no such object or folder: '{p}'")
+                out.extend(found)
+        elif os.path.isdir(p):
             out.extend(sorted(os.path.join(p, n) for n in os.listdir(p)
                               if _is_data_name(n) and os.path.isfile(os.path.join(p, n))))
         elif any(ch in p for ch in "*?["):
@@ -159,10 +207,9 @@ def infer_schema(files: Sequence[str], record_type: str, compression: str | None
     bytes are BinaryType (exact bytes; cast to string in Spark when they are text)."""
     if record_type == "ByteArray":
         return T.StructType([T.StructField("byteArray", T.BinaryType(), True)])
-    meta = files[0] + META_SUFFIX
-    if os.path.isfile(meta):
-        with open(meta) as f:
-            m = json.load(f)
+    text = _read_text(files[0] + META_SUFFIX)
+    if text is not None:
+        m = json.loads(text)
         if m.get("recordType") == record_type and "schema" in m:
             # A record can always lack a feature, whatever the writer's DataFrame promised.
             return _nullable(T.StructType.fromJson(m["schema"]))
@@ -231,10 +278,10 @@ def _plan_partitions(files: Sequence[str], compression: str | None, per_partitio
         idx = path + ".idx"
         # Ranges need random access (uncompressed, with an index); "skip" needs the stream
         # reader's resynchronisation, so those read whole files.
-        if (_compression_of(path, compression) is None and on_corruption == "raise"
-                and os.path.isfile(idx)):
-            with open(idx, "rb") as f:
-                n = sum(1 for line in f if line.strip())
+        text = (_read_text(idx) if _compression_of(path, compression) is None
+                and on_corruption == "raise" else None)
+        if text is not None:
+            n = sum(1 for line in text.splitlines() if line.strip())
             if n > per_partition:
                 parts.extend(RecordRange(path, s, per_partition) for s in range(0, n, per_partition))
                 continue
@@ -351,6 +398,9 @@ class ShardCommit(WriterCommitMessage):
     records: int
     bytes: int
     indexed: bool
+    # Object stores: the attempt's open multipart uploads (records file, then index), as
+    # RecordWriter.pending_uploads gives them; the driver completes exactly the winners'.
+    uploads: list | None = None
 
 
 def _job_dir(path: str, job: str) -> str:
@@ -358,6 +408,10 @@ def _job_dir(path: str, job: str) -> str:
 
 
 def _has_output(path: str) -> bool:
+    if _is_remote(path):
+        return any(not n.startswith(".") and n != TEMPORARY
+                   for n in (u[len(path.rstrip("/")) + 1:].split("/", 1)[0]
+                             for u in _core.list_prefix(path.rstrip("/") + "/")))
     return os.path.isdir(path) and any(not n.startswith(".") and n != TEMPORARY for n in os.listdir(path))
 
 
@@ -389,7 +443,13 @@ class _Writer(DataSourceArrowWriter):
         # tasks never create it: a task still running after commit/abort removed it fails
         # instead of leaving a file behind.
         self.job = uuid.uuid4().hex[:16]
-        os.makedirs(_job_dir(self.path, self.job), exist_ok=True)
+        # Object stores have no folders and no rename: attempts leave open multipart uploads
+        # under the final keys instead (see commit()).
+        self.remote = _is_remote(self.path)
+        if self.remote:
+            self.path = self.path.rstrip("/")
+        else:
+            os.makedirs(_job_dir(self.path, self.job), exist_ok=True)
 
     def _names(self, partition: int, attempt: int) -> tuple[str, str]:
         ext = {None: ".tfrecord", "GZIP": ".tfrecord.gz", "ZLIB": ".tfrecord.zz"}[self.compression]
@@ -412,12 +472,13 @@ class _Writer(DataSourceArrowWriter):
             for _ in iterator:
                 pass
             return ShardCommit(partition, attempt, "", "", 0, 0, False)
+        if self.remote:
+            return self._write_remote_attempt(iterator, partition, attempt, final)
         indexed = self.compression is None
         encoder = _BatchEncoder(self.schema, self.record_type)
         with _core.RecordWriter(temp, self.compression, index=indexed) as w:
             for batch in iterator:
-                for rec in encoder(batch):
-                    w.write(rec)
+                w.write_buffers(*encoder(batch))
             if self.fail_first_attempt and attempt == 0:
                 # Test hook: the attempt dies after writing its whole shard, like a lost
                 # speculative copy or an executor lost after its write.
@@ -430,7 +491,70 @@ class _Writer(DataSourceArrowWriter):
         _write_atomic(temp + META_SUFFIX, json.dumps(meta, sort_keys=True) + "\n")
         return ShardCommit(partition, attempt, temp, final, records, nbytes, indexed)
 
+    def _write_remote_attempt(self, iterator, partition: int, attempt: int, final: str) -> ShardCommit:
+        """The attempt's shard (and index) as open multipart uploads under the final keys:
+        nothing is visible until the driver completes them; concurrent attempts of one
+        partition each have their own upload of the same key."""
+        indexed = self.compression is None
+        encoder = _BatchEncoder(self.schema, self.record_type)
+        url = _join(self.path, final)
+        with _core.RecordWriter(url, self.compression, index=indexed, defer_completion=True) as w:
+            for batch in iterator:
+                w.write_buffers(*encoder(batch))
+            if self.fail_first_attempt and attempt == 0:
+                # Test hook: the attempt dies after uploading every part of its shard (its
+                # uploads stay open: the driver must find and abort them).
+                w.close()
+                raise RuntimeError("recordflow test: first attempt fails on purpose")
+        uploads = w.pending_uploads
+        return ShardCommit(partition, attempt, url, final, w.records_written, uploads[0]["size"],
+                           indexed, uploads)
+
+    def _job_uploads(self) -> list[tuple[str, str]]:
+        """Open uploads of this job's keys (every attempt's, winners' included until completed)."""
+        marker = f"-{self.job}"
+        return [(u, i) for u, i in _core.list_uploads(self.path + "/part-")
+                if marker in u.rsplit("/", 1)[-1]]
+
+    def _commit_remote(self, messages: list[ShardCommit | None]) -> None:
+        winners = sorted((m for m in messages if m is not None and m.uploads),
+                         key=lambda m: m.partition)
+        if self.skip:
+            self._abort_remote()
+            return
+        if self.overwrite:
+            # Nothing of this job is visible yet (its uploads are open): every object is old.
+            for u in _core.list_prefix(self.path + "/"):
+                _core.delete_path(u)
+        text = None if self.overwrite else _read_text(_join(self.path, MANIFEST))
+        manifest = json.loads(text) if text else {}
+        manifest.setdefault("shards", [])
+        for m in winners:
+            for u in m.uploads:  # the records file first: an index never outlives its shard
+                _core.complete_upload(u["url"], u["upload_id"], u["etags"])
+            meta = {"recordType": self.record_type, "schema": self.schema.jsonValue(),
+                    "records": m.records, "bytes": m.bytes, "compression": self.compression}
+            _core.write_file(m.temp_file + META_SUFFIX, (json.dumps(meta, sort_keys=True) + "\n").encode())
+            manifest["shards"].append({"file": m.final_name, "records": m.records, "bytes": m.bytes})
+        self._finish_manifest(manifest, lambda name, text: _core.write_file(_join(self.path, name), text.encode()))
+        self._abort_remote()  # losers, failed attempts: every upload of the job still open
+
+    def _abort_remote(self) -> None:
+        for url, upload_id in self._job_uploads():
+            _core.abort_upload(url, upload_id)
+
+    def _finish_manifest(self, manifest: dict, write_text) -> None:
+        manifest["records"] = sum(s["records"] for s in manifest["shards"])
+        manifest["bytes"] = sum(s["bytes"] for s in manifest["shards"])
+        manifest["recordType"] = self.record_type
+        manifest["schema"] = self.schema.jsonValue()
+        write_text(MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        write_text("_SUCCESS", "")
+
     def commit(self, messages: list[ShardCommit | None]) -> None:
+        if self.remote:
+            self._commit_remote(messages)
+            return
         job_dir = _job_dir(self.path, self.job)
         if self.skip:
             _remove_job(self.path, job_dir)
@@ -461,6 +585,9 @@ class _Writer(DataSourceArrowWriter):
         _remove_job(self.path, job_dir)
 
     def abort(self, messages) -> None:
+        if self.remote:
+            self._abort_remote()
+            return
         _remove_job(self.path, _job_dir(self.path, self.job))
 
 
@@ -492,17 +619,19 @@ class _BatchEncoder:
         self.layout = None if record_type == "ByteArray" else [
             (f.name, *_layout(f.dataType, f.name, record_type)) for f in schema.fields]
 
-    def __call__(self, batch) -> list:
+    def __call__(self, batch) -> tuple:
+        """(offsets int64[n + 1], data uint8): record i is data[offsets[i]:offsets[i + 1]],
+        for RecordWriter.write_buffers (no Python object per record)."""
         if self.record_type == "ByteArray":
             col = batch.column(0)
             if col.null_count:
                 raise SchemaError("recordType ByteArray: a null record cannot be written")
-            return col.to_pylist()
+            return _leaf_buffers("byteArray", "bytes", col)  # the column's own buffers
         n = batch.num_rows
         cols = []
         for (key, kind, depth), arr in zip(self.layout, batch.columns):
             cols.append(_column_buffers(key, kind, depth, arr, n))
-        return _core.serialize_columns(n, cols, self.record_type == "SequenceExample")
+        return _core.serialize_columns(n, cols, self.record_type == "SequenceExample", as_buffers=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -598,7 +727,8 @@ def convert(spark, src: str, dst: str, *, shards: int, val_fraction: float = 0.0
     if resume and overwrite:
         raise ValueError("resume and overwrite exclude each other")
     src = os.path.abspath(src)
-    dst = os.path.abspath(dst)
+    remote = _is_remote(dst)
+    dst = dst.rstrip("/") if remote else os.path.abspath(dst)
     opts = dict(val_fraction=val_fraction, seed=seed, shards=shards, shuffle=shuffle, index=index,
                 label_offset=label_offset, non_jpeg=non_jpeg, resize_shorter=resize_shorter,
                 quality=quality, force_rgb=force_rgb, exif_orientation=exif_orientation,
@@ -607,9 +737,17 @@ def convert(spark, src: str, dst: str, *, shards: int, val_fraction: float = 0.0
                 num_threads=threads_per_task, compression=compression, sync=True)
     if val_shards is not None:
         opts["val_shards"] = val_shards
-    state_dir = os.path.join(dst, ".recordflow-convert")
-    if os.path.isdir(dst) and (os.path.isdir(state_dir) or os.path.exists(os.path.join(dst, "summary.json"))):
-        if overwrite:
+    state_dir = _join(dst, ".recordflow-convert")
+    if remote:
+        converted = _isfile(_join(state_dir, "plan.json")) or _isfile(_join(dst, "summary.json"))
+    else:
+        converted = os.path.isdir(dst) and (os.path.isdir(state_dir) or
+                                            os.path.exists(os.path.join(dst, "summary.json")))
+    if converted:
+        if overwrite and remote:
+            for u in _core.list_prefix(dst + "/"):
+                _core.delete_path(u)
+        elif overwrite:
             for name in os.listdir(dst):
                 p = os.path.join(dst, name)
                 shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
@@ -618,15 +756,23 @@ def convert(spark, src: str, dst: str, *, shards: int, val_fraction: float = 0.0
                                      "finish it or overwrite=True to replace it")
     start = time.monotonic()
     job = uuid.uuid4().hex[:16]
-    job_dir = _job_dir(dst, job)
-    os.makedirs(job_dir)
+    if remote:
+        # An object store has no rename: the plan (and each task's shard) is made in a local
+        # scratch folder and uploaded; a shard's object appears whole or not at all, and two
+        # attempts of one shard upload the same bytes.
+        import tempfile
+        job_dir = tempfile.mkdtemp(prefix=f"rfs-convert-{job}-")
+    else:
+        job_dir = _job_dir(dst, job)
+        os.makedirs(job_dir)
     try:
         # The plan: the native converter with no shard selected lists SRC, writes labels.txt
         # and names every shard (cheap: no image is read).
         plan_dir = os.path.join(job_dir, "plan")
         plan = json.loads(_core._convert(src, plan_dir, dict(opts, only_shards=[-1], sync=False), None))
         shard_files = [s["file"] for split in plan["splits"].values() for s in split["shards"]]
-        os.makedirs(state_dir, exist_ok=True)
+        if not remote:
+            os.makedirs(state_dir, exist_ok=True)
         _copy_plan_state(plan_dir, state_dir, resume)
         todo = [i for i, f in enumerate(shard_files)
                 if not _shard_committed(dst, state_dir, f, index and not compression)]
@@ -636,6 +782,10 @@ def convert(spark, src: str, dst: str, *, shards: int, val_fraction: float = 0.0
             ctx = TaskContext.get()
             attempt = ctx.attemptNumber() if ctx else 0
             for i in it:
+                if remote:
+                    yield _convert_shard_to_object_store(src, dst, state_dir, opts, i,
+                                                         shard_files[i], attempt, job)
+                    continue
                 out = os.path.join(job_dir, f"shard-{i}-attempt-{attempt}")
                 os.mkdir(out)  # fails once the driver removed the job folder
                 _core._convert(src, out, dict(opts, only_shards=[i]), None)
@@ -651,40 +801,80 @@ def convert(spark, src: str, dst: str, *, shards: int, val_fraction: float = 0.0
             spark.sparkContext.parallelize(todo, len(todo)).mapPartitions(run).collect()
         labels = os.path.join(plan_dir, "labels.txt")
         if os.path.exists(labels):
-            os.replace(labels, os.path.join(dst, "labels.txt"))
+            if remote:
+                _core.copy_file(labels, _join(dst, "labels.txt"))
+            else:
+                os.replace(labels, os.path.join(dst, "labels.txt"))
         summary = _merge_summary(plan, dst, state_dir, set(todo), time.monotonic() - start)
-        _write_atomic(os.path.join(dst, "summary.json"), json.dumps(summary, indent=1) + "\n")
-        _write_atomic(os.path.join(dst, "_SUCCESS"), "")
+        _write_text_any(_join(dst, "summary.json"), json.dumps(summary, indent=1) + "\n")
+        _write_text_any(_join(dst, "_SUCCESS"), "")
         return summary
     finally:
-        _remove_job(dst, job_dir)
+        if remote:
+            shutil.rmtree(job_dir, ignore_errors=True)
+        else:
+            _remove_job(dst, job_dir)
+
+
+def _write_text_any(path: str, text: str) -> None:
+    if _is_remote(path):
+        _core.write_file(path, text.encode())
+    else:
+        _write_atomic(path, text)
+
+
+def _convert_shard_to_object_store(src: str, dst: str, state_dir: str, opts: dict, i: int,
+                                   name: str, attempt: int, job: str) -> int:
+    """Task side of rfs.convert to s3:// / gs://: shard `i` converted into local scratch space,
+    then uploaded (index first, the shard, then its state file: a state file means a whole
+    shard, which resume relies on)."""
+    import tempfile
+    out = tempfile.mkdtemp(prefix=f"rfs-convert-{job}-{i}-{attempt}-")
+    try:
+        _core._convert(src, out, dict(opts, only_shards=[i]), None)
+        for suffix in (".idx", ""):
+            if os.path.exists(os.path.join(out, name + suffix)):
+                _core.copy_file(os.path.join(out, name + suffix), _join(dst, name + suffix))
+        _core.copy_file(os.path.join(out, ".recordflow-convert", name + ".json"),
+                        _join(state_dir, name + ".json"))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return i
 
 
 def _copy_plan_state(plan_dir: str, state_dir: str, resume: bool) -> None:
     src = os.path.join(plan_dir, ".recordflow-convert", "plan.json")
-    dst = os.path.join(state_dir, "plan.json")
+    dst = _join(state_dir, "plan.json")
     with open(src) as f:
         new = json.load(f)
-    if os.path.exists(dst):
-        with open(dst) as f:
-            old = json.load(f)
+    text = _read_text(dst)
+    if text is not None:
+        old = json.loads(text)
         if old.get("plan_hash") != new.get("plan_hash"):
             from recordflow.errors import FailedPreconditionError
             raise FailedPreconditionError(
                 f"cannot resume in '{os.path.dirname(state_dir)}': it was started with different input "
                 f"or options (plan {old.get('plan_hash')}, now {new.get('plan_hash')})")
-    shutil.copyfile(src, dst)
+    if _is_remote(dst):
+        _core.copy_file(src, dst)
+    else:
+        shutil.copyfile(src, dst)
+
+
+def _size(path: str) -> int | None:
+    if _is_remote(path):
+        return _core.file_size(path)
+    return os.path.getsize(path) if os.path.isfile(path) else None
 
 
 def _shard_committed(dst: str, state_dir: str, f: str, indexed: bool) -> bool:
-    state = os.path.join(state_dir, f + ".json")
-    if not os.path.isfile(state) or not os.path.isfile(os.path.join(dst, f)):
+    text = _read_text(_join(state_dir, f + ".json"))
+    if text is None:
         return False
-    with open(state) as fh:
-        s = json.load(fh)
-    if os.path.getsize(os.path.join(dst, f)) != s.get("bytes"):
+    s = json.loads(text)
+    if _size(_join(dst, f)) != s.get("bytes"):
         return False
-    return not indexed or os.path.isfile(os.path.join(dst, f + ".idx"))
+    return not indexed or _isfile(_join(dst, f + ".idx"))
 
 
 def _merge_summary(plan: dict, dst: str, state_dir: str, ran: set, seconds: float) -> dict:
@@ -700,8 +890,7 @@ def _merge_summary(plan: dict, dst: str, state_dir: str, ran: set, seconds: floa
         split["records"] = split["bytes"] = 0
         per_class = [0] * len(classes)
         for shard in split["shards"]:
-            with open(os.path.join(state_dir, shard["file"] + ".json")) as fh:
-                s = json.load(fh)
+            s = json.loads(_read_text(_join(state_dir, shard["file"] + ".json")))
             resumed = i not in ran
             shard.update(records=s["records"], bytes=s["bytes"], resumed=resumed)
             split["records"] += s["records"]

@@ -220,15 +220,62 @@ nb::object MemoryviewValues(const Column& c, nb::list records,
   return ObjectArray(items, shape);
 }
 
+// Bytes values of a column as the two buffers of an Arrow binary array: offsets (int32, or
+// int64 when the values pass 2 GiB: Arrow's large_binary) and the values back to back, both
+// as NumPy arrays owning native memory. Built without the GIL and without a Python object per
+// value; pyarrow wraps them without a copy (recordflow.spark).
+nb::object ArrowBinaryValues(const Column& c) {
+  const bool views = !c.bytes_views.empty() || c.bytes_offsets.empty();
+  const size_t n = views ? c.bytes_views.size() : c.bytes_offsets.size() - 1;
+  std::vector<int64_t> offsets(n + 1, 0);
+  std::vector<uint8_t> data;
+  {
+    nb::gil_scoped_release release;
+    if (views) {
+      for (size_t j = 0; j < n; ++j) {
+        offsets[j + 1] = offsets[j] + static_cast<int64_t>(c.bytes_views[j].size());
+      }
+      data.resize(static_cast<size_t>(offsets[n]));
+      auto fill = [&](size_t from, size_t to) {
+        for (size_t j = from; j < to; ++j) {
+          const auto v = c.bytes_views[j];
+          if (!v.empty()) std::memcpy(data.data() + offsets[j], v.data(), v.size());
+        }
+      };
+      if (data.size() >= (1 << 20)) {
+        ParallelFor(n, 16, 0, fill);
+      } else {
+        fill(0, n);
+      }
+    } else {
+      const int64_t base = c.bytes_offsets[0];
+      for (size_t j = 0; j <= n; ++j) offsets[j] = c.bytes_offsets[j] - base;
+      const auto* from = reinterpret_cast<const uint8_t*>(c.bytes_data.data()) + base;
+      data.assign(from, from + offsets[n]);
+    }
+  }
+  if (data.empty()) data.push_back(0);  // NumPy over an empty vector has no valid pointer
+  const size_t data_size = data.size();
+  nb::object data_array = ToNumpy(std::move(data), {data_size});
+  if (offsets[n] <= INT32_MAX) {
+    std::vector<int32_t> narrow(offsets.begin(), offsets.end());
+    return nb::make_tuple(ToNumpy(std::move(narrow), {n + 1}), data_array);
+  }
+  return nb::make_tuple(ToNumpy(std::move(offsets), {n + 1}), data_array);
+}
+
 // {"values": ..., "row_splits": ...} for ragged, or the dense array.
 }  // namespace
 
 // With `records` set, bytes values become memoryviews into them (see MemoryviewValues).
 nb::object ColumnToPython(Column&& c, const nb::list* records,
-                          const std::vector<std::span<const std::byte>>* spans) {
+                          const std::vector<std::span<const std::byte>>* spans,
+                          bool bytes_as_arrow) {
   std::vector<size_t> shape(c.shape.begin(), c.shape.end());
   nb::object values;
-  if (c.dtype == DType::kBytes && records != nullptr && !c.bytes_views.empty()) {
+  if (c.dtype == DType::kBytes && bytes_as_arrow) {
+    values = ArrowBinaryValues(c);
+  } else if (c.dtype == DType::kBytes && records != nullptr && !c.bytes_views.empty()) {
     values = MemoryviewValues(c, *records, *spans, shape);
   } else if (c.dtype == DType::kBytes) {
     values = BytesValues(c, 0, static_cast<size_t>(c.num_values()), shape);
@@ -282,13 +329,15 @@ class PyParser {
     parser_ = std::make_unique<Parser>(std::move(parser).value());
   }
 
-  // bytes_as: "bytes" (a new bytes object per value) or "memoryview" (zero-copy views into
-  // `records`; ExampleParser only).
+  // bytes_as: "bytes" (a new bytes object per value), "memoryview" (zero-copy views into
+  // `records`; ExampleParser only) or "arrow" (an (offsets, data) pair of NumPy arrays: an
+  // Arrow binary array's buffers).
   nb::list Parse(nb::handle records, uint64_t first_record_index, const std::string& bytes_as) {
     const bool as_memoryview = bytes_as == "memoryview";
-    if (!as_memoryview && bytes_as != "bytes") {
-      ThrowSchemaStatus(InvalidArgumentError(
-          "bytes_as must be \"bytes\" or \"memoryview\", not \"" + bytes_as + "\""));
+    const bool as_arrow = bytes_as == "arrow";
+    if (!as_memoryview && !as_arrow && bytes_as != "bytes") {
+      ThrowSchemaStatus(InvalidArgumentError("bytes_as must be \"bytes\", \"memoryview\" or "
+                                             "\"arrow\", not \"" + bytes_as + "\""));
     }
     std::vector<std::span<const std::byte>> spans;
     nb::list as_list = nb::list(records);  // holds every record alive during the parse
@@ -307,7 +356,7 @@ class PyParser {
     nb::list out;
     for (Column& c : columns) {
       out.append(as_memoryview ? ColumnToPython(std::move(c), &as_list, &spans)
-                               : ColumnToPython(std::move(c)));
+                               : ColumnToPython(std::move(c), nullptr, nullptr, as_arrow));
     }
     return out;
   }
@@ -376,7 +425,8 @@ Feature SliceFeature(const ColumnIn& c, int64_t begin, int64_t end) {
 
 // Serializes `num_rows` Examples (or SequenceExamples when `sequence_example`) from columns:
 // the bounds are checked with the GIL held, the encoding runs without it.
-nb::list SerializeColumns(size_t num_rows, nb::list columns, bool sequence_example) {
+nb::object SerializeColumns(size_t num_rows, nb::list columns, bool sequence_example,
+                            bool as_buffers) {
   std::vector<ColumnIn> cols;
   for (nb::handle h : columns) {
     nb::tuple t = nb::cast<nb::tuple>(h);
@@ -450,6 +500,24 @@ nb::list SerializeColumns(size_t num_rows, nb::list columns, bool sequence_examp
       out[r] = sequence_example ? example::SerializeSequenceExample(se)
                                 : example::SerializeExample(se.context);
     }
+  }
+  if (as_buffers) {
+    // One buffer for the batch: no Python object per record (RecordWriter.write_buffers).
+    std::vector<int64_t> offsets(num_rows + 1, 0);
+    std::vector<uint8_t> data;
+    {
+      nb::gil_scoped_release release;
+      for (size_t r = 0; r < num_rows; ++r) {
+        offsets[r + 1] = offsets[r] + static_cast<int64_t>(out[r].size());
+      }
+      data.resize(static_cast<size_t>(offsets[num_rows]) + 1);
+      for (size_t r = 0; r < num_rows; ++r) {
+        if (!out[r].empty()) std::memcpy(data.data() + offsets[r], out[r].data(), out[r].size());
+      }
+    }
+    const size_t data_size = data.size();
+    return nb::make_tuple(ToNumpy(std::move(offsets), {num_rows + 1}),
+                          ToNumpy(std::move(data), {data_size}));
   }
   nb::list result;
   for (const std::string& rec : out) result.append(Bytes(rec));
@@ -552,9 +620,10 @@ nb::tuple SparseIndices(const std::string& key, std::vector<std::string> index_k
 
 void RegisterExample(nb::module_& m) {
   m.def("serialize_columns", &SerializeColumns, "num_rows"_a, "columns"_a,
-        "sequence_example"_a = false,
+        "sequence_example"_a = false, "as_buffers"_a = false,
         "Serializes a batch of Examples / SequenceExamples from column buffers (see "
-        "recordflow.spark); GIL released while encoding.");
+        "recordflow.spark); GIL released while encoding. A list of bytes, or with as_buffers "
+        "(offsets int64[num_rows + 1], data uint8) for RecordWriter.write_buffers.");
   m.def(
       "serialize_example",
       [](nb::dict features) { return Bytes(example::SerializeExample(ToFeatures(features))); },

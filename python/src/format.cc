@@ -1,8 +1,10 @@
 // Bindings for the format layer: RecordReader, RecordWriter, IndexedRecordReader, index files.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -191,7 +193,7 @@ class PyRecordWriter {
   PyRecordWriter(const std::filesystem::path& path, const std::optional<std::string>& compression,
                  int compression_level, bool index,
                  const std::optional<std::filesystem::path>& index_path, bool sync,
-                 size_t buffer_size)
+                 size_t buffer_size, bool defer_completion)
       : path_(path.string()) {
     format::RecordWriterOptions options;
     options.compression = ToCompression(compression);
@@ -200,6 +202,7 @@ class PyRecordWriter {
     if (index_path) options.index_path = index_path->string();
     options.sync = sync;
     options.buffer_size = buffer_size;
+    options.defer_completion = defer_completion;
     Result<std::unique_ptr<format::RecordWriter>> writer = InternalError("not opened");
     {
       nb::gil_scoped_release release;
@@ -230,6 +233,33 @@ class PyRecordWriter {
       s = writer.WriteRecord(bytes.span());
     } else {
       s = writer.WriteRecord(bytes.span());
+    }
+    ThrowIfError(s);
+  }
+
+  // Records i = data[offsets[i], offsets[i + 1]) (an Arrow binary column's buffers, or
+  // serialize_columns(as_buffers=True)), all written with the GIL released.
+  void WriteBuffers(nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> offsets,
+                    nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> data) {
+    format::RecordWriter& writer = Writer();
+    const size_t n = offsets.shape(0);
+    const int64_t* o = offsets.data();
+    const auto limit = static_cast<int64_t>(data.shape(0));
+    for (size_t i = 0; i + 1 < n; ++i) {
+      if (o[i] < 0 || o[i + 1] < o[i] || o[i + 1] > limit) {
+        throw nb::value_error(("RecordWriter.write_buffers for '" + path_ + "': offsets " +
+                               std::to_string(i) + ".." + std::to_string(i + 1) +
+                               " are not within the data")
+                                  .c_str());
+      }
+    }
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      const auto* bytes = reinterpret_cast<const std::byte*>(data.data());
+      for (size_t i = 0; i + 1 < n && s.ok(); ++i) {
+        s = writer.WriteRecord(std::span(bytes + o[i], static_cast<size_t>(o[i + 1] - o[i])));
+      }
     }
     ThrowIfError(s);
   }
@@ -271,6 +301,19 @@ class PyRecordWriter {
   bool closed() const { return !writer_ || writer_->closed(); }
   uint64_t records_written() const { return writer_ ? writer_->records_written() : 0; }
   uint64_t bytes_written() const { return writer_ ? writer_->bytes_written() : 0; }
+  nb::list pending_uploads() const {
+    nb::list out;
+    if (!writer_) return out;
+    for (const io::PendingUpload& u : writer_->pending_uploads()) {
+      nb::dict d;
+      d["url"] = u.url;
+      d["upload_id"] = u.upload_id;
+      d["etags"] = u.etags;
+      d["size"] = u.size;
+      out.append(d);
+    }
+    return out;
+  }
 
  private:
   format::RecordWriter& Writer() {
@@ -391,13 +434,20 @@ void RegisterFormat(nb::module_& m) {
                              "`path` only when close() succeeds; leaving a `with` block by an "
                              "exception, or dropping the writer unclosed, discards it.\n"
                              "index=True also writes `path + '.idx'` (DALI's `offset size` "
-                             "lines; uncompressed files only).")
+                             "lines; uncompressed files only).\n"
+                             "defer_completion=True (s3:// only): close() uploads everything "
+                             "but leaves the file and index as open multipart uploads, listed "
+                             "by `pending_uploads`, for a commit protocol to complete "
+                             "(complete_upload) or abort (abort_upload).")
       .def(nb::init<const std::filesystem::path&, const std::optional<std::string>&, int, bool,
-                    const std::optional<std::filesystem::path>&, bool, size_t>(),
+                    const std::optional<std::filesystem::path>&, bool, size_t, bool>(),
            "path"_a, "compression"_a = nb::none(), nb::kw_only(), "compression_level"_a = -1,
            "index"_a = false, "index_path"_a = nb::none(), "sync"_a = true,
-           "buffer_size"_a = size_t{1} << 20)
+           "buffer_size"_a = size_t{1} << 20, "defer_completion"_a = false)
       .def("write", &PyRecordWriter::Write, "record"_a, "Appends one record (bytes-like or str).")
+      .def("write_buffers", &PyRecordWriter::WriteBuffers, "offsets"_a, "data"_a,
+           "Appends records data[offsets[i]:offsets[i + 1]] for each i (int64 offsets, uint8 "
+           "data), GIL released.")
       .def("flush", &PyRecordWriter::Flush,
            "Pushes buffered records to the OS (the file keeps its temporary name until close).")
       .def("close", &PyRecordWriter::Close, "Finishes the file and publishes it. Idempotent.")
@@ -407,7 +457,10 @@ void RegisterFormat(nb::module_& m) {
       .def_prop_ro("path", &PyRecordWriter::path)
       .def_prop_ro("closed", &PyRecordWriter::closed)
       .def_prop_ro("records_written", &PyRecordWriter::records_written)
-      .def_prop_ro("bytes_written", &PyRecordWriter::bytes_written);
+      .def_prop_ro("bytes_written", &PyRecordWriter::bytes_written)
+      .def_prop_ro("pending_uploads", &PyRecordWriter::pending_uploads,
+                   "After close() with defer_completion: dicts (url, upload_id, etags, size), "
+                   "the records file's first, then its index's.");
 
   nb::class_<PyIndexedRecordReader>(m, "IndexedRecordReader",
                                     "Random access to the records of an uncompressed TFRecord "

@@ -142,8 +142,11 @@ class FsspecFileSystem final : public io::FileSystem {
   }
 
   Result<std::unique_ptr<io::AtomicFileWriter>> OpenWritable(const std::string& path,
-                                                             io::AtomicFileOptions) override {
+                                                             io::AtomicFileOptions options) override {
     if (PythonGone()) return Gone(path);
+    if (options.defer_completion) {
+      return UnimplementedError("'" + path + "': fsspec file systems have no deferred uploads");
+    }
     nb::gil_scoped_acquire gil;
     try {
       nb::object w = bridge_.attr("open_writer")(path);

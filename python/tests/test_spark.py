@@ -27,6 +27,8 @@ from pyspark.sql import types as T  # noqa: E402
 
 import recordflow as rf  # noqa: E402
 import recordflow.spark as rfs  # noqa: E402
+from recordflow import _core  # noqa: E402
+from remote.servers import s3_server  # noqa: E402,F401  (the session's SeaweedFS S3 server)
 
 SESSION_CONF = {
     "spark.driver.host": "127.0.0.1",
@@ -58,11 +60,49 @@ def skip_log(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def spark(skip_log):
-    s = _session("local[2,4]")
+def s3_env(request):
+    """The S3 server's environment, or None when it cannot start (its tests then fail or skip
+    through the s3_server fixture itself; the other Spark tests still run)."""
+    try:
+        return dict(request.getfixturevalue("s3_server").env)
+    except (pytest.skip.Exception, pytest.fail.Exception):
+        return None
+
+
+@pytest.fixture(scope="session")
+def spark(skip_log, s3_env):
+    # Python workers inherit the environment the JVM started with, so the S3 settings are in
+    # it for the session's start only; the driver (this process) gets them per test.
+    saved = dict(os.environ)
+    os.environ.update(s3_env or {})
+    try:
+        s = _session("local[2,4]")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     rfs.register(s)
     yield s
     s.stop()
+
+
+@pytest.fixture
+def s3(spark, s3_server, monkeypatch, request):
+    """A fresh s3:// folder on the session's server, with the driver's S3 environment."""
+    for k, v in s3_server.env.items():
+        monkeypatch.setenv(k, v)
+    return s3_server.url(f"spark/{request.node.name}-{os.urandom(4).hex()}")
+
+
+def _s3_names(folder: str) -> list[str]:
+    return sorted(u[len(folder) + 1:] for u in _core.list_prefix(folder + "/"))
+
+
+def _s3_records(folder: str) -> list[bytes]:
+    out = []
+    for u in _core.list_prefix(folder + "/"):
+        if u.rsplit("/", 1)[-1].startswith("part-") and u.endswith(".tfrecord"):
+            out.extend(rf.RecordReader(u))
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -530,3 +570,150 @@ def test_convert_matches_local_convert_and_tensorflow_reads_it(spark, tf, tmp_pa
             proc.wait()
     assert proc.returncode == 0, out[-3000:]
     assert _digest(dst1) == _digest(dst2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Object stores (s3:// on SeaweedFS): commit by completing multipart uploads
+
+
+def test_s3_first_attempts_fail_then_exactly_once_and_no_leftover_uploads(spark, s3):
+    """Every first attempt uploads its whole shard (its multipart uploads left open) and then
+    fails; the retries win. The driver completes exactly the winners' uploads and aborts the
+    rest: no open upload and no stray object remains. The output reads back through s3://
+    globs, cut into many partitions by the remote .idx files."""
+    df = spark.createDataFrame([(i, b"x" * (i % 50)) for i in range(3000)], "i long, b binary")
+    (df.repartition(3).write.format("recordflow").option("_testFailFirstAttempt", "true")
+     .mode("overwrite").save(s3))
+    assert _core.list_uploads(s3 + "/") == []
+    names = _s3_names(s3)
+    shards = [n for n in names if n.endswith(".tfrecord")]
+    assert len(shards) == 3
+    assert names == sorted(["_SUCCESS", "_manifest.json"] + shards + [n + ".idx" for n in shards]
+                           + [n + rfs.META_SUFFIX for n in shards])
+    ids = sorted(rf.Example.parse(r)["i"][0] for r in _s3_records(s3))
+    assert ids == list(range(3000))
+    manifest = json.loads(_core.read_file(s3 + "/_manifest.json"))
+    assert manifest["records"] == 3000 and len(manifest["shards"]) == 3
+    for sh in manifest["shards"]:
+        assert _core.file_size(s3 + "/" + sh["file"]) == sh["bytes"]
+    back = (spark.read.format("recordflow").option("recordsPerPartition", "256")
+            .load(s3 + "/part-*.tfrecord"))
+    assert back.rdd.getNumPartitions() >= 12  # ranges of the remote .idx files
+    rows = back.collect()
+    assert sorted((r.i, bytes(r.b)) for r in rows) == [(i, b"x" * (i % 50)) for i in range(3000)]
+    # A folder URL reads the same (data files only: no _SUCCESS, manifest or sidecars).
+    assert spark.read.format("recordflow").load(s3).count() == 3000
+
+
+def test_s3_nothing_visible_before_commit_losers_and_abort_cleaned(s3):
+    """Concurrent attempts of one partition (speculation, retries) as Spark runs them through
+    the pickled writer: each holds open uploads and no object exists under a final key until
+    commit(); commit completes the coordinator's winner only; abort() leaves nothing."""
+    schema = T.StructType([T.StructField("i", T.LongType())])
+    writer = rfs.RecordflowDataSource({"path": s3}).writer(schema, overwrite=False)
+    batch = pa.RecordBatch.from_arrays([pa.array(range(50), pa.int64())], names=["i"])
+    other = pa.RecordBatch.from_arrays([pa.array(range(50, 80), pa.int64())], names=["i"])
+    first = writer.write_attempt(iter([batch]), partition=0, attempt=0)
+    speculative = writer.write_attempt(iter([batch]), partition=0, attempt=1)
+    second = writer.write_attempt(iter([other]), partition=1, attempt=0)
+    assert _s3_names(s3) == []  # no object under any key before commit
+    assert len(_core.list_uploads(s3 + "/")) == 6  # 3 attempts x (records, index)
+    assert first.final_name == speculative.final_name
+    writer.commit([speculative, second])  # the coordinator chose attempt 1
+    assert _core.list_uploads(s3 + "/") == []
+    assert sorted(int(rf.Example.parse(r)["i"][0]) for r in _s3_records(s3)) == list(range(80))
+    assert _s3_names(s3) == sorted(["_SUCCESS", "_manifest.json"] + [
+        n for m in (speculative, second)
+        for n in (m.final_name, m.final_name + ".idx", m.final_name + rfs.META_SUFFIX)])
+    # abort() of another job aborts its uploads and leaves the committed output alone.
+    before = _s3_names(s3)
+    job2 = rfs.RecordflowDataSource({"path": s3}).writer(schema, overwrite=True)
+    m = job2.write_attempt(iter([other]), partition=0, attempt=0)
+    job2.write_attempt(iter([other]), partition=1, attempt=3)  # an attempt not in the messages
+    job2.abort([m])
+    assert _core.list_uploads(s3 + "/") == []
+    assert _s3_names(s3) == before
+    assert sorted(int(rf.Example.parse(r)["i"][0]) for r in _s3_records(s3)) == list(range(80))
+
+
+def test_s3_save_modes(spark, s3):
+    a = spark.createDataFrame([(i,) for i in range(10)], "i long").coalesce(1)
+    b = spark.createDataFrame([(i,) for i in range(10, 15)], "i long").coalesce(1)
+
+    def ids():
+        return sorted(r.i for r in spark.read.format("recordflow").load(s3).collect())
+
+    rfs.write(a, s3)  # errorifexists on an empty prefix writes
+    assert ids() == list(range(10))
+    with pytest.raises(rf.AlreadyExistsError, match="already exists"):
+        rfs.write(b, s3)
+    rfs.write(b, s3, mode="ignore")
+    assert ids() == list(range(10))
+    rfs.write(b, s3, mode="append")
+    assert ids() == list(range(15))
+    assert json.loads(_core.read_file(s3 + "/_manifest.json"))["records"] == 15
+    rfs.write(b, s3, mode="overwrite")
+    assert ids() == list(range(10, 15))
+    assert len([n for n in _s3_names(s3) if n.endswith(".tfrecord")]) == 1
+    assert _core.list_uploads(s3 + "/") == []
+
+
+def test_s3_convert_identical_to_local(spark, s3, tmp_path):
+    src = str(tmp_path / "images")
+    _image_folder(src)
+    local = str(tmp_path / "local")
+    rf.convert(src, local, shards=3, val_fraction=0.25, seed=7)
+    summary = rfs.convert(spark, src, s3, shards=3, val_fraction=0.25, seed=7)
+    want = _digest(local)
+    got = {n: hashlib.sha256(_core.read_file(s3 + "/" + n)).hexdigest() for n in want}
+    assert got == want
+    assert summary["records"] == 16
+    assert "_SUCCESS" in _s3_names(s3) and "summary.json" in _s3_names(s3)
+    again = rfs.convert(spark, src, s3, shards=3, val_fraction=0.25, seed=7, resume=True)
+    assert again["records_this_run"] == 0 and again["resumed_shards"] >= 4
+    with pytest.raises(rf.AlreadyExistsError):
+        rfs.convert(spark, src, s3, shards=3, val_fraction=0.25, seed=7)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bytes columns as Arrow buffers, both ways (no Python object per value or record)
+
+
+def test_bytes_columns_are_native_arrow_buffers(tmp_path):
+    values = [RAW[i % 256:] + bytes([i % 7]) * (i % 5) for i in range(300)]
+    recs = [rf.Example({"b": v, "bl": [v[:3], b"", v[-2:]], "i": i}).serialize()
+            for i, v in enumerate(values)]
+    parser = _core.ExampleParser([("b", "var", "bytes", [], None), ("bl", "var", "bytes", [], None)])
+    (b_vals, b_splits), (bl_vals, bl_splits) = parser.parse(recs, 0, "arrow")
+    offsets, data = b_vals
+    assert offsets.dtype == np.int32 and data.dtype == np.uint8
+    assert [bytes(data[offsets[j]:offsets[j + 1]]) for j in range(300)] == values
+    # Read side: the Arrow array is a view of the parser's buffers (same memory, no copy).
+    schema = T.StructType([T.StructField("b", T.BinaryType()),
+                           T.StructField("bl", T.ArrayType(T.BinaryType())),
+                           T.StructField("i", T.LongType())])
+    conv = rfs._BatchConverter(schema, "Example", rfs._arrow_schema(schema))
+    batch = conv(recs, "mem", 0)
+    assert batch.column(0).to_pylist() == values
+    assert batch.column(1).to_pylist() == [[v[:3], b"", v[-2:]] for v in values]
+    col = rfs._BatchConverter._values(b_vals, pa.binary(), "b", "mem")
+    assert col.buffers()[2].address == data.ctypes.data
+    assert col.buffers()[1].address == offsets.ctypes.data
+    # Write side: one (offsets, data) pair per batch, written by RecordWriter.write_buffers.
+    enc = rfs._BatchEncoder(schema, "Example")
+    out_offsets, out_data = enc(batch)
+    assert out_offsets.dtype == np.int64 and len(out_offsets) == 301
+    path = str(tmp_path / "b.tfrecord")
+    with rf.RecordWriter(path) as w:
+        w.write_buffers(out_offsets, out_data)
+    assert [rf.Example.parse(r)["b"] for r in rf.RecordReader(path)] == [[v] for v in values]
+    raw_schema = T.StructType([T.StructField("byteArray", T.BinaryType())])
+    sliced = pa.RecordBatch.from_arrays([pa.array(values, pa.binary()).slice(10, 50)],
+                                        schema=rfs._arrow_schema(raw_schema))
+    raw = str(tmp_path / "raw.tfrecord")
+    with rf.RecordWriter(raw) as w:
+        w.write_buffers(*rfs._BatchEncoder(raw_schema, "ByteArray")(sliced))
+    assert list(rf.RecordReader(raw)) == values[10:60]
+    with pytest.raises(ValueError, match="not within the data"):
+        with rf.RecordWriter(str(tmp_path / "bad.tfrecord")) as w:
+            w.write_buffers(np.array([0, 5, 3], np.int64), np.zeros(4, np.uint8))

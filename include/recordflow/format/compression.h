@@ -62,6 +62,9 @@ class OutputStream {
   virtual Status Close() = 0;
   // Discards everything; the final name is never created.
   virtual void Abort() = 0;
+  // After Close() with OutputStreamOptions::file.defer_completion: the open upload holding
+  // the stream's bytes (io::AtomicFileWriter::pending_upload). nullopt otherwise.
+  virtual std::optional<io::PendingUpload> pending_upload() const { return std::nullopt; }
 };
 
 // Default for InputStreamOptions::max_decompressed_bytes: 1 TiB per compressed file.

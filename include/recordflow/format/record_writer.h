@@ -27,6 +27,10 @@ struct RecordWriterOptions {
   bool sync = true;
   // Records are framed into a buffer of this size and written in large blocks.
   size_t buffer_size = 1 << 20;
+  // Object stores: Close() leaves the records file (and index) as open multipart uploads
+  // instead of publishing them (io::AtomicFileOptions::defer_completion); pending_uploads()
+  // names them. Local paths: Open() fails with kUnimplemented.
+  bool defer_completion = false;
 };
 
 // Writes records to one TFRecord file, byte-identical to TensorFlow's TFRecordWriter for
@@ -59,6 +63,10 @@ class RecordWriter {
   Status Close();
   // Discards everything written.
   void Abort();
+
+  // After a successful Close() with RecordWriterOptions::defer_completion: the records file's
+  // open upload, then the index's when there is one. Empty otherwise.
+  std::vector<io::PendingUpload> pending_uploads() const;
 
   uint64_t records_written() const { return records_written_; }
   // Framed bytes written (before compression).

@@ -4,8 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "recordflow/core/status.h"
 
@@ -57,6 +59,21 @@ struct AtomicFileOptions {
   // fsync the data before the rename, and the directory after it, so that a crash never
   // leaves a file under the final name whose contents are not on disk.
   bool sync = true;
+  // Object stores only (s3://, and gs:// through HMAC keys): Commit() uploads every byte as
+  // parts of a multipart upload and leaves the upload open instead of completing it, so no
+  // object appears under `path`; pending_upload() then names the upload, which a commit
+  // protocol completes or aborts later, possibly in another process (CompletePendingUpload,
+  // AbortPendingUpload in filesystem.h). Other destinations fail Create() with
+  // kUnimplemented.
+  bool defer_completion = false;
+};
+
+// A multipart upload whose parts are all uploaded and which nobody has completed yet.
+struct PendingUpload {
+  std::string url;                 // the object it becomes: s3://bucket/key
+  std::string upload_id;           // the store's id for the upload
+  std::vector<std::string> etags;  // of parts 1, 2, ... in order (as the store returned them)
+  uint64_t size = 0;               // bytes in all parts: the object's size once completed
 };
 
 // Writes a file under a temporary name in the destination folder and renames it to its final
@@ -94,6 +111,9 @@ class AtomicFileWriter {
   // The local temporary file; empty for remote objects.
   const std::string& temp_path() const { return temp_path_; }
   uint64_t bytes_written() const { return bytes_written_; }
+  // After a successful Commit() with AtomicFileOptions::defer_completion: the open upload.
+  // nullopt otherwise.
+  virtual std::optional<PendingUpload> pending_upload() const { return std::nullopt; }
 
  protected:
   AtomicFileWriter(std::string path, std::string temp_path)

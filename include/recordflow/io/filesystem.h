@@ -107,6 +107,16 @@ class FileSystem {
   virtual Result<std::vector<std::string>> ListPrefix(const std::string& prefix) = 0;
   // Removes one file; a missing file is OK.
   virtual Status Delete(const std::string& path) = 0;
+
+  // Multipart uploads left open by AtomicFileOptions::defer_completion. The default (stores
+  // without them: local, http, gs:// through the JSON API) is kUnimplemented.
+  // Completes `upload`: its object appears whole under upload.url. Errors: kNotFound (no such
+  // upload: completed or aborted already), kIOError naming the URL.
+  virtual Status CompleteUpload(const PendingUpload& upload);
+  // Aborts the upload (its parts are deleted); an unknown upload is OK.
+  virtual Status AbortUpload(const std::string& url, const std::string& upload_id);
+  // The open uploads of keys starting with `prefix` (etags and size left empty), by URL.
+  virtual Result<std::vector<PendingUpload>> ListUploads(const std::string& prefix);
 };
 
 // The file system for `path`'s scheme. Errors: kInvalidArgument for an unknown scheme.
@@ -120,5 +130,13 @@ Result<std::vector<std::string>> GlobPaths(const std::string& pattern);
 
 // Stat through FileSystemForPath.
 Result<FileInfo> StatPath(const std::string& path);
+
+// FileSystem::CompleteUpload / AbortUpload / ListUploads / Delete / ListPrefix through
+// FileSystemForPath.
+Status CompletePendingUpload(const PendingUpload& upload);
+Status AbortPendingUpload(const std::string& url, const std::string& upload_id);
+Result<std::vector<PendingUpload>> ListPendingUploads(const std::string& prefix);
+Status DeletePath(const std::string& path);
+Result<std::vector<std::string>> ListPath(const std::string& prefix);
 
 }  // namespace recordflow::io

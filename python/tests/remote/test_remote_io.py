@@ -148,3 +148,51 @@ def test_s3_object_overwritten_mid_read_fails_naming_url_and_offset_never_mixing
     assert got == old[:len(got)]  # only bytes of the old object, never a mix
     assert len(got) < len(old)
     assert list(rf.RecordReader(url)) == new  # a fresh open reads the new object
+
+
+def test_s3_deferred_completion_publishes_only_when_completed(s3):
+    """RecordWriter(defer_completion=True): close() uploads every part but leaves the uploads
+    open (nothing under the keys); complete_upload makes the object appear whole, abort_upload
+    removes the upload; a writer dropped before close() leaves no upload."""
+    from recordflow import _core
+    old = _core._set_remote_part_sizes(8 << 20, 5 << 20)  # 5 MiB: the S3 minimum part size
+    try:
+        url = _url(s3, "deferred/part-0.tfrecord")
+        recs = [os.urandom(1 << 20) for _ in range(7)]  # two parts
+        with rf.RecordWriter(url, index=True, defer_completion=True) as w:
+            for r in recs:
+                w.write(r)
+        data_up, index_up = w.pending_uploads
+        assert data_up["url"] == url and index_up["url"] == url + ".idx"
+        assert len(data_up["etags"]) == 2 and data_up["size"] == sum(len(r) + 16 for r in recs)
+        assert _core.file_size(url) is None and _core.file_size(url + ".idx") is None
+        prefix = _url(s3, "deferred/")
+        assert sorted(u for u, _ in _core.list_uploads(prefix)) == [url, url + ".idx"]
+        _core.complete_upload(data_up["url"], data_up["upload_id"], data_up["etags"])
+        assert _core.file_size(url) == data_up["size"]
+        assert list(rf.RecordReader(url)) == recs
+        _core.abort_upload(index_up["url"], index_up["upload_id"])
+        _core.abort_upload(index_up["url"], index_up["upload_id"])  # unknown upload: OK
+        assert _core.file_size(url + ".idx") is None
+        assert _core.list_uploads(prefix) == []
+        # An empty file is one empty part.
+        empty = _url(s3, "deferred/empty.tfrecord")
+        with rf.RecordWriter(empty, defer_completion=True) as w:
+            pass
+        (up,) = w.pending_uploads
+        _core.complete_upload(up["url"], up["upload_id"], up["etags"])
+        assert _core.file_size(empty) == 0
+        # A writer that fails mid-write aborts the parts it uploaded.
+        with pytest.raises(RuntimeError):
+            with rf.RecordWriter(_url(s3, "deferred/b.tfrecord"), defer_completion=True) as w:
+                w.write(os.urandom(6 << 20))  # one part is up
+                raise RuntimeError("task dies")
+        assert _core.list_uploads(prefix) == []
+        assert _core.file_size(_url(s3, "deferred/b.tfrecord")) is None
+    finally:
+        _core._set_remote_part_sizes(*old)
+
+
+def test_deferred_completion_refused_for_local_paths(tmp_path):
+    with pytest.raises(rf.Error, match="deferred completion"):
+        rf.RecordWriter(str(tmp_path / "a.tfrecord"), defer_completion=True)

@@ -402,6 +402,9 @@ class RawOutputStream final : public OutputStream {
   Status Flush() override { return Status::OK(); }  // Write is unbuffered.
   Status Close() override { return file_->Commit(); }
   void Abort() override { file_->Abort(); }
+  std::optional<io::PendingUpload> pending_upload() const override {
+    return file_->pending_upload();
+  }
 
  private:
   std::unique_ptr<io::AtomicFileWriter> file_;
@@ -441,6 +444,9 @@ class ZlibOutputStream final : public OutputStream {
     return file_->Commit();
   }
   void Abort() override { file_->Abort(); }
+  std::optional<io::PendingUpload> pending_upload() const override {
+    return file_->pending_upload();
+  }
 
  private:
   Status Deflate(int flush) {

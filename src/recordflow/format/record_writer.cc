@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "recordflow/format/record_format.h"
+#include "recordflow/io/filesystem.h"
 
 namespace recordflow::format {
 
@@ -26,6 +27,7 @@ Result<std::unique_ptr<RecordWriter>> RecordWriter::Open(const std::string& path
   OutputStreamOptions stream_options;
   stream_options.compression_level = options.compression_level;
   stream_options.file.sync = options.sync;
+  stream_options.file.defer_completion = options.defer_completion;
   RF_ASSIGN_OR_RETURN(auto stream, CreateOutputStream(path, compression, stream_options));
   std::unique_ptr<OutputStream> index_stream;
   if (options.write_index) {
@@ -122,10 +124,29 @@ Status RecordWriter::Close() {
   if (s.ok() && index_stream_) s = index_stream_->Close();
   if (!s.ok()) {
     error_ = s;
+    // A deferred upload already handed over by a closed stream is no longer the stream's to
+    // abort (Abort after Commit keeps it), so the failed writer aborts it here.
+    for (const OutputStream* o : {stream_.get(), index_stream_.get()}) {
+      if (o == nullptr) continue;
+      if (std::optional<io::PendingUpload> u = o->pending_upload()) {
+        io::AbortPendingUpload(u->url, u->upload_id).IgnoreError();
+      }
+    }
     stream_->Abort();
     if (index_stream_) index_stream_->Abort();
   }
   return s;
+}
+
+std::vector<io::PendingUpload> RecordWriter::pending_uploads() const {
+  std::vector<io::PendingUpload> out;
+  if (!closed_ || !error_.ok()) return out;
+  for (const OutputStream* s : {stream_.get(), index_stream_.get()}) {
+    if (s == nullptr) continue;
+    std::optional<io::PendingUpload> u = s->pending_upload();
+    if (u.has_value()) out.push_back(*std::move(u));
+  }
+  return out;
 }
 
 void RecordWriter::Abort() {

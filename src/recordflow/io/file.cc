@@ -82,7 +82,14 @@ Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(const std::stri
 
 Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::string& path,
                                                                    AtomicFileOptions options) {
-  if (!IsRemotePath(path)) return CreateLocalAtomicFileWriter(path, options);
+  if (!IsRemotePath(path)) {
+    if (options.defer_completion) {
+      return UnimplementedError("'" + path +
+                                "': deferred completion (an open multipart upload) exists only "
+                                "for object stores; local files commit by rename");
+    }
+    return CreateLocalAtomicFileWriter(path, options);
+  }
   RF_ASSIGN_OR_RETURN(FileSystem * fs, FileSystemForPath(path));
   return fs->OpenWritable(path, options);
 }

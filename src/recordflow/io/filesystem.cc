@@ -162,6 +162,43 @@ Result<FileInfo> StatPath(const std::string& path) {
   return fs->Stat(path);
 }
 
+Status FileSystem::CompleteUpload(const PendingUpload& upload) {
+  return UnimplementedError("'" + upload.url + "': this store has no multipart uploads to complete");
+}
+
+Status FileSystem::AbortUpload(const std::string& url, const std::string&) {
+  return UnimplementedError("'" + url + "': this store has no multipart uploads to abort");
+}
+
+Result<std::vector<PendingUpload>> FileSystem::ListUploads(const std::string& prefix) {
+  return UnimplementedError("'" + prefix + "': this store has no multipart uploads to list");
+}
+
+Status CompletePendingUpload(const PendingUpload& upload) {
+  RF_ASSIGN_OR_RETURN(FileSystem * fs, FileSystemForPath(upload.url));
+  return fs->CompleteUpload(upload);
+}
+
+Status AbortPendingUpload(const std::string& url, const std::string& upload_id) {
+  RF_ASSIGN_OR_RETURN(FileSystem * fs, FileSystemForPath(url));
+  return fs->AbortUpload(url, upload_id);
+}
+
+Result<std::vector<PendingUpload>> ListPendingUploads(const std::string& prefix) {
+  RF_ASSIGN_OR_RETURN(FileSystem * fs, FileSystemForPath(prefix));
+  return fs->ListUploads(prefix);
+}
+
+Status DeletePath(const std::string& path) {
+  RF_ASSIGN_OR_RETURN(FileSystem * fs, FileSystemForPath(path));
+  return fs->Delete(path);
+}
+
+Result<std::vector<std::string>> ListPath(const std::string& prefix) {
+  RF_ASSIGN_OR_RETURN(FileSystem * fs, FileSystemForPath(prefix));
+  return fs->ListPrefix(prefix);
+}
+
 Result<std::vector<std::string>> GlobPaths(const std::string& pattern) {
   if (!IsGlobPattern(pattern)) {
     RF_ASSIGN_OR_RETURN(FileInfo info, StatPath(pattern));

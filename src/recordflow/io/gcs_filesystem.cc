@@ -298,10 +298,15 @@ class GcsFileSystem final : public FileSystem {
   }
 
   Result<std::unique_ptr<AtomicFileWriter>> OpenWritable(const std::string& path,
-                                                         AtomicFileOptions) override {
+                                                         AtomicFileOptions options) override {
     RF_ASSIGN_OR_RETURN(auto bk, SplitBucketKey(path));
     if (bk.second.empty() || bk.second.back() == '/') {
       return InvalidArgumentError("not an object URL: '" + path + "'");
+    }
+    if (options.defer_completion) {
+      return UnimplementedError("'" + path +
+                                "': deferred completion needs multipart uploads, which gs:// "
+                                "has through HMAC keys (GCS_HMAC_ACCESS_KEY_ID), not the JSON API");
     }
     return std::unique_ptr<AtomicFileWriter>(std::make_unique<GcsWriter>(
         path, ResolveGcsTarget(), bk.first, bk.second, GetRemoteOptions()));

@@ -199,12 +199,13 @@ Result<HttpResponse> Send(const std::function<HttpRequest()>& make, const std::s
 class S3Writer final : public AtomicFileWriter {
  public:
   S3Writer(std::string url, S3Config config, std::string bucket, std::string key,
-           RemoteOptions options)
+           RemoteOptions options, bool defer_completion)
       : AtomicFileWriter(std::move(url), ""),
         config_(std::move(config)),
         bucket_(std::move(bucket)),
         key_(std::move(key)),
-        options_(options) {
+        options_(options),
+        defer_completion_(defer_completion) {
     options_.upload_part_size = std::max<uint64_t>(options_.upload_part_size, 5ull << 20);
   }
   ~S3Writer() override { S3Writer::Abort(); }
@@ -238,14 +239,48 @@ class S3Writer final : public AtomicFileWriter {
     if (upload_id_.empty()) return;
     const std::string id = std::move(upload_id_);
     upload_id_.clear();
-    Send([&] { return S3Request(config_, "DELETE", bucket_, key_, Q("uploadId", id), {}, {}); },
-         path(), "abort multipart upload of", options_.retry)
-        .status()
-        .IgnoreError();
+    AbortMultipartUpload(config_, bucket_, key_, id, path(), options_.retry).IgnoreError();
+  }
+
+  std::optional<PendingUpload> pending_upload() const override { return pending_; }
+
+  static Status AbortMultipartUpload(const S3Config& config, const std::string& bucket,
+                                     const std::string& key, const std::string& id,
+                                     const std::string& url, const RetryOptions& retry) {
+    Result<HttpResponse> r = Send(
+        [&] { return S3Request(config, "DELETE", bucket, key, Q("uploadId", id), {}, {}); },
+        url, "abort multipart upload of", retry);
+    // NoSuchUpload: aborted or completed already; either way nothing of it is left open.
+    if (!r.ok() && r.status().code() != StatusCode::kNotFound) return r.status();
+    return Status::OK();
+  }
+
+  static Status CompleteMultipartUpload(const S3Config& config, const std::string& bucket,
+                                        const std::string& key, const std::string& id,
+                                        const std::vector<std::string>& etags,
+                                        const std::string& url, const RetryOptions& retry) {
+    std::string xml = "<CompleteMultipartUpload>";
+    for (size_t i = 0; i < etags.size(); ++i) {
+      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags[i] +
+             "</ETag></Part>";
+    }
+    xml += "</CompleteMultipartUpload>";
+    return Send([&] { return S3Request(config, "POST", bucket, key, Q("uploadId", id), xml, {}); },
+                url, "complete multipart upload of", retry)
+        .status();
   }
 
  private:
   Status CommitInner() {
+    if (defer_completion_) {
+      // Every byte goes up as parts (an empty object as one empty part) and the upload stays
+      // open: the object appears only when a commit protocol completes it.
+      if (!buffer_.empty() || etags_.empty()) RF_RETURN_IF_ERROR(UploadPart(buffer_));
+      buffer_.clear();
+      pending_ = PendingUpload{path(), upload_id_, etags_, bytes_written_};
+      upload_id_.clear();  // no longer ours to abort
+      return Status::OK();
+    }
     if (upload_id_.empty()) {
       // One request: the object appears whole or not at all.
       return Send([&] { return S3Request(config_, "PUT", bucket_, key_, "", buffer_, {}); }, path(),
@@ -253,19 +288,8 @@ class S3Writer final : public AtomicFileWriter {
           .status();
     }
     if (!buffer_.empty()) RF_RETURN_IF_ERROR(UploadPart(buffer_));
-    std::string xml = "<CompleteMultipartUpload>";
-    for (size_t i = 0; i < etags_.size(); ++i) {
-      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags_[i] +
-             "</ETag></Part>";
-    }
-    xml += "</CompleteMultipartUpload>";
-    RF_RETURN_IF_ERROR(Send(
-                           [&] {
-                             return S3Request(config_, "POST", bucket_, key_,
-                                              Q("uploadId", upload_id_), xml, {});
-                           },
-                           path(), "complete multipart upload of", options_.retry)
-                           .status());
+    RF_RETURN_IF_ERROR(CompleteMultipartUpload(config_, bucket_, key_, upload_id_, etags_, path(),
+                                               options_.retry));
     upload_id_.clear();
     return Status::OK();
   }
@@ -300,6 +324,8 @@ class S3Writer final : public AtomicFileWriter {
   std::string upload_id_;
   std::vector<std::string> etags_;
   bool closed_ = false;
+  bool defer_completion_;
+  std::optional<PendingUpload> pending_;
 };
 
 class S3FileSystem final : public FileSystem {
@@ -361,13 +387,64 @@ class S3FileSystem final : public FileSystem {
   }
 
   Result<std::unique_ptr<AtomicFileWriter>> OpenWritable(const std::string& path,
-                                                         AtomicFileOptions) override {
+                                                         AtomicFileOptions options) override {
     RF_ASSIGN_OR_RETURN(auto bk, SplitBucketKey(path));
     if (bk.second.empty() || bk.second.back() == '/') {
       return InvalidArgumentError("not an object URL: '" + path + "'");
     }
-    return std::unique_ptr<AtomicFileWriter>(
-        std::make_unique<S3Writer>(path, resolve_(), bk.first, bk.second, GetRemoteOptions()));
+    return std::unique_ptr<AtomicFileWriter>(std::make_unique<S3Writer>(
+        path, resolve_(), bk.first, bk.second, GetRemoteOptions(), options.defer_completion));
+  }
+
+  Status CompleteUpload(const PendingUpload& upload) override {
+    RF_ASSIGN_OR_RETURN(auto bk, SplitBucketKey(upload.url));
+    if (upload.upload_id.empty() || upload.etags.empty()) {
+      return InvalidArgumentError("cannot complete the upload of '" + upload.url +
+                                  "': no upload id or no parts");
+    }
+    return S3Writer::CompleteMultipartUpload(resolve_(), bk.first, bk.second, upload.upload_id,
+                                             upload.etags, upload.url, GetRemoteOptions().retry);
+  }
+
+  Status AbortUpload(const std::string& url, const std::string& upload_id) override {
+    RF_ASSIGN_OR_RETURN(auto bk, SplitBucketKey(url));
+    return S3Writer::AbortMultipartUpload(resolve_(), bk.first, bk.second, upload_id, url,
+                                          GetRemoteOptions().retry);
+  }
+
+  Result<std::vector<PendingUpload>> ListUploads(const std::string& prefix) override {
+    RF_ASSIGN_OR_RETURN(auto bk, SplitBucketKey(prefix));
+    const S3Config config = resolve_();
+    const RetryOptions retry = GetRemoteOptions().retry;
+    const std::string root = config.url_scheme + "://" + bk.first + "/";
+    std::vector<PendingUpload> out;
+    std::string key_marker, id_marker;
+    while (true) {
+      // Query parameters in sorted order (SigV4's canonical query).
+      std::string query;
+      if (!key_marker.empty()) query += Q("key-marker", key_marker) + "&";
+      query += Q("prefix", bk.second);
+      if (!id_marker.empty()) query += "&" + Q("upload-id-marker", id_marker);
+      query += "&uploads=";
+      RF_ASSIGN_OR_RETURN(
+          HttpResponse r,
+          Send([&] { return S3Request(config, "GET", bk.first, "", query, {}, {}); }, prefix,
+               "list multipart uploads under", retry));
+      size_t pos = 0;
+      while (true) {
+        std::string upload = XmlValue(r.body, "Upload", &pos);
+        if (pos == std::string::npos) break;
+        PendingUpload u;
+        u.url = root + XmlValue(upload, "Key");
+        u.upload_id = XmlValue(upload, "UploadId");
+        out.push_back(std::move(u));
+      }
+      if (XmlValue(r.body, "IsTruncated") != "true") break;
+      key_marker = XmlValue(r.body, "NextKeyMarker");
+      id_marker = XmlValue(r.body, "NextUploadIdMarker");
+      if (key_marker.empty()) break;
+    }
+    return out;
   }
 
   Result<FileInfo> Stat(const std::string& path) override {
