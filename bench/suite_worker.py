@@ -519,8 +519,11 @@ def ffcv_stream(files, mode, shuffle, seed=0):
     NormalizeImage to float32 HWC; eval: CenterCropRGBImageDecoder(224, ratio 224/256). Batches
     arrive as NumPy arrays (no ToTensor: no GPU here)."""
     import numpy as np
-    from ffcv.fields.decoders import (CenterCropRGBImageDecoder, IntDecoder,
-                                      RandomResizedCropRGBImageDecoder)
+    from ffcv.fields.decoders import (
+        CenterCropRGBImageDecoder,
+        IntDecoder,
+        RandomResizedCropRGBImageDecoder,
+    )
     from ffcv.loader import Loader, OrderOption
     from ffcv.transforms import NormalizeImage, RandomHorizontalFlip
     beton = ffcv_beton(files)

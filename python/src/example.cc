@@ -336,8 +336,10 @@ class PyParser {
     const bool as_memoryview = bytes_as == "memoryview";
     const bool as_arrow = bytes_as == "arrow";
     if (!as_memoryview && !as_arrow && bytes_as != "bytes") {
-      ThrowSchemaStatus(InvalidArgumentError("bytes_as must be \"bytes\", \"memoryview\" or "
-                                             "\"arrow\", not \"" + bytes_as + "\""));
+      ThrowSchemaStatus(
+          InvalidArgumentError("bytes_as must be \"bytes\", \"memoryview\" or "
+                               "\"arrow\", not \"" +
+                               bytes_as + "\""));
     }
     std::vector<std::span<const std::byte>> spans;
     nb::list as_list = nb::list(records);  // holds every record alive during the parse

@@ -141,8 +141,8 @@ class FsspecFileSystem final : public io::FileSystem {
     return io::NewRangedRandomAccessFile(path, info.size, std::move(read));
   }
 
-  Result<std::unique_ptr<io::AtomicFileWriter>> OpenWritable(const std::string& path,
-                                                             io::AtomicFileOptions options) override {
+  Result<std::unique_ptr<io::AtomicFileWriter>> OpenWritable(
+      const std::string& path, io::AtomicFileOptions options) override {
     if (PythonGone()) return Gone(path);
     if (options.defer_completion) {
       return UnimplementedError("'" + path + "': fsspec file systems have no deferred uploads");

@@ -24,11 +24,11 @@ pa = pytest.importorskip("pyarrow")
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
+from remote.servers import s3_server  # noqa: E402,F401  (the session's SeaweedFS S3 server)
 
 import recordflow as rf  # noqa: E402
 import recordflow.spark as rfs  # noqa: E402
 from recordflow import _core  # noqa: E402
-from remote.servers import s3_server  # noqa: E402,F401  (the session's SeaweedFS S3 server)
 
 SESSION_CONF = {
     "spark.driver.host": "127.0.0.1",
@@ -86,7 +86,7 @@ def spark(skip_log, s3_env):
 
 
 @pytest.fixture
-def s3(spark, s3_server, monkeypatch, request):
+def s3(spark, s3_server, monkeypatch, request):  # noqa: F811 (the fixture imported above)
     """A fresh s3:// folder on the session's server, with the driver's S3 environment."""
     for k, v in s3_server.env.items():
         monkeypatch.setenv(k, v)

@@ -22,7 +22,6 @@ from recordflow.doctor.measure import (
     _stages,
 )
 from recordflow.doctor.report import Report
-from recordflow.doctor.samples import _remote_origin
 from recordflow.doctor.rules import (
     HELPS_GAIN,
     INPUT_BOUND_WAIT_FRACTION,
@@ -32,6 +31,7 @@ from recordflow.doctor.rules import (
     judge,
     ordered,
 )
+from recordflow.doctor.samples import _remote_origin
 from recordflow.doctor.variants import _recommend
 from recordflow.example import _specs
 

@@ -163,7 +163,8 @@ Result<FileInfo> StatPath(const std::string& path) {
 }
 
 Status FileSystem::CompleteUpload(const PendingUpload& upload) {
-  return UnimplementedError("'" + upload.url + "': this store has no multipart uploads to complete");
+  return UnimplementedError("'" + upload.url +
+                            "': this store has no multipart uploads to complete");
 }
 
 Status FileSystem::AbortUpload(const std::string& url, const std::string&) {

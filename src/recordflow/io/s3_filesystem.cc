@@ -247,9 +247,9 @@ class S3Writer final : public AtomicFileWriter {
   static Status AbortMultipartUpload(const S3Config& config, const std::string& bucket,
                                      const std::string& key, const std::string& id,
                                      const std::string& url, const RetryOptions& retry) {
-    Result<HttpResponse> r = Send(
-        [&] { return S3Request(config, "DELETE", bucket, key, Q("uploadId", id), {}, {}); },
-        url, "abort multipart upload of", retry);
+    Result<HttpResponse> r =
+        Send([&] { return S3Request(config, "DELETE", bucket, key, Q("uploadId", id), {}, {}); },
+             url, "abort multipart upload of", retry);
     // NoSuchUpload: aborted or completed already; either way nothing of it is left open.
     if (!r.ok() && r.status().code() != StatusCode::kNotFound) return r.status();
     return Status::OK();
