@@ -153,19 +153,12 @@ def spark_json_from_arrow(schema) -> dict:
                                           "metadata": {}} for f in schema]}
 
 
-def infer_arrow_schema(files: Sequence[str], record_type: str, compression: str | None = None,
-                       sample: int = 1000, read_text=None):
-    """The Arrow schema of `files`: from the sidecar beside the first file when there is one
-    (`read_text(path)` -> str or None reads it), else from the first `sample` records (as
-    recordflow.spark.infer_schema: one value in every sampled record -> scalar, else list)."""
-    import pyarrow as pa
-    if record_type == "ByteArray":
-        return pa.schema([pa.field("byteArray", pa.binary(), True)])
-    text = read_text(files[0] + META_SUFFIX) if read_text else None
-    if text:
-        m = json.loads(text)
-        if m.get("recordType") == record_type and "schema" in m:
-            return arrow_from_spark_json(m["schema"])
+def sample_feature_kinds(files: Sequence[str], record_type: str, compression: str | None,
+                         sample: int) -> tuple[dict[str, str], dict[str, bool], dict[str, str], int]:
+    """Reads the first `sample` records of `files` (in file order, no full pass) and returns
+    (kinds, single, seq_kinds, seen): each context feature's kind ("int64", "float32" or
+    "bytes"), whether it had exactly one value in every sampled record, each feature list's
+    kind, and how many records were read. Spark's and Ray's schema inference share it."""
     kinds: dict[str, str] = {}
     single: dict[str, bool] = {}
     seq_kinds: dict[str, str] = {}
@@ -195,6 +188,23 @@ def infer_arrow_schema(files: Sequence[str], record_type: str, compression: str 
                     for v in steps:
                         if v is not None:
                             seq_kinds.setdefault(key, kind(v))
+    return kinds, single, seq_kinds, seen
+
+
+def infer_arrow_schema(files: Sequence[str], record_type: str, compression: str | None = None,
+                       sample: int = 1000, read_text=None):
+    """The Arrow schema of `files`: from the sidecar beside the first file when there is one
+    (`read_text(path)` -> str or None reads it), else from the first `sample` records (as
+    recordflow.spark.infer_schema: one value in every sampled record -> scalar, else list)."""
+    import pyarrow as pa
+    if record_type == "ByteArray":
+        return pa.schema([pa.field("byteArray", pa.binary(), True)])
+    text = read_text(files[0] + META_SUFFIX) if read_text else None
+    if text:
+        m = json.loads(text)
+        if m.get("recordType") == record_type and "schema" in m:
+            return arrow_from_spark_json(m["schema"])
+    kinds, single, seq_kinds, seen = sample_feature_kinds(files, record_type, compression, sample)
     types = {"int64": pa.int64(), "float32": pa.float32(), "bytes": pa.binary()}
     fields = []
     for key in sorted(kinds):

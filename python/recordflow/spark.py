@@ -31,8 +31,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-import numpy as np
-
 from recordflow import _core
 from recordflow._arrow_io import (  # noqa: F401 - shared with recordflow.ray
     RecordBatchDecoder,
@@ -42,6 +40,7 @@ from recordflow._arrow_io import (  # noqa: F401 - shared with recordflow.ray
     _leaf_buffers,
     _offsets,
     _write_atomic,
+    sample_feature_kinds,
 )
 from recordflow.errors import AlreadyExistsError, SchemaError
 
@@ -213,35 +212,8 @@ def infer_schema(files: Sequence[str], record_type: str, compression: str | None
         if m.get("recordType") == record_type and "schema" in m:
             # A record can always lack a feature, whatever the writer's DataFrame promised.
             return _nullable(T.StructType.fromJson(m["schema"]))
-    kinds: dict[str, str] = {}
-    single: dict[str, bool] = {}
-    seq_kinds: dict[str, str] = {}
-    seen = 0
-    for path in files:
-        if seen >= sample:
-            break
-        with _core.RecordReader(path, _compression_of(path, compression)) as reader:
-            for rec in reader.read_batch(sample - seen):
-                seen += 1
-                if record_type == "Example":
-                    context, lists = _core.parse_example_single(rec), {}
-                else:
-                    context, lists = _core.parse_sequence_example_single(rec)
-                for key, v in context.items():
-                    if v is None:
-                        continue
-                    k = "bytes" if isinstance(v, list) else ("int64" if v.dtype == np.int64 else "float32")
-                    if kinds.setdefault(key, k) != k:
-                        raise SchemaError(f"feature '{key}' has type {kinds[key]} in one sampled "
-                                          f"record and {k} in another ('{path}')")
-                    single[key] = single.get(key, True) and len(v) == 1
-                for key, steps in lists.items():
-                    for v in steps:
-                        if v is None:
-                            continue
-                        k = "bytes" if isinstance(v, list) else ("int64" if v.dtype == np.int64 else "float32")
-                        seq_kinds.setdefault(key, k)
-        # Records missing a key in some rows still give it a column: it reads as null.
+    # Records missing a key in some rows still give it a column: it reads as null.
+    kinds, single, seq_kinds, seen = sample_feature_kinds(files, record_type, compression, sample)
     fields = []
     for key in sorted(kinds):
         t = _type_for(kinds[key])
