@@ -387,3 +387,82 @@ def test_a_native_pipeline_is_diagnosed_by_the_engine(gzip_files, monkeypatch):
     assert parallel["measured"] and parallel["variant"] > 0, parallel
     with pytest.raises(AssertionError, match="measured from Python"):
         rf.diagnose(ds.map(lambda b: b), seconds=0.3, try_variants=False)
+
+
+def _spy_engine(monkeypatch):
+    """Records each pipeline::Diagnose run (the real engine runs: this only notes the steps)."""
+    import recordflow.doctor.run as run
+    calls = []
+    real = run._core.doctor_diagnose
+
+    def spy(*args, **kwargs):
+        calls.append(args[6])  # the plan's steps
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run._core, "doctor_diagnose", spy)
+
+    def python_read(*args, **kwargs):
+        raise AssertionError("the native stages were measured from Python")
+
+    monkeypatch.setattr(run, "_read_alone_rate", python_read)
+    return calls
+
+
+def test_native_stages_then_a_slow_python_map_then_batch(plain_files, monkeypatch):
+    """native stages -> Python map -> batch: the engine's doctor measures the native stages,
+    Python times only the map (per element, serial and with its workers); a slow map is
+    blamed (the step waits on the map, docs/doctor.md's example)."""
+    calls = _spy_engine(monkeypatch)
+
+    def slow_augment(x):
+        time.sleep(0.002)
+        return x
+
+    ds = (rf.Dataset.from_files(plain_files).repeat().parse(SPEC).prefetch()
+          .map(slow_augment, num_parallel=1).batch(8))
+    report = rf.diagnose(ds, step_seconds=0.0005, seconds=0.8, variant_seconds=0.5)
+    d = report.to_dict()
+    assert d["measured_by"] == "engine+python"
+    # The native stages ran in pipeline::Diagnose, alone, as its own pipeline.
+    assert calls and [s[0] for s in calls[0]] == ["repeat", "parse", "prefetch"]
+    assert d["native_stages"]["measured_by"] == "engine"
+    assert d["native_stages"]["pipeline"].endswith("prefetch(autotune)")
+    assert "python" not in d["native_stages"]["pipeline"]
+    native = [s for s in d["stages"] if s["kind"] == "native"]
+    assert [s["id"] for s in native] == ["read", "process", "prefetch"]
+    assert all(s["measured_by"] == "engine" for s in native)
+    assert native[1]["name"] == "parse(x)"  # the engine's own stage name
+    read = native[0]
+    assert read["alone_records_per_s"] > 0  # the engine's timing of the stream alone
+    # In the pipeline the native stages run at the map's pace: far below their pace alone.
+    assert read["utilization"] < read["alone_utilization"]
+    stage = next(s for s in d["stages"] if s["id"] == "python_map_0")
+    assert stage["measured_by"] == "python" and "slow_augment" in stage["name"]
+    assert 0.0015 < stage["seconds_per_element"] < 0.05
+    assert 20 < stage["serial_elements_per_s"] < 700 and stage["elements_per_s"] > 0
+    assert d["verdict"] == "input-bound"
+    assert d["slowest_stage"] == "python_map_0" and d["cause"]["id"] == "python_map"
+    # The map's variants are Python's (only Python can rebuild a callable's stage).
+    parallel = _rec(d, "python_map_parallel")
+    assert parallel["measured"] and parallel["gain"] > 1.5 and "measured_by" not in parallel
+    assert len(report.timeline) == d["step"]["steps"] > 0
+    assert "[python_map_0]" in str(report) and "<- slowest" in str(report)
+
+
+def test_slow_native_read_before_a_python_map_is_blamed_on_read(gzip_files, monkeypatch):
+    """One thread inflating 24 GZIP files, then a cheap Python map over whole batches: the read
+    stage is the cause, and its variants are the engine's, tried on the native stages."""
+    calls = _spy_engine(monkeypatch)
+    ds = rf.Dataset.from_files(gzip_files).repeat().batch(32).parse(SPEC).map(lambda b: b)
+    d = rf.diagnose(ds, step_seconds=0.0, seconds=0.8, variant_seconds=0.4).to_dict()
+    assert d["measured_by"] == "engine+python"
+    assert d["verdict"] == "input-bound"
+    assert d["slowest_stage"] == "read" and d["cause"]["id"] == "read", d["stages"]
+    read = next(s for s in d["stages"] if s["id"] == "read")
+    assert read["measured_by"] == "engine" and "files(24" in read["name"]
+    # Measured once, then tried with variants: both runs are the engine's, on the native stages.
+    assert len(calls) == 2 and all([s[0] for s in c] == ["repeat", "batch", "parse"]
+                                   for c in calls)
+    parallel = _rec(d, "parallel_reads")
+    assert parallel["measured_by"] == "engine" and parallel["measured"], parallel
+    assert parallel["variant"] > 0 and parallel["error"] is None

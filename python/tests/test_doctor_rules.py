@@ -117,3 +117,57 @@ def test_cpu_heavy_step_gets_the_cpu_cap_and_a_sleeping_step_does_not():
     assert rules.judge(_measurements(sleeping, cores=4))["cpu_cap"] is None
     assert rules.judge(_measurements(heavy, cores=1))["cpu_cap"] is None
     assert rules.judge(_measurements(_step(2, 120), cores=4))["cpu_cap"] is None  # not measured
+
+
+# ---- a pipeline with a Python tail: the engine's native-stage figures merged with Python's ----
+
+def _engine_prefix(read_util, read_alone):
+    """pipeline::Diagnose's report of the native stages alone (recorded): 1,000 elements/s."""
+    return {"ceiling": {"iterator_elements_per_s": 1000.0},
+            "stages": [_stage("read", read_util, measured_by="engine",
+                              alone_records_per_s=read_alone),
+                       _stage("process", 0.2, measured_by="engine"),
+                       _stage("prefetch", None, measured_by="engine", buffer_size=8)]}
+
+
+def _python_tail(taken, map_busy, steady=1.0):
+    """Python's run of the whole pipeline (recorded): the tail took `taken` native elements in
+    `steady` seconds; its map was busy `map_busy` of them."""
+    alone = {"steady_tail_inputs": taken, "steady_seconds": steady}
+    stages = [_stage("read", 0.99, measured_by="python"),  # Python's own view: replaced
+              _stage("python_map_0", map_busy, kind="python_map", measured_by="python"),
+              _stage("python_consumer", 0.05, kind="python_consumer", measured_by="python")]
+    return alone, stages
+
+
+def _judge_merged(engine, alone, stages, elements_per_s):
+    from recordflow.doctor.run import _merge_engine_stages
+    merged = _merge_engine_stages(engine, alone, stages)
+    m = {"stages": merged, "batch_size": None, "elements_per_s": elements_per_s,
+         "elements": 100, "read_alone_records_per_s": merged[0]["alone_records_per_s"],
+         "step": _step(9, 1)}
+    return merged, rules.judge(m)
+
+
+def test_native_stages_run_at_the_python_tails_pace():
+    # The engine alone: read 90% busy at 1,000/s. The whole pipeline: the tail took 100/s, its
+    # map busy 95%: read is busy 9% at that pace, and the map is the cause.
+    merged, v = _judge_merged(_engine_prefix(0.9, 5000.0), *_python_tail(100, 0.95), 100.0)
+    assert [s["id"] for s in merged] == ["read", "process", "prefetch", "python_map_0",
+                                         "python_consumer"]
+    read = merged[0]
+    assert read["measured_by"] == "engine" and read["alone_utilization"] == 0.9
+    assert abs(read["utilization"] - 0.09) < 1e-9 and read["alone_records_per_s"] == 5000.0
+    assert merged[3]["measured_by"] == "python"
+    assert v["slowest_stage"] == "python_map_0" and v["cause"]["id"] == "python_map"
+
+
+def test_a_slow_native_read_under_a_cheap_python_tail_is_blamed_on_read():
+    # The tail took the native stages' full pace (1,000/s, capped at 1: never above alone).
+    merged, v = _judge_merged(_engine_prefix(0.95, 1050.0), *_python_tail(1100, 0.1),
+                              1000.0)
+    assert abs(merged[0]["utilization"] - 0.95) < 1e-9
+    assert v["slowest_stage"] == "read" and v["cause"]["id"] == "read"
+    # A tail that took nothing after its first element: the native stages were idle.
+    merged, _ = _judge_merged(_engine_prefix(0.95, 1050.0), *_python_tail(0, 0.9), 1.0)
+    assert merged[0]["utilization"] == 0.0

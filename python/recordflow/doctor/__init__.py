@@ -1,6 +1,9 @@
 """rf.diagnose and `recordflow doctor`: does training wait on data, where, and what would help.
 
-The doctor runs a pipeline in three phases and reports what it measured:
+The doctor runs a pipeline in three phases and reports what it measured. A wholly native
+pipeline (simulated step or none) runs all of them in the engine (pipeline::Diagnose); with a
+Python map/filter, the native stages before it run there as their own plan, and Python times
+only the tail (the callables, the consumer, the step); docs/doctor.md says where each part runs.
 
 1. **Alone**: the pipeline as fast as it goes, for ``seconds``. Gives the ceiling (elements/s,
    batches/s), the time to the first element, and each stage's *utilization*: the fraction of

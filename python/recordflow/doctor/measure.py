@@ -149,6 +149,7 @@ def _run_alone(ds: Dataset, seconds: float) -> dict:
         wait_at_first = it.stats()["consumer_wait_seconds"]
         python_at_first = sum(st["timer"].seconds / st["parallelism"]
                               for st in python_stages if st["timer"] is not None)
+        inputs_at_first = _tail_inputs(python_stages)
         n = 0
         exhausted = False
         while time.perf_counter() - t_first < seconds:
@@ -171,7 +172,19 @@ def _run_alone(ds: Dataset, seconds: float) -> dict:
             "steady_python_seconds": sum(st["timer"].seconds / st["parallelism"]
                                          for st in python_stages if st["timer"] is not None)
                                      - python_at_first,
-            "element_bytes": _element_bytes(first)}
+            "element_bytes": _element_bytes(first),
+            # Elements the Python tail took from the engine after the first one (None when the
+            # tail does not start with a timed callable): the native stages' pace in this run.
+            "steady_tail_inputs": None if inputs_at_first is None
+                                  else _tail_inputs(python_stages) - inputs_at_first}
+
+
+def _tail_inputs(python_stages: list[dict]) -> int | None:
+    """Calls of the Python tail's first stage so far, when it is a timed map/filter: each call
+    takes one element of the native stages before it."""
+    if not python_stages or python_stages[0]["timer"] is None:
+        return None
+    return python_stages[0]["timer"].calls
 
 
 def _run_with_step(ds: Dataset, step: Callable[[Any], Any], seconds: float) -> dict:
@@ -239,7 +252,8 @@ def _stages(run: dict) -> list[dict]:
                     "wait_output_seconds": s["wait_output_seconds"],
                     "parallelism": int(s["parallelism"]), "buffer_size": int(s["buffer_size"]),
                     "buffer_fill": s["buffer_fill"] if sid == "prefetch" else None,
-                    "utilization": util, "seconds_per_element": None})
+                    "utilization": util, "seconds_per_element": None,
+                    "measured_by": "python"})
     py_wall = max(run["seconds"], 1e-9)
     python_busy = 0.0
     for st in run["python_stages"]:
@@ -247,7 +261,7 @@ def _stages(run: dict) -> list[dict]:
         entry = {"id": st["id"], "kind": st["kind"], "name": st["name"], "elements": 0,
                  "busy_seconds": None, "wait_output_seconds": None,
                  "parallelism": st["parallelism"], "buffer_size": None, "buffer_fill": None,
-                 "utilization": None, "seconds_per_element": None}
+                 "utilization": None, "seconds_per_element": None, "measured_by": "python"}
         if timer is not None:
             entry["elements"] = timer.calls
             entry["busy_seconds"] = timer.seconds
@@ -255,6 +269,11 @@ def _stages(run: dict) -> list[dict]:
             # A parallel map's threads share the GIL; sleeping or native code inside the callable
             # does run in parallel, so its capacity is its thread count.
             entry["utilization"] = timer.seconds / (py_wall * st["parallelism"])
+            # Serial vs workers: the callable's own rate on one thread, and the rate it ran at
+            # with its workers in this run.
+            if timer.seconds > 0:
+                entry["serial_elements_per_s"] = timer.calls / timer.seconds
+            entry["elements_per_s"] = timer.calls / py_wall
             python_busy += timer.seconds / st["parallelism"]
         out.append(entry)
     # What the consuming thread did besides waiting for the engine and running Python stages:
@@ -266,7 +285,7 @@ def _stages(run: dict) -> list[dict]:
                 "name": "Python consumer (element conversion, the loop)",
                 "elements": run["steady_elements"], "busy_seconds": consumer,
                 "wait_output_seconds": None, "parallelism": 1, "buffer_size": None,
-                "buffer_fill": None, "utilization": consumer / steady,
+                "buffer_fill": None, "utilization": consumer / steady, "measured_by": "python",
                 "seconds_per_element": consumer / max(run["steady_elements"], 1)})
     return out
 

@@ -15,11 +15,14 @@ from recordflow.doctor.measure import (
     _batch_size,
     _callable_name,
     _cores,
+    _ops,
+    _python_start,
     _read_alone_rate,
     _run_alone,
     _run_with_step,
     _source_paths,
     _stages,
+    _with_ops,
 )
 from recordflow.doctor.report import Report
 from recordflow.doctor.rules import (
@@ -67,17 +70,18 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
         if verbose:
             print(f"doctor: {msg}", file=sys.stderr, flush=True)
 
+    def print_line(line: str) -> None:  # the engine's lines start with "doctor: " already
+        print(line, file=sys.stderr, flush=True)
+
+    engine_log = print_line if verbose else None
+
     plan = _native_plan(dataset) if step_fn is None else None
     if plan is not None:
         log("the pipeline is native: measured, stepped and varied by the engine's doctor")
-        files, steps = plan
-        text, waits, computes = _core.doctor_diagnose(
-            list(files.paths), files.compression, files.shuffle_files, files.seed,
-            files.on_corruption, files.verify_checksums, steps, seconds,
-            variant_seconds if try_variants else 0.0, step_seconds, try_variants,
-            log if verbose else None)
-        data = json.loads(text)
+        data, waits, computes = _engine_diagnose(plan, seconds, variant_seconds, step_seconds,
+                                                 try_variants, engine_log)
         data["pipeline"] = dataset.describe()
+        data["measured_by"] = "engine"
         return Report(data, list(zip(waits, computes)))
 
     step = step_fn
@@ -90,24 +94,38 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
         def step(_batch, _s=float(step_seconds)):
             time.sleep(_s)
 
+    # The native stages before the first Python callable: the engine's doctor measures them
+    # (pipeline::Diagnose on that prefix); Python times only the tail and the step.
+    prefix = _native_prefix_plan(dataset)
+    engine = None
+    if prefix is not None:
+        log("the native stages: measured by the engine's doctor ...")
+        engine, _, _ = _engine_diagnose(prefix, seconds, variant_seconds, None, False,
+                                        engine_log)
     log(f"running the pipeline alone for {seconds:g} s ...")
     alone = _run_alone(dataset, seconds)
     stages = _stages(alone)
     batch_size = _batch_size(dataset)
     rate = alone["elements_per_s"]
-    # The stream's busy time includes waiting for interleave reads queued on the thread
-    # pool that the executor's work shares; when that pool is saturated the stream looks
-    # busy without being the limit. Time the stream alone to know (a measurement, not a
-    # variant: done with try_variants=False too).
-    # Reading from a bucket is network time, not disk time: the report says which it measured.
-    origin = _remote_origin(_source_paths(dataset) or [])
-    read = next(s for s in stages if s["id"] == "read")
-    if origin:
-        read["name"] = f"remote read from {origin}: {read['name']}"
-    log("timing the record stream alone ..." if not origin
-        else f"timing the remote record stream ({origin}) alone ...")
-    read_alone = _read_alone_rate(dataset, min(variant_seconds, seconds, 1.0))
-    read["alone_records_per_s"] = read_alone
+    if engine is not None:
+        stages = _merge_engine_stages(engine, alone, stages)
+        read = next(s for s in stages if s["id"] == "read")
+        read_alone = read.get("alone_records_per_s")
+    else:
+        # The stream's busy time includes waiting for interleave reads queued on the thread
+        # pool that the executor's work shares; when that pool is saturated the stream looks
+        # busy without being the limit. Time the stream alone to know (a measurement, not a
+        # variant: done with try_variants=False too).
+        # Reading from a bucket is network time, not disk time: the report says which it
+        # measured.
+        origin = _remote_origin(_source_paths(dataset) or [])
+        read = next(s for s in stages if s["id"] == "read")
+        if origin:
+            read["name"] = f"remote read from {origin}: {read['name']}"
+        log("timing the record stream alone ..." if not origin
+            else f"timing the remote record stream ({origin}) alone ...")
+        read_alone = _read_alone_rate(dataset, min(variant_seconds, seconds, 1.0))
+        read["alone_records_per_s"] = read_alone
     ceiling = {"elements_per_s": rate * (batch_size or 1),
                "batches_per_s": rate if batch_size else None, "batch_size": batch_size,
                "iterator_elements_per_s": rate, "seconds": alone["seconds"],
@@ -134,9 +152,23 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
     input_bound, cause = judged["input_bound"], judged["cause"]
 
     recs: list[dict] = []
-    if judged["rule_cause"] is not None:
+    rule_cause = judged["rule_cause"]
+    if (engine is not None and rule_cause is not None
+            and rule_cause["id"] == engine["cause"]["id"]
+            and rule_cause.get("stage") == engine["cause"].get("stage")):
+        # A native stage sets the pace: its variants are the engine's, tried on the native
+        # stages (an interleave added, the files rewritten, ...).
+        if try_variants:
+            log("trying the native stages' variants in the engine's doctor ...")
+            tried, _, _ = _engine_diagnose(prefix, min(seconds, variant_seconds), variant_seconds,
+                                           None, True, engine_log)
+            engine_recs = tried["recommendations"]
+        else:
+            engine_recs = engine["recommendations"]
+        recs = [r | {"measured_by": "engine"} for r in engine_recs if r["id"] != "cap_cpu"]
+    elif rule_cause is not None:
         # try_variants=False: the same rules with variant_seconds 0, which run nothing.
-        recs = _recommend(dataset, judged["rule_cause"], stages, alone, step, step_run,
+        recs = _recommend(dataset, rule_cause, stages, alone, step, step_run,
                           variant_seconds if try_variants else 0.0, log)
     if judged["cpu_cap"] is not None:  # a CPU-heavy step (pipeline::CpuCapRecommendation)
         cap = judged["cpu_cap"]
@@ -147,6 +179,7 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
 
     data = {
         "pipeline": dataset.describe(),
+        "measured_by": "python" if engine is None else "engine+python",
         "cores": _cores(),
         "ceiling": ceiling,
         "time_to_first_element_s": alone["time_to_first_element_s"],
@@ -165,8 +198,67 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
                        "helps_gain": HELPS_GAIN, "keeps_up_margin": KEEPS_UP_MARGIN,
                        "read_headroom": READ_HEADROOM},
     }
+    if engine is not None:
+        data["native_stages"] = {
+            "measured_by": "engine", "pipeline": engine["pipeline"],
+            "elements_per_s": engine["ceiling"]["iterator_elements_per_s"],
+            "time_to_first_element_s": engine["time_to_first_element_s"],
+            "slowest_stage": engine["slowest_stage"]}
     timeline = [] if step_run is None else list(zip(step_run["waits"], step_run["computes"]))
     return Report(data, timeline)
+
+
+def _engine_diagnose(plan: tuple[_st.Files, list[tuple]], seconds: float,
+                     variant_seconds: float, step_seconds: float | None, try_variants: bool,
+                     log) -> tuple[dict, list[float], list[float]]:
+    """pipeline::Diagnose on ``plan`` (_native_plan's): the report as a dict, and the per-step
+    waits and computes."""
+    files, steps = plan
+    text, waits, computes = _core.doctor_diagnose(
+        list(files.paths), files.compression, files.shuffle_files, files.seed,
+        files.on_corruption, files.verify_checksums, steps, seconds,
+        variant_seconds if try_variants else 0.0, step_seconds, try_variants, log)
+    data = json.loads(text)
+    for s in data["stages"]:
+        s["measured_by"] = "engine"
+    return data, waits, computes
+
+
+def _native_prefix_plan(ds: Dataset) -> tuple[_st.Files, list[tuple]] | None:
+    """The plan of ``ds``'s native stages (those before its first Python callable) when the
+    engine's doctor can run them and a timed Python map/filter takes their elements; None
+    otherwise (then the Python measurements time the whole pipeline)."""
+    ops = _ops(ds)
+    start = _python_start(ops)
+    if start == len(ops) or not isinstance(ops[start], (_st.Map, _st.Filter)):
+        return None
+    return _native_plan(_with_ops(ds, ops[:start]))
+
+
+def _merge_engine_stages(engine: dict, alone: dict, stages: list[dict]) -> list[dict]:
+    """The stages table of a pipeline with a Python tail: the native stages as the engine's
+    doctor measured them, then the Python stages as timed here.
+
+    The engine ran the native stages alone, as fast as they go; in the whole pipeline they
+    run at the pace the Python tail takes their elements. A stage's utilization there is its
+    utilization alone scaled by that pace over its pace alone (a stage busy 90% of the time at
+    1000 elements/s is busy 9% at 100/s). ``alone_utilization`` keeps the engine's figure."""
+    engine_rate = engine["ceiling"]["iterator_elements_per_s"]
+    taken = alone.get("steady_tail_inputs")
+    steady = alone["steady_seconds"]
+    if taken and steady > 0 and engine_rate > 0:
+        pace = min(1.0, taken / steady / engine_rate)
+    else:  # the tail took nothing after its first element: the native stages were not busy
+        pace = 0.0
+    native = []
+    for s in engine["stages"]:
+        s = dict(s)
+        s["alone_utilization"] = s["utilization"]
+        if s["utilization"] is not None:
+            s["utilization"] = s["utilization"] * pace
+        s["pace_in_pipeline"] = pace
+        native.append(s)
+    return native + [s for s in stages if s["kind"] != "native"]
 
 
 def _native_plan(ds: Dataset) -> tuple[_st.Files, list[tuple]] | None:
