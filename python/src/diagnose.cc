@@ -192,6 +192,11 @@ DiagnoseReport ReportFrom(const nb::dict& d, const std::vector<double>& waits,
   Measurements& m = report.measurements;
   m.pipeline = GetOr<std::string>(d, "pipeline", "");
   m.cores = GetOr<int>(d, "cores", 1);
+  m.measured_by = GetOr<std::string>(d, "measured_by", "python");
+  if (auto native = Get<nb::dict>(d, "native_stages")) {
+    m.native_pipeline = GetOr<std::string>(*native, "pipeline", "");
+    m.native_elements_per_s = Get<double>(*native, "elements_per_s");
+  }
   const nb::dict ceiling = nb::cast<nb::dict>(d["ceiling"]);
   if (auto b = Get<int64_t>(ceiling, "batch_size")) m.batch_size = static_cast<size_t>(*b);
   m.alone.elements_per_s = GetOr<double>(ceiling, "iterator_elements_per_s", 0);

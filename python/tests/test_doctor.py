@@ -378,7 +378,7 @@ def test_a_native_pipeline_is_diagnosed_by_the_engine(gzip_files, monkeypatch):
     ds = rf.Dataset.from_files(gzip_files).repeat().batch(32).parse(SPEC)
     report = rf.diagnose(ds, step_seconds=0.0, seconds=0.6, variant_seconds=0.4)
     d = report.to_dict()
-    assert d["pipeline"] == ds.describe()
+    assert d["pipeline"] == ds.describe() and d["measured_by"] == "engine"
     assert d["step"]["mode"] == "simulated 0 ms step" and d["step"]["steps"] > 0
     assert d["verdict"] == "input-bound" and d["cause"]["id"] == "read"
     assert len(report.timeline) == d["step"]["steps"]
@@ -446,7 +446,14 @@ def test_native_stages_then_a_slow_python_map_then_batch(plain_files, monkeypatc
     parallel = _rec(d, "python_map_parallel")
     assert parallel["measured"] and parallel["gain"] > 1.5 and "measured_by" not in parallel
     assert len(report.timeline) == d["step"]["steps"] > 0
-    assert "[python_map_0]" in str(report) and "<- slowest" in str(report)
+    text = str(report)
+    assert "[python_map_0]" in text and "<- slowest" in text
+    assert ("native stages measured by the engine, alone: " + d["native_stages"]["pipeline"]
+            in text), text
+    # The prefetch buffer in the pipeline: the slow map drains it slowly, so it is fuller than
+    # when the engine drained it alone.
+    prefetch = native[2]
+    assert prefetch["buffer_fill"] > prefetch["alone_buffer_fill"], prefetch
 
 
 def test_slow_native_read_before_a_python_map_is_blamed_on_read(gzip_files, monkeypatch):

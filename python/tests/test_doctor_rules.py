@@ -127,7 +127,8 @@ def _engine_prefix(read_util, read_alone):
             "stages": [_stage("read", read_util, measured_by="engine",
                               alone_records_per_s=read_alone),
                        _stage("process", 0.2, measured_by="engine"),
-                       _stage("prefetch", None, measured_by="engine", buffer_size=8)]}
+                       _stage("prefetch", None, measured_by="engine", buffer_size=8,
+                              buffer_fill=0.1)]}
 
 
 def _python_tail(taken, map_busy, steady=1.0):
@@ -135,6 +136,7 @@ def _python_tail(taken, map_busy, steady=1.0):
     `steady` seconds; its map was busy `map_busy` of them."""
     alone = {"steady_tail_inputs": taken, "steady_seconds": steady}
     stages = [_stage("read", 0.99, measured_by="python"),  # Python's own view: replaced
+              _stage("prefetch", None, measured_by="python", buffer_size=8, buffer_fill=0.9),
               _stage("python_map_0", map_busy, kind="python_map", measured_by="python"),
               _stage("python_consumer", 0.05, kind="python_consumer", measured_by="python")]
     return alone, stages
@@ -159,6 +161,9 @@ def test_native_stages_run_at_the_python_tails_pace():
     assert read["measured_by"] == "engine" and read["alone_utilization"] == 0.9
     assert abs(read["utilization"] - 0.09) < 1e-9 and read["alone_records_per_s"] == 5000.0
     assert merged[3]["measured_by"] == "python"
+    # The prefetch buffer's fill is the whole pipeline's (its own row there), not the engine's
+    # alone.
+    assert merged[2]["buffer_fill"] == 0.9 and merged[2]["alone_buffer_fill"] == 0.1
     assert v["slowest_stage"] == "python_map_0" and v["cause"]["id"] == "python_map"
 
 

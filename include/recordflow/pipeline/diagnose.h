@@ -144,6 +144,13 @@ struct Measurements {
   std::optional<double> read_alone_records_per_s;
   std::optional<StepRun> step;
   std::string step_mode;  // e.g. "simulated 120 ms step"
+  // Who measured: "engine" (Diagnose), "engine+python" (rf.diagnose of a pipeline with a
+  // Python tail: the native stages by Diagnose, the tail in Python) or "python".
+  std::string measured_by = "engine";
+  // With a Python tail: the native stages Diagnose ran on their own (their DebugString) and
+  // their elements/s alone; empty / nullopt otherwise.
+  std::string native_pipeline;
+  std::optional<double> native_elements_per_s;
 };
 
 struct Cause {

@@ -81,7 +81,6 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
         data, waits, computes = _engine_diagnose(plan, seconds, variant_seconds, step_seconds,
                                                  try_variants, engine_log)
         data["pipeline"] = dataset.describe()
-        data["measured_by"] = "engine"
         return Report(data, list(zip(waits, computes)))
 
     step = step_fn
@@ -250,6 +249,9 @@ def _merge_engine_stages(engine: dict, alone: dict, stages: list[dict]) -> list[
         pace = min(1.0, taken / steady / engine_rate)
     else:  # the tail took nothing after its first element: the native stages were not busy
         pace = 0.0
+    # The prefetch buffer's fill depends on who drains it: in the whole pipeline it is the
+    # tail, so its fill is the one the engine counted in that run (it.stats()).
+    in_pipeline = {s["id"]: s for s in stages if s["kind"] == "native"}
     native = []
     for s in engine["stages"]:
         s = dict(s)
@@ -257,6 +259,9 @@ def _merge_engine_stages(engine: dict, alone: dict, stages: list[dict]) -> list[
         if s["utilization"] is not None:
             s["utilization"] = s["utilization"] * pace
         s["pace_in_pipeline"] = pace
+        if s.get("buffer_fill") is not None and s["id"] in in_pipeline:
+            s["alone_buffer_fill"] = s["buffer_fill"]
+            s["buffer_fill"] = in_pipeline[s["id"]].get("buffer_fill")
         native.append(s)
     return native + [s for s in stages if s["kind"] != "native"]
 

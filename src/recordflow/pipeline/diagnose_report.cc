@@ -180,6 +180,7 @@ Json ReportJson(const DiagnoseReport& report,
       m.batch_size ? std::optional<int64_t>(static_cast<int64_t>(*m.batch_size)) : std::nullopt;
   Json::Object o = {
       {"pipeline", m.pipeline},
+      {"measured_by", m.measured_by},
       {"cores", m.cores},
       {"ceiling",
        Json::Object{{"elements_per_s", rate * static_cast<double>(m.batch_size.value_or(1))},
@@ -360,6 +361,14 @@ std::string RenderText(const DiagnoseReport& report) {
   add("  input ceiling: " + ceiling + Format(", measured alone for %.1f s", m.alone.seconds) +
       (m.alone.exhausted ? "  (dataset ended early)" : ""));
   add(Format("  time to first element: %.0f ms", 1e3 * m.alone.time_to_first_element_s));
+  if (!m.native_pipeline.empty()) {
+    // Two runs feed the stages table: say which figures come from which.
+    add("  native stages measured by the engine, alone: " + m.native_pipeline +
+        (m.native_elements_per_s
+             ? " at " + internal::FormatRate(*m.native_elements_per_s) + " elements/s"
+             : std::string()) +
+        "; Python stages timed in Python");
+  }
   if (m.step) {
     const StepRun& s = *m.step;
     add("  with the step (" + m.step_mode + ")" +

@@ -234,6 +234,25 @@ TEST(DiagnoseReportTest, TextJsonAndHtmlOfARecordedReport) {
   EXPECT_EQ(page.find("decode <on> GPU"), std::string::npos);
 }
 
+TEST(DiagnoseReportTest, APythonTailsReportSaysWhichRunMeasuredWhat) {
+  DiagnoseReport report;
+  report.measurements = Recorded();
+  report.verdict = JudgeMeasurements(report.measurements);
+  std::string text = RenderText(report);
+  EXPECT_EQ(text.find("native stages measured by the engine"), std::string::npos) << text;
+  EXPECT_NE(RenderJson(report).find("\"measured_by\": \"engine\""), std::string::npos);
+
+  report.measurements.measured_by = "engine+python";
+  report.measurements.native_pipeline = "files(4) -> repeat -> parse(x)";
+  report.measurements.native_elements_per_s = 12500;
+  text = RenderText(report);
+  EXPECT_NE(text.find("native stages measured by the engine, alone: files(4) -> repeat -> "
+                      "parse(x) at 12,500 elements/s; Python stages timed in Python"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(RenderJson(report).find("\"measured_by\": \"engine+python\""), std::string::npos);
+}
+
 TEST(DiagnoseReportTest, ReshardCommandIsOneGlobAndShardsFollowTheBytes) {
   const std::string dir = MakeTempDir();
   std::vector<std::string> paths;
