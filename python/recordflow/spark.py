@@ -12,7 +12,8 @@ The native pieces do the work: records are read by the C++ reader (CRC checked, 
 parsed by the C++ Example parser into NumPy buffers (bytes columns as Arrow binary
 buffers) that become Arrow arrays without a copy, and written by the C++ writer from Arrow
 column buffers (``_core.serialize_columns``, ``RecordWriter.write_buffers``). On s3:// the
-commit protocol runs on open multipart uploads (see ``_Writer``). See docs/spark.md for the
+commit protocol runs on open multipart uploads, on gs:// on whole objects under
+``_temporary/<job>/`` promoted by copy (see ``_Writer``). See docs/spark.md for the
 schema table and the commit protocol.
 
 This module is over 600 lines: reader, writer, commit protocol, schema mapping and convert
