@@ -247,12 +247,18 @@ class RecordBatchDecoder:
         self._context = _core.ExampleParser([(k, "var", kind, [], None) for k, kind in context])
         self._sequence = _core.SequenceParser([(k, "var", kind, [], None) for k, kind in sequence])
 
-    def __call__(self, records: list, path: str, first: int):
+    def __call__(self, records, path: str, first: int):
+        """`records`: a list of bytes, or for ByteArray the (offsets, data) buffers of
+        RecordReader.read_batch_arrow / IndexedRecordReader.read_range_arrow, which become the
+        binary column without a copy and without a Python object per record."""
         import pyarrow as pa
-        n = len(records)
         if self.record_type == "ByteArray":
-            return pa.RecordBatch.from_arrays([pa.array(records, self.arrow_schema[0].type)],
-                                              schema=self.arrow_schema)
+            if isinstance(records, tuple):
+                column = self._values(records, self.arrow_schema[0].type, "byteArray", path)
+            else:
+                column = pa.array(records, self.arrow_schema[0].type)
+            return pa.RecordBatch.from_arrays([column], schema=self.arrow_schema)
+        n = len(records)
         cols = {}
         try:
             for key, col in zip(self.context_keys, self._context.parse(records, first, "arrow")):

@@ -12,7 +12,8 @@ The native pieces do the work: records are read by the C++ reader (CRC checked, 
 parsed by the C++ Example parser into NumPy buffers (bytes columns as Arrow binary
 buffers) that become Arrow arrays without a copy, and written by the C++ writer from Arrow
 column buffers (``_core.serialize_columns``, ``RecordWriter.write_buffers``). On s3:// the
-commit protocol runs on open multipart uploads (see ``_Writer``). See docs/spark.md for the
+commit protocol runs on open multipart uploads, on gs:// on whole objects under
+``_temporary/<job>/`` promoted by copy (see ``_Writer``). See docs/spark.md for the
 schema table and the commit protocol.
 
 This module is over 600 lines: reader, writer, commit protocol, schema mapping and convert
@@ -282,22 +283,26 @@ class _Reader(DataSourceReader):
         arrow_schema = _arrow_schema(self.schema)
         converter = _BatchConverter(self.schema, self.record_type, arrow_schema)
         path = partition.path
+        # ByteArray: the records arrive as an Arrow binary column's buffers, built natively.
+        raw = self.record_type == "ByteArray"
         if partition.count >= 0:
             reader = _core.IndexedRecordReader(path)
+            read_range = reader.read_range_arrow if raw else reader.read_range
             end = min(len(reader), partition.start + partition.count)
             for s in range(partition.start, end, self.batch_size):
-                records = reader.read_range(s, min(self.batch_size, end - s))
+                records = read_range(s, min(self.batch_size, end - s))
                 yield converter(records, path, s)
             return
         with _core.RecordReader(path, _compression_of(path, self.compression),
                                 self.on_corruption) as reader:
+            read_batch = reader.read_batch_arrow if raw else reader.read_batch
             first = 0
             while True:
-                records = reader.read_batch(self.batch_size)
-                if not records:
+                records = read_batch(self.batch_size)
+                if records is None or (not raw and not records):
                     break
                 yield converter(records, path, first)
-                first += len(records)
+                first += len(records[0]) - 1 if raw else len(records)
             if reader.skipped_records:
                 _report_skips(path, reader.skipped_records, reader.skipped_bytes)
 
@@ -418,6 +423,9 @@ class _Writer(DataSourceArrowWriter):
         # Object stores have no folders and no rename: attempts leave open multipart uploads
         # under the final keys instead (see commit()).
         self.remote = _is_remote(self.path)
+        # gs:// (the JSON API has no multipart upload to leave open): attempts write whole
+        # objects under DST/_temporary/<job>/ and the driver promotes the winners by copy.
+        self.promote = self.remote and self.path.startswith("gs://")
         if self.remote:
             self.path = self.path.rstrip("/")
         else:
@@ -444,7 +452,7 @@ class _Writer(DataSourceArrowWriter):
             for _ in iterator:
                 pass
             return ShardCommit(partition, attempt, "", "", 0, 0, False)
-        if self.remote:
+        if self.remote and not self.promote:
             return self._write_remote_attempt(iterator, partition, attempt, final)
         indexed = self.compression is None
         encoder = _BatchEncoder(self.schema, self.record_type)
@@ -457,10 +465,10 @@ class _Writer(DataSourceArrowWriter):
                 w.close()
                 raise RuntimeError("recordflow test: first attempt fails on purpose")
         records = w.records_written
-        nbytes = os.path.getsize(temp)
+        nbytes = _size(temp)
         meta = {"recordType": self.record_type, "schema": self.schema.jsonValue(),
                 "records": records, "bytes": nbytes, "compression": self.compression}
-        _write_atomic(temp + META_SUFFIX, json.dumps(meta, sort_keys=True) + "\n")
+        _write_text_any(temp + META_SUFFIX, json.dumps(meta, sort_keys=True) + "\n")
         return ShardCommit(partition, attempt, temp, final, records, nbytes, indexed)
 
     def _write_remote_attempt(self, iterator, partition: int, attempt: int, final: str) -> ShardCommit:
@@ -523,7 +531,41 @@ class _Writer(DataSourceArrowWriter):
         write_text(MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         write_text("_SUCCESS", "")
 
+    def _job_objects(self) -> list[str]:
+        return _core.list_prefix(_job_dir(self.path, self.job) + "/")
+
+    def _commit_promote(self, messages: list[ShardCommit | None]) -> None:
+        """gs://: the winners' objects (written whole under DST/_temporary/<job>/) are copied
+        to their final keys; then every object of the job folder (losers, failed attempts)
+        is deleted."""
+        if not self.skip:
+            temporary = self.path + "/" + TEMPORARY + "/"
+            if self.overwrite:
+                for u in _core.list_prefix(self.path + "/"):
+                    if not u.startswith(temporary):
+                        _core.delete_path(u)
+            text = None if self.overwrite else _read_text(_join(self.path, MANIFEST))
+            manifest = json.loads(text) if text else {}
+            manifest.setdefault("shards", [])
+            winners = sorted((m for m in messages if m is not None and m.temp_file),
+                             key=lambda m: m.partition)
+            for m in winners:
+                dst = _join(self.path, m.final_name)
+                # The shard first: an index or sidecar never exists without its shard.
+                for suffix in ("", ".idx", META_SUFFIX) if m.indexed else ("", META_SUFFIX):
+                    _core.copy_file(m.temp_file + suffix, dst + suffix)
+                manifest["shards"].append({"file": m.final_name, "records": m.records,
+                                           "bytes": m.bytes})
+            # _SUCCESS names the job: the GCS emulator drops the connection on an empty upload.
+            self._finish_manifest(manifest, lambda name, text: _core.write_file(
+                _join(self.path, name), (text or json.dumps({"job": self.job}) + "\n").encode()))
+        for u in self._job_objects():
+            _core.delete_path(u)
+
     def commit(self, messages: list[ShardCommit | None]) -> None:
+        if self.promote:
+            self._commit_promote(messages)
+            return
         if self.remote:
             self._commit_remote(messages)
             return
@@ -557,6 +599,10 @@ class _Writer(DataSourceArrowWriter):
         _remove_job(self.path, job_dir)
 
     def abort(self, messages) -> None:
+        if self.promote:
+            for u in self._job_objects():
+                _core.delete_path(u)
+            return
         if self.remote:
             self._abort_remote()
             return

@@ -24,7 +24,7 @@ pa = pytest.importorskip("pyarrow")
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
-from remote.servers import s3_server  # noqa: E402,F401  (the session's SeaweedFS S3 server)
+from remote.servers import gcs_server, s3_server  # noqa: E402,F401  (the session's servers)
 
 import recordflow as rf  # noqa: E402
 import recordflow.spark as rfs  # noqa: E402
@@ -70,11 +70,21 @@ def s3_env(request):
 
 
 @pytest.fixture(scope="session")
-def spark(skip_log, s3_env):
-    # Python workers inherit the environment the JVM started with, so the S3 settings are in
-    # it for the session's start only; the driver (this process) gets them per test.
+def gcs_env(request):
+    """The GCS emulator's environment (JSON API, no credentials), or None as s3_env."""
+    try:
+        return {"STORAGE_EMULATOR_HOST": request.getfixturevalue("gcs_server").endpoint}
+    except (pytest.skip.Exception, pytest.fail.Exception):
+        return None
+
+
+@pytest.fixture(scope="session")
+def spark(skip_log, s3_env, gcs_env):
+    # Python workers inherit the environment the JVM started with, so the S3 and GCS settings
+    # are in it for the session's start only; the driver (this process) gets them per test.
     saved = dict(os.environ)
     os.environ.update(s3_env or {})
+    os.environ.update(gcs_env or {})
     try:
         s = _session("local[2,4]")
     finally:
@@ -91,6 +101,16 @@ def s3(spark, s3_server, monkeypatch, request):  # noqa: F811 (the fixture impor
     for k, v in s3_server.env.items():
         monkeypatch.setenv(k, v)
     return s3_server.url(f"spark/{request.node.name}-{os.urandom(4).hex()}")
+
+
+@pytest.fixture
+def gs(spark, gcs_server, monkeypatch, request):  # noqa: F811 (the fixture imported above)
+    """A fresh gs:// folder on the session's GCS emulator (JSON API), driver environment set."""
+    for k in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_OAUTH_ACCESS_TOKEN", "GCS_ENDPOINT_URL",
+              "GCS_HMAC_ACCESS_KEY_ID", "GCS_HMAC_SECRET"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_server.endpoint)
+    return gcs_server.url(f"spark/{request.node.name}-{os.urandom(4).hex()}")
 
 
 def _s3_names(folder: str) -> list[str]:
@@ -717,3 +737,137 @@ def test_bytes_columns_are_native_arrow_buffers(tmp_path):
     with pytest.raises(ValueError, match="not within the data"):
         with rf.RecordWriter(str(tmp_path / "bad.tfrecord")) as w:
             w.write_buffers(np.array([0, 5, 3], np.int64), np.zeros(4, np.uint8))
+
+
+def test_byte_array_reads_are_native_arrow_buffers(spark, tmp_path):
+    """recordType=ByteArray: the reader hands the records over as an Arrow binary column's two
+    buffers built in C++ (no bytes object per record), and Arrow wraps them without a copy;
+    stream (compressed, unindexed) and indexed range partitions read the same bytes."""
+    values = [RAW[i % 256:] + bytes([i % 7]) * (i % 5) for i in range(700)] + [b""]
+    plain = str(tmp_path / "raw.tfrecord")
+    with rf.RecordWriter(plain, index=True) as w:
+        for v in values:
+            w.write(v)
+    with _core.RecordReader(plain) as r:
+        offsets, data = r.read_batch_arrow(300)
+        assert offsets.dtype == np.int32 and data.dtype == np.uint8 and len(offsets) == 301
+        assert [bytes(data[offsets[j]:offsets[j + 1]]) for j in range(300)] == values[:300]
+        assert len(r.read_batch_arrow(1000)[0]) == len(values) - 300 + 1
+        assert r.read_batch_arrow(10) is None  # end of file
+    offsets, data = _core.IndexedRecordReader(plain).read_range_arrow(650, 100)  # clipped
+    assert [bytes(data[offsets[j]:offsets[j + 1]]) for j in range(len(offsets) - 1)] == values[650:]
+    raw_schema = T.StructType([T.StructField("byteArray", T.BinaryType())])
+    conv = rfs._BatchConverter(raw_schema, "ByteArray", rfs._arrow_schema(raw_schema))
+    batch = conv((offsets, data), plain, 650)
+    assert batch.column(0).to_pylist() == values[650:]
+    assert batch.column(0).buffers()[2].address == data.ctypes.data  # the reader's memory
+    assert batch.column(0).buffers()[1].address == offsets.ctypes.data
+    # Through Spark: indexed ranges and a compressed stream.
+    gz = str(tmp_path / "gz" / "raw.tfrecord.gz")
+    os.makedirs(os.path.dirname(gz))
+    with rf.RecordWriter(gz, "GZIP") as w:
+        for v in values:
+            w.write(v)
+    for path, opts in ((plain, {"recordsPerPartition": "128", "batchSize": "50"}),
+                       (gz, {"batchSize": "64"})):
+        df = spark.read.format("recordflow").option("recordType", "ByteArray").options(**opts).load(path)
+        assert df.schema == raw_schema.__class__([T.StructField("byteArray", T.BinaryType(), True)])
+        if path == plain:
+            assert df.rdd.getNumPartitions() == 6
+        assert sorted(bytes(r.byteArray) for r in df.collect()) == sorted(values)
+
+
+# ---------------------------------------------------------------------------------------------
+# gs:// (the GCS emulator's JSON API): attempts write under _temporary/<job>/, the driver
+# promotes the winners by copy
+
+
+def test_gs_round_trip_read_partitions_from_remote_idx(spark, gs):
+    df = spark.createDataFrame([(i, b"y" * (i % 30), f"s{i}") for i in range(1500)],
+                               "i long, b binary, s string")
+    df.repartition(2).write.format("recordflow").mode("overwrite").save(gs)
+    names = _s3_names(gs)  # list_prefix works for any URL
+    shards = [n for n in names if n.endswith(".tfrecord")]
+    assert len(shards) == 2
+    assert names == sorted(["_SUCCESS", "_manifest.json"] + shards + [n + ".idx" for n in shards]
+                           + [n + rfs.META_SUFFIX for n in shards])
+    back = spark.read.format("recordflow").option("recordsPerPartition", "200").load(gs)
+    assert back.rdd.getNumPartitions() >= 8  # ranges cut from the remote .idx files
+    assert back.schema["s"].dataType == T.StringType()  # from the gs:// sidecar
+    assert sorted((r.i, bytes(r.b), r.s) for r in back.collect()) == [
+        (i, b"y" * (i % 30), f"s{i}") for i in range(1500)]
+    glob_df = spark.read.format("recordflow").load(gs + "/part-*.tfrecord")
+    assert glob_df.count() == 1500
+    manifest = json.loads(_core.read_file(gs + "/_manifest.json"))
+    assert manifest["records"] == 1500
+    for sh in manifest["shards"]:
+        assert _core.file_size(gs + "/" + sh["file"]) == sh["bytes"]
+
+
+def test_gs_first_attempts_fail_then_exactly_once(spark, gs):
+    """Every first attempt writes its whole shard under _temporary/<job>/ and then fails; the
+    retries win; commit copies exactly the winners and deletes the job folder."""
+    df = spark.createDataFrame([(i,) for i in range(900)], "i long").repartition(3)
+    (df.write.format("recordflow").option("_testFailFirstAttempt", "true")
+     .mode("overwrite").save(gs))
+    names = _s3_names(gs)
+    assert not any(n.startswith(rfs.TEMPORARY) or "attempt" in n for n in names), names
+    shards = [n for n in names if n.endswith(".tfrecord")]
+    assert len(shards) == 3
+    ids = sorted(int(rf.Example.parse(r)["i"][0]) for n in shards for r in rf.RecordReader(gs + "/" + n))
+    assert ids == list(range(900))
+    manifest = json.loads(_core.read_file(gs + "/_manifest.json"))
+    assert manifest["records"] == 900 and len(manifest["shards"]) == 3
+
+
+def test_gs_nothing_visible_before_commit_and_abort_cleaned(gs):
+    schema = T.StructType([T.StructField("i", T.LongType())])
+    writer = rfs.RecordflowDataSource({"path": gs}).writer(schema, overwrite=False)
+    batch = pa.RecordBatch.from_arrays([pa.array(range(50), pa.int64())], names=["i"])
+    other = pa.RecordBatch.from_arrays([pa.array(range(50, 80), pa.int64())], names=["i"])
+    first = writer.write_attempt(iter([batch]), partition=0, attempt=0)
+    speculative = writer.write_attempt(iter([batch]), partition=0, attempt=1)
+    second = writer.write_attempt(iter([other]), partition=1, attempt=0)
+    names = _s3_names(gs)
+    assert names and all(n.startswith(rfs.TEMPORARY + "/") for n in names)  # only attempts
+    assert not rfs._has_output(gs)
+    with pytest.raises(FileNotFoundError):  # a reader of the folder sees no data yet
+        rfs._list_files(gs)
+    assert first.final_name == speculative.final_name
+    writer.commit([speculative, second])  # the coordinator chose attempt 1
+    assert sorted(int(rf.Example.parse(r)["i"][0]) for r in _s3_records_any(gs)) == list(range(80))
+    assert _s3_names(gs) == sorted(["_SUCCESS", "_manifest.json"] + [
+        n for m in (speculative, second)
+        for n in (m.final_name, m.final_name + ".idx", m.final_name + rfs.META_SUFFIX)])
+    before = _s3_names(gs)
+    job2 = rfs.RecordflowDataSource({"path": gs}).writer(schema, overwrite=True)
+    m = job2.write_attempt(iter([other]), partition=0, attempt=0)
+    job2.abort([m])
+    assert _s3_names(gs) == before
+    assert sorted(int(rf.Example.parse(r)["i"][0]) for r in _s3_records_any(gs)) == list(range(80))
+
+
+def _s3_records_any(folder: str) -> list[bytes]:
+    return [r for u in rfs._list_files(folder) for r in rf.RecordReader(u)]
+
+
+def test_gs_save_modes(spark, gs):
+    a = spark.createDataFrame([(i,) for i in range(10)], "i long").coalesce(1)
+    b = spark.createDataFrame([(i,) for i in range(10, 15)], "i long").coalesce(1)
+
+    def ids():
+        return sorted(r.i for r in spark.read.format("recordflow").load(gs).collect())
+
+    rfs.write(a, gs)
+    assert ids() == list(range(10))
+    with pytest.raises(rf.AlreadyExistsError, match="already exists"):
+        rfs.write(b, gs)
+    rfs.write(b, gs, mode="ignore")
+    assert ids() == list(range(10))
+    rfs.write(b, gs, mode="append")
+    assert ids() == list(range(15))
+    assert json.loads(_core.read_file(gs + "/_manifest.json"))["records"] == 15
+    rfs.write(b, gs, mode="overwrite")
+    assert ids() == list(range(10, 15))
+    assert len([n for n in _s3_names(gs) if n.endswith(".tfrecord")]) == 1
+    assert not any(n.startswith(rfs.TEMPORARY) for n in _s3_names(gs))
