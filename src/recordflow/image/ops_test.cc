@@ -482,6 +482,29 @@ TEST_P(BackendTest, FusedResampleNormalizeEqualsTheTwoStepsBitForBit) {
       StatusCode::kInvalidArgument);
 }
 
+// The SIMD kernels sum 16 values (vertical) and 4 pixels (horizontal) a step with all taps in
+// registers: every tail length and tap count (1 to ~20) must still give the scalar bits.
+TEST_P(BackendTest, EveryBlockTailAndTapCountGivesTheScalarBits) {
+  std::vector<float> mine, ref;
+  for (int iw : {1, 2, 5, 6, 11, 17, 22, 43}) {
+    const Image img = Photo(iw, 19, 3, iw);
+    const Box box{0, 0, static_cast<double>(iw), 19.0};
+    for (Interpolation m : {Interpolation::kBilinear, Interpolation::kArea}) {
+      for (int ow : {1, 3, 4, 5, 7, 8, 9, 13, 2 * iw + 1}) {
+        for (int oh : {1, 2, 7, 40}) {
+          ASSERT_TRUE(SetKernelBackend(GetParam()).ok());
+          ASSERT_TRUE(ResampleToFloat(img, box, ow, oh, m, &mine, /*flip=*/ow % 2 == 1).ok());
+          ASSERT_TRUE(SetKernelBackend(KernelBackend::kScalar).ok());
+          ASSERT_TRUE(ResampleToFloat(img, box, ow, oh, m, &ref, /*flip=*/ow % 2 == 1).ok());
+          ASSERT_EQ(mine.size(), ref.size());
+          ASSERT_EQ(std::memcmp(mine.data(), ref.data(), mine.size() * 4), 0)
+              << iw << " -> " << ow << "x" << oh;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(BackendTest, NormalizeKnownAnswers) {
   // Two pixels: (0, 128, 255) and (255, 0, 51).
   std::vector<float> px = {0, 128, 255, 255, 0, 51};
