@@ -99,21 +99,40 @@ def test_gil_stays_disabled_after_importing_recordflow(free_threaded):
 
 
 # ------------------------------------------------------------------ map and filter on threads
+def rendezvous_burn():
+    """burn() whose elements 0 and 1 each wait (up to 20 s) until two different threads have
+    entered the callable: proof that two calls run at once, independent of timing."""
+    entered, lock, both = set(), threading.Lock(), threading.Event()
+
+    def fn(e):
+        with lock:
+            entered.add(threading.get_ident())
+            if len(entered) >= 2:
+                both.set()
+        if int(e["id"]) < 2:
+            both.wait(20)
+        return burn(e, 20_000)
+
+    return fn, both
+
+
 @pytest.mark.parametrize("workers", ["auto", "thread"])
 def test_map_runs_on_threads_ordered_deterministic_equal_to_serial(workers, free_threaded):
     serial = [burn(e, 20_000) for e in parsed()]
     main = threading.get_ident()
 
     def run():
-        it = parsed().map(lambda e: burn(e, 20_000), num_parallel=2, workers=workers).iterator()
+        fn, both = rendezvous_burn()
+        it = parsed().map(fn, num_parallel=2, workers=workers).iterator()
         got = list(it)
-        return got, it.stats()["python"][0]
+        return got, it.stats()["python"][0], both.is_set()
 
-    first, stats = bounded(run)
-    second, _ = bounded(run)
+    first, stats, concurrent = bounded(run)
+    second, _, _ = bounded(run)
     assert stats["executor"] == "thread" and stats["workers"] == 2, stats
+    assert concurrent, "the callable never ran on two threads at once"
     assert ids(first) == ids(second) == ids(serial) == list(range(N))
-    assert [e["x"] for e in first] == [e["x"] for e in serial]
+    assert [e["x"] for e in first] == [e["x"] for e in second] == [e["x"] for e in serial]
     threads = {e["thread"] for e in first}
     assert len(threads) == 2 and main not in threads, threads
 
