@@ -32,6 +32,8 @@ if [[ $with_test == 1 ]]; then
   apt_packages+=(opencv-doc)  # sample photos for the ImageNet-like demo/benchmark data
   apt_packages+=(openjdk-17-jre-headless)  # Spark 4's JVM for python/tests/test_spark.py
   apt_packages+=(nginx curl)  # remote-storage tests: HTTP(S) server with byte ranges; pipe: peer
+  # scripts/freethreaded.sh builds CPython 3.13t from source: pip needs ssl (libssl-dev above)
+  apt_packages+=(libffi-dev libbz2-dev liblzma-dev libsqlite3-dev xz-utils)
 fi
 [[ $with_wheel == 1 ]] && apt_packages+=(debootstrap)  # scripts/wheel_test.sh: the clean system
 [[ $with_bench == 1 ]] && apt_packages+=(libturbojpeg0-dev)  # bench/jpeg_decode_bench.cc

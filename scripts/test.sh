@@ -3,14 +3,16 @@
 # lint (scripts/lint.sh), builds the C++ library, CLI and tests (CMakePresets.json), runs them
 # (also under ASan+UBSan, and the pipeline and threaded tests under TSan), replays and briefly
 # runs the fuzz targets, installs the Python package and runs pytest (including the TensorFlow
-# compatibility tests, which run TensorFlow itself), then builds the self-contained wheel and
+# compatibility tests, which run TensorFlow itself) and, on a free-threaded CPython 3.13t built
+# from source, the thread-path tests of Python map/filter, then builds the self-contained wheel and
 # tests it on a clean Debian root filesystem (scripts/wheel.sh, scripts/wheel_test.sh).
 #
 # Environment: RF_FUZZ_SECONDS (default 15) bounds each libFuzzer run; RF_SOAK_SECONDS (default
 # 60) the pipeline soak; RF_SKIP_SANITIZERS=1 skips the sanitizer build; RF_SKIP_WHEEL=1 skips
 # the wheel build and its clean-system test (scripts/wheel_test.sh: needs root; the first run
-# creates the cached Debian root filesystem, about 5 minutes). Longer local runs of
-# the fuzzers and the soak alone: scripts/reliability.sh.
+# creates the cached Debian root filesystem, about 5 minutes); RF_SKIP_FREETHREADED=1 skips the
+# free-threaded CPython stage (scripts/freethreaded.sh; the first run builds the interpreter).
+# Longer local runs of the fuzzers and the soak alone: scripts/reliability.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -92,6 +94,15 @@ $PY -m pip install -q --disable-pip-version-check --no-build-isolation "$ROOT"
 cd "$ROOT/python/tests"
 # The remote-storage tests start their servers once per run; one that cannot start fails here.
 RF_REQUIRE_REMOTE_SERVERS=1 $PY -m pytest -q -p no:cacheprovider "$ROOT/python/tests"
+
+if [[ "${RF_SKIP_FREETHREADED:-0}" != 1 ]]; then
+  echo "== Python on free-threaded CPython 3.13t: map/filter on threads without the GIL =="
+  # Builds the interpreter once into ~/.cache/recordflow (about 6 min cold on 2 cores), then
+  # installs recordflow into its venv and runs python/tests/test_freethreaded.py and the
+  # thread-path tests of test_map_workers.py (scripts/freethreaded.sh). Bounded against hangs.
+  cd "$ROOT"
+  timeout 1800 bash scripts/freethreaded.sh
+fi
 
 if [[ "${RF_SKIP_WHEEL:-0}" != 1 ]]; then
   echo "== Wheel: self-contained (auditwheel), installed and smoke-tested on a clean Debian 12 =="

@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "errors.h"
+#include "object_lock.h"
 #include "recordflow/format/crc32c.h"
 #include "recordflow/format/record_index.h"
 #include "recordflow/format/record_reader.h"
@@ -137,6 +139,7 @@ class PyRecordReader {
   }
 
   nb::bytes Next() {
+    ObjectLock lock(mu_);  // one call at a time
     std::span<const std::byte> record;
     format::RecordReader& reader = Reader();
     Result<bool> more = InternalError("not read");
@@ -157,6 +160,7 @@ class PyRecordReader {
   // Small records are gathered into one arena and become bytes objects afterwards; large ones
   // become bytes objects at once (the GIL taken briefly), so each is copied only once.
   nb::list ReadBatch(size_t n) {
+    ObjectLock lock(mu_);  // one call at a time
     format::RecordReader& reader = Reader();
     constexpr size_t kDirect = 32 << 10;
     std::vector<std::byte> arena;
@@ -203,6 +207,7 @@ class PyRecordReader {
   // and copied once with the GIL released; None at the end of the file. As ReadBatch, records
   // read before an error are returned and the (sticky) error is raised by the next call.
   nb::object ReadBatchArrow(size_t n) {
+    ObjectLock lock(mu_);  // one call at a time
     format::RecordReader& reader = Reader();
     std::vector<int64_t> offsets{0};
     std::vector<uint8_t> data;
@@ -227,11 +232,18 @@ class PyRecordReader {
     return ArrowRecordBuffers(std::move(offsets), std::move(data));
   }
 
-  void Close() { reader_.reset(); }
-  bool closed() const { return reader_ == nullptr; }
+  void Close() {
+    ObjectLock lock(mu_);  // one call at a time
+    reader_.reset();
+  }
+  bool closed() const {
+    ObjectLock lock(mu_);  // one call at a time
+    return reader_ == nullptr;
+  }
   const format::RecordReader& reader() const { return const_cast<PyRecordReader*>(this)->Reader(); }
 
   nb::list CorruptionEvents() const {
+    ObjectLock lock(mu_);  // one call at a time
     nb::list out;
     for (const auto& e : reader().corruption_stats().events) out.append(EventToDict(e));
     return out;
@@ -242,6 +254,9 @@ class PyRecordReader {
     if (!reader_) ThrowStatus(FailedPreconditionError("I/O operation on a closed RecordReader"));
     return *reader_;
   }
+  // Serializes the calls: the reader is a stream with one position, read with the GIL released
+  // (remote files, read_batch) or with no GIL at all.
+  mutable std::mutex mu_;
   std::unique_ptr<format::RecordReader> reader_;
   bool remote_ = false;
 };
@@ -284,6 +299,7 @@ class PyRecordWriter {
 
   void Write(nb::handle data) {
     BytesArg bytes(data);
+    ObjectLock lock(mu_);  // one call at a time
     format::RecordWriter& writer = Writer();
     Status s;
     if (bytes.span().size() >= (64 << 10)) {
@@ -299,6 +315,7 @@ class PyRecordWriter {
   // serialize_columns(as_buffers=True)), all written with the GIL released.
   void WriteBuffers(nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> offsets,
                     nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> data) {
+    ObjectLock lock(mu_);  // one call at a time
     format::RecordWriter& writer = Writer();
     const size_t n = offsets.shape(0);
     const int64_t* o = offsets.data();
@@ -323,6 +340,7 @@ class PyRecordWriter {
   }
 
   void Flush() {
+    ObjectLock lock(mu_);  // one call at a time
     format::RecordWriter& writer = Writer();
     Status s;
     {
@@ -333,6 +351,7 @@ class PyRecordWriter {
   }
 
   void Close() {
+    ObjectLock lock(mu_);  // one call at a time
     if (!writer_) return;
     Status s;
     {
@@ -343,6 +362,7 @@ class PyRecordWriter {
   }
 
   void Abort() {
+    ObjectLock lock(mu_);  // one call at a time
     if (writer_) writer_->Abort();
   }
 
@@ -380,6 +400,10 @@ class PyRecordWriter {
     }
     return *writer_;
   }
+  // Serializes the calls that write: the writer appends at one position, with the GIL released
+  // for large records or with no GIL at all. Exit() calls Close()/Abort(), so it takes no lock
+  // itself.
+  std::mutex mu_;
   std::string path_;
   std::unique_ptr<format::RecordWriter> writer_;
 };
@@ -401,10 +425,13 @@ class PyIndexedRecordReader {
     int64_t n = static_cast<int64_t>(reader_->size());
     if (i < 0) i += n;
     if (i < 0 || i >= n) throw nb::index_error("record index out of range");
+    // Per call, not per reader: ReadRecord is const and thread-safe, and threads reading one
+    // reader at once (the GIL is released during the read) must not share a buffer.
+    std::vector<std::byte> scratch;
     Result<std::span<const std::byte>> rec = InternalError("unread");
     {
       nb::gil_scoped_release release;
-      rec = reader_->ReadRecord(static_cast<uint64_t>(i), &scratch_);
+      rec = reader_->ReadRecord(static_cast<uint64_t>(i), &scratch);
     }
     return ToBytes(ValueOrThrow(std::move(rec)));
   }
@@ -414,12 +441,13 @@ class PyIndexedRecordReader {
     const uint64_t n = reader_->size();
     const uint64_t end = start >= n ? start : std::min(n, start + count);
     std::vector<std::string> records;
+    std::vector<std::byte> scratch;  // per call (see Get)
     Status status;
     {
       nb::gil_scoped_release release;
       records.reserve(end > start ? end - start : 0);
       for (uint64_t i = start; i < end; ++i) {
-        Result<std::span<const std::byte>> rec = reader_->ReadRecord(i, &scratch_);
+        Result<std::span<const std::byte>> rec = reader_->ReadRecord(i, &scratch);
         if (!rec.ok()) {
           status = rec.status();
           break;
@@ -439,12 +467,13 @@ class PyIndexedRecordReader {
     const uint64_t end = start >= n ? start : std::min(n, start + count);
     std::vector<int64_t> offsets{0};
     std::vector<uint8_t> data;
+    std::vector<std::byte> scratch;  // per call (see Get)
     Status status;
     {
       nb::gil_scoped_release release;
       offsets.reserve(end - start + 1);
       for (uint64_t i = start; i < end; ++i) {
-        Result<std::span<const std::byte>> rec = reader_->ReadRecord(i, &scratch_);
+        Result<std::span<const std::byte>> rec = reader_->ReadRecord(i, &scratch);
         if (!rec.ok()) {
           status = rec.status();
           break;
@@ -463,7 +492,6 @@ class PyIndexedRecordReader {
 
  private:
   std::unique_ptr<format::IndexedRecordReader> reader_;
-  std::vector<std::byte> scratch_;
 };
 
 }  // namespace

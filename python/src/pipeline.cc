@@ -79,9 +79,13 @@ nb::object TensorToPython(pipeline::Tensor&& t) {
 // not exist). In the child it raises FailedPreconditionError on use, and when dropped its native
 // part is deliberately leaked (never joined or freed); new iterators work normally.
 //
-// Thread safety: calls hold the GIL, except the waits in next(). One next() at a time: a
-// second thread's next() or checkpoint() meanwhile raises ValueError (as a running generator
-// does); close() meanwhile takes effect when that next() ends its current slice.
+// Thread safety: one next() or checkpoint() at a time: a second thread's next() or checkpoint()
+// meanwhile raises ValueError (as a running generator does); close() meanwhile takes effect when
+// that call ends its current slice. busy_, close_requested_ and the ownership of it_ are guarded
+// by mu_, not by the GIL: on free-threaded CPython (3.13t) calls from several threads run at
+// once. mu_ (nb::ft_mutex: a PyMutex there, nothing on GIL builds, where the GIL guards them) is
+// held only briefly, never across a wait for the engine; while busy_ is set, it_ stays in place,
+// so the busy thread uses it without mu_.
 class PyIterator {
  public:
   explicit PyIterator(std::unique_ptr<Iterator> it) : it_(std::move(it)), pid_(getpid()) {}
@@ -101,19 +105,18 @@ class PyIterator {
   // map that made tensors) the keys of payload: columns' keys, then tensors'.
   nb::object Next() {
     CheckNotForked();
-    CheckNotBusy();
-    if (!it_) return nb::none();
     Element e;
     Result<bool> got = true;
     {
       BusyScope busy(this);
+      if (!busy.claimed()) return nb::none();  // closed
       while (true) {
         bool timed_out = false;
         {
           nb::gil_scoped_release release;
           got = it_->GetNextFor(&e, std::chrono::milliseconds(100), &timed_out);
         }
-        if (close_requested_) {  // close() from another thread during the wait
+        if (CloseRequested()) {  // close() from another thread during the wait
           busy.Release();
           Close();
           return nb::none();
@@ -145,27 +148,34 @@ class PyIterator {
   }
 
   nb::bytes Checkpoint() {
-    CheckOpen();
-    CheckNotBusy();
+    CheckNotForked();
     Result<std::string> s = CancelledError("not run");
     {
       BusyScope busy(this);
+      if (!busy.claimed()) ThrowStatus(FailedPreconditionError("the iterator is closed"));
       nb::gil_scoped_release release;
       s = it_->Checkpoint();
     }
-    if (close_requested_) Close();  // close() from another thread during the checkpoint
+    if (CloseRequested()) Close();  // close() from another thread during the checkpoint
     std::string state = ValueOrThrow(std::move(s));
     return nb::bytes(state.data(), state.size());
   }
 
   uint64_t Iteration() const {
+    CheckNotForked();
+    nb::ft_lock_guard lock(mu_);  // close() may not free it_ meanwhile
     CheckOpen();
     return it_->iteration();
   }
 
   nb::dict Stats() const {
-    CheckOpen();
-    pipeline::PipelineStats s = it_->stats();
+    CheckNotForked();
+    pipeline::PipelineStats s;
+    {
+      nb::ft_lock_guard lock(mu_);  // close() may not free it_ meanwhile
+      CheckOpen();
+      s = it_->stats();
+    }
     nb::list stages;
     for (const auto& st : s.stages) {
       nb::dict d;
@@ -208,26 +218,46 @@ class PyIterator {
       AbandonInChild();
       return;
     }
-    if (busy_) {  // another thread is in next(): it closes after its current slice
-      close_requested_ = true;
-      return;
+    std::unique_ptr<Iterator> it;
+    {
+      nb::ft_lock_guard lock(mu_);
+      if (busy_) {  // another thread is in next(): it closes after its current slice
+        close_requested_ = true;
+        return;
+      }
+      it = std::move(it_);
     }
-    std::unique_ptr<Iterator> it = std::move(it_);
     if (!it) return;
     nb::gil_scoped_release release;
     it.reset();
   }
 
  private:
-  // Marks a call that uses it_ with the GIL released at times.
+  // Marks a call that uses it_ with the GIL released at times. Claims busy_ atomically (check
+  // and set under mu_): ValueError when another thread holds it; claimed() false when closed.
   class BusyScope {
    public:
-    explicit BusyScope(PyIterator* self) : self_(self) { self_->busy_ = true; }
+    explicit BusyScope(PyIterator* self) : self_(self) {
+      nb::ft_lock_guard lock(self_->mu_);
+      if (self_->busy_) {
+        self_ = nullptr;
+        throw nb::value_error("the iterator is already running next() in another thread");
+      }
+      if (!self_->it_) {
+        self_ = nullptr;
+        return;
+      }
+      self_->busy_ = true;
+    }
     ~BusyScope() { Release(); }
     BusyScope(const BusyScope&) = delete;
     BusyScope& operator=(const BusyScope&) = delete;
+    bool claimed() const { return self_ != nullptr; }
     void Release() {
-      if (self_ != nullptr) self_->busy_ = false;
+      if (self_ != nullptr) {
+        nb::ft_lock_guard lock(self_->mu_);
+        self_->busy_ = false;
+      }
       self_ = nullptr;
     }
 
@@ -245,8 +275,9 @@ class PyIterator {
     }
   }
 
-  void CheckNotBusy() const {
-    if (busy_) throw nb::value_error("the iterator is already running next() in another thread");
+  bool CloseRequested() const {
+    nb::ft_lock_guard lock(mu_);
+    return close_requested_;
   }
 
   void CheckOpen() const {
@@ -260,10 +291,11 @@ class PyIterator {
     if (it_) static_cast<void>(it_.release());
   }
 
-  std::unique_ptr<Iterator> it_;
+  mutable nb::ft_mutex mu_;
+  std::unique_ptr<Iterator> it_;  // replaced under mu_, and only while !busy_
   pid_t pid_;
-  bool busy_ = false;             // GIL-guarded
-  bool close_requested_ = false;  // GIL-guarded
+  bool busy_ = false;             // guarded by mu_
+  bool close_requested_ = false;  // guarded by mu_
 };
 
 std::optional<format::Compression> CompressionArg(const std::optional<std::string>& c) {

@@ -95,3 +95,12 @@ def spin_fail_at_20(e):
     if int(e["id"]) == 20:
         raise KeyError("no feature at 20")
     return spin_5ms(e)
+
+
+def burn(e, loops=400_000):
+    """A fixed amount of CPU-bound pure-Python work (test_freethreaded.py's burn, importable
+    by worker processes)."""
+    x = 0
+    for i in range(loops):
+        x += i & 7
+    return {"id": int(e["id"]), "x": x}
