@@ -1,6 +1,6 @@
 """Python map/filter on threads under free-threaded CPython (3.13t, built --disable-gil): the
-extension keeps the GIL off, a CPU-bound pure-Python callable runs in parallel on the map's
-threads, order, determinism, checkpoints and error indices hold, and the bindings' objects stay
+extension keeps the GIL off, a pure-Python callable runs on two of the map's threads at once
+(a rendezvous, not a timing: the speedup is measured by bench/freethreaded_map.py), order, determinism, checkpoints and error indices hold, and the bindings' objects stay
 sound when several threads use them at once.
 
 scripts/freethreaded.sh builds the interpreter and runs this file with
@@ -135,46 +135,6 @@ def test_map_runs_on_threads_ordered_deterministic_equal_to_serial(workers, free
     assert [e["x"] for e in first] == [e["x"] for e in second] == [e["x"] for e in serial]
     threads = {e["thread"] for e in first}
     assert len(threads) == 2 and main not in threads, threads
-
-
-def test_cpu_bound_python_map_is_faster_on_two_threads(free_threaded):
-    # A property of parallelism, not a performance target: the same fixed work on 2 threads vs
-    # 1 thread, alternated, median of 3 pairs; a GIL gives ~1.0x. A round without a speedup is
-    # measured again (up to 3 rounds), and the same ratio for worker processes (which run in
-    # parallel whatever the interpreter) is reported beside it: on a machine whose second core
-    # is busy (load above the cores; Linux's autogroup shares a session's CPU among its
-    # threads) processes show no speedup either, and the failure says so.
-    if _workers.usable_cpus() < 2:
-        pytest.fail(f"needs 2 usable CPUs, has {_workers.usable_cpus()}")
-    n = 24
-
-    def wall(num_parallel, workers="thread"):
-        fn = burn if workers == "thread" else map_fns.burn
-        ds = parsed(n).map(fn, num_parallel=num_parallel, workers=workers)
-        start = time.perf_counter()
-        got = bounded(lambda: ids(ds))
-        assert got == list(range(n))
-        return time.perf_counter() - start
-
-    def ratio(workers):
-        one, two = [], []
-        for _ in range(3):
-            one.append(wall(1, workers))
-            two.append(wall(2, workers))
-        return (round(statistics.median(one), 3), round(statistics.median(two), 3),
-                round(statistics.median(one) / statistics.median(two), 2))
-
-    rounds = []
-    for _ in range(3):
-        rounds.append(ratio("thread"))
-        if rounds[-1][2] > 1.3:
-            break
-    print(f"free-threaded map, 1 thread s / 2 threads s / ratio: {rounds}")
-    if rounds[-1][2] <= 1.3:
-        processes = ratio("process")
-        pytest.fail(f"no parallel speedup on 2 threads: {rounds} (1 thread s, 2 threads s, "
-                    f"ratio); worker processes meanwhile: {processes} (load average "
-                    f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
 
 
 def test_filter_on_threads_keeps_order(free_threaded):
