@@ -40,10 +40,8 @@ class InterleaveIterator final : public RecordIterator {
 
   Result<bool> Next(Record* out) override {
     while (true) {
-      RF_RETURN_IF_ERROR(OpenEmptySlots());
-      bool any_open = false;
-      for (auto& s : slots_) any_open |= s->open;
-      if (!any_open) return false;
+      if (rescan_) RF_RETURN_IF_ERROR(OpenEmptySlots());
+      if (!any_open_) return false;
       if (!o_.deterministic && parallel_ > 1) {
         // Take from the current slot if it has records, else from any slot that has.
         for (size_t step = 0; step < slots_.size(); ++step) {
@@ -65,6 +63,7 @@ class InterleaveIterator final : public RecordIterator {
       if (!got) {  // this file is done; its slot takes the next file
         s.open = false;
         s.reader.reset();  // its buffers leave the memory account now, not at the next open
+        rescan_ = true;
         Advance();
         continue;
       }
@@ -75,6 +74,7 @@ class InterleaveIterator final : public RecordIterator {
 
   Status Save(StateWriter& w) override {
     StopReadahead();
+    rescan_ = true;  // the slots' readers are dropped below
     w.U64(next_file_);
     w.U64(current_);
     w.U64(taken_in_block_);
@@ -98,6 +98,7 @@ class InterleaveIterator final : public RecordIterator {
 
   Status Restore(StateReader& r) override {
     StopReadahead();
+    rescan_ = true;
     RF_ASSIGN_OR_RETURN(next_file_, r.U64("interleave next file"));
     RF_ASSIGN_OR_RETURN(uint64_t current, r.U64("interleave slot"));
     RF_ASSIGN_OR_RETURN(uint64_t taken, r.U64("interleave block"));
@@ -154,6 +155,8 @@ class InterleaveIterator final : public RecordIterator {
   static constexpr size_t kChunkBytes = 64 << 10;
 
   // Files fill the cycle in slot order at the start (tf.data's order).
+  // Runs only when `rescan_` says a slot may need work (start, a file ended, Save, Restore):
+  // a scan of every slot per record costs more than a 100-byte record.
   Status OpenEmptySlots() {
     for (auto& sp : slots_) {
       Slot& s = *sp;
@@ -183,6 +186,9 @@ class InterleaveIterator final : public RecordIterator {
       // takes from this slot, like a read error.
       if (parallel_ > 1) StartFill(s);
     }
+    any_open_ = false;
+    for (auto& sp : slots_) any_open_ |= sp->open;
+    rescan_ = false;
     return Status();
   }
 
@@ -363,6 +369,8 @@ class InterleaveIterator final : public RecordIterator {
   size_t next_file_ = 0;
   size_t current_ = 0;
   int taken_in_block_ = 0;
+  bool rescan_ = true;     // OpenEmptySlots has work: see there
+  bool any_open_ = false;  // a slot is open (as of the last scan)
   std::atomic<bool> stop_{false};
   Mutex tasks_mu_;
   CondVar tasks_cv_;
