@@ -693,6 +693,30 @@ TEST(InterleaveReadAheadTest, OpenErrorArrivesAtItsSlotsTurnNamingTheFile) {
   EXPECT_EQ(ids, (std::vector<int64_t>{0, 1000}));
   EXPECT_EQ(error.code(), StatusCode::kNotFound) << error.ToString();
   EXPECT_NE(error.message().find(f.paths[2]), std::string::npos) << error.ToString();
+
+  // The same when the file was opened ahead of the cycle (small files: the files after the
+  // cycle's are opened early): files 0-3 and the first record of file 4, then file 5's error.
+  Files g = WriteFiles(std::vector<int>(8, 3));
+  ds = Ok(Ok(Dataset::FromFiles(g.paths))
+              .Interleave({.cycle_length = 2, .block_length = 1, .num_parallel = 2}));
+  ASSERT_EQ(std::remove(g.paths[5].c_str()), 0);
+  it = Ok(ds.MakeIterator());
+  ids.clear();
+  error = Status();
+  for (int i = 0; i < 40; ++i) {
+    Element e;
+    Result<bool> got = it->GetNext(&e);
+    if (!got.ok()) {
+      error = got.status();
+      break;
+    }
+    ASSERT_TRUE(*got) << "the stream ended without the missing file's error";
+    IdsOf(e, &ids);
+  }
+  EXPECT_EQ(ids, (std::vector<int64_t>{0, 1000, 1, 1001, 2, 1002, 2000, 3000, 2001, 3001, 2002,
+                                       3002, 4000}));
+  EXPECT_EQ(error.code(), StatusCode::kNotFound) << error.ToString();
+  EXPECT_NE(error.message().find(g.paths[5]), std::string::npos) << error.ToString();
 }
 
 // Many shards of two records through 16 read-ahead slots (files opened and closed by the fill

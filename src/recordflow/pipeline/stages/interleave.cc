@@ -36,6 +36,7 @@ class InterleaveIterator final : public RecordIterator {
       MutexLock lock(s.mu);
       DropReady(s);
     }
+    DropPending();
   }
 
   Result<bool> Next(Record* out) override {
@@ -64,6 +65,12 @@ class InterleaveIterator final : public RecordIterator {
         s.open = false;
         s.reader.reset();  // its buffers leave the memory account now, not at the next open
         rescan_ = true;
+        // Files open ahead only while they are small (many tiny shards): a large file's
+        // reader buffer would add to the fixed memory for no gain.
+        if (parallel_ > 1) {
+          pending_max_ =
+              s.consumed_offset <= kOpenAheadMaxFileBytes ? static_cast<size_t>(cycle_) : 0;
+        }
         Advance();
         continue;
       }
@@ -79,6 +86,7 @@ class InterleaveIterator final : public RecordIterator {
     w.U64(current_);
     w.U64(taken_in_block_);
     w.U64(slots_.size());
+    DropPending();  // files opened ahead are not consumed: they are opened again
     for (auto& sp : slots_) {
       Slot& s = *sp;
       w.Bool(s.open);
@@ -98,6 +106,7 @@ class InterleaveIterator final : public RecordIterator {
 
   Status Restore(StateReader& r) override {
     StopReadahead();
+    DropPending();  // they follow the saved next file, which this restore replaces
     rescan_ = true;
     RF_ASSIGN_OR_RETURN(next_file_, r.U64("interleave next file"));
     RF_ASSIGN_OR_RETURN(uint64_t current, r.U64("interleave slot"));
@@ -142,6 +151,8 @@ class InterleaveIterator final : public RecordIterator {
     size_t ready_bytes RF_GUARDED_BY(mu) = 0;  // RecordBytes of `ready`, charged to the account
     bool eof RF_GUARDED_BY(mu) = false;
     bool filling RF_GUARDED_BY(mu) = false;
+    // Opened ahead, not yet in the cycle: its fill stops after one chunk.
+    bool pending RF_GUARDED_BY(mu) = false;
     Status error RF_GUARDED_BY(mu);
     std::deque<uint64_t> next_offsets RF_GUARDED_BY(mu);  // reader offsets after each ready record
   };
@@ -153,6 +164,9 @@ class InterleaveIterator final : public RecordIterator {
   // 100-byte record cost more than reading it.
   static constexpr size_t kChunkRecords = 64;
   static constexpr size_t kChunkBytes = 64 << 10;
+  // Up to cycle_length files after the cycle's are opened ahead while the last file that
+  // ended held at most this many bytes.
+  static constexpr uint64_t kOpenAheadMaxFileBytes = 64 << 10;
 
   // Files fill the cycle in slot order at the start (tf.data's order).
   // Runs only when `rescan_` says a slot may need work (start, a file ended, Save, Restore):
@@ -169,6 +183,23 @@ class InterleaveIterator final : public RecordIterator {
           RF_ASSIGN_OR_RETURN(s.reader,
                               OpenAt(ctx_, src_, s.file, s.consumed_offset, s.consumed_index));
         }
+        continue;
+      }
+      if (parallel_ > 1) TopUpPending();
+      if (!pending_.empty()) {
+        // The next file in order comes from the files opened ahead (tiny shards: its open
+        // and first chunk are done by the time the consumer reaches the slot).
+        std::shared_ptr<Slot> next = std::move(pending_.front());
+        pending_.pop_front();
+        ++next_file_;
+        {
+          MutexLock lock(next->mu);
+          next->pending = false;
+          if (!next->filling && !next->eof && next->error.ok() && RoomToReadAhead()) {
+            StartFill(*next);
+          }
+        }
+        sp = std::move(next);  // the closed slot is empty and its fill has ended
         continue;
       }
       if (next_file_ >= order_.size()) continue;
@@ -188,8 +219,34 @@ class InterleaveIterator final : public RecordIterator {
     }
     any_open_ = false;
     for (auto& sp : slots_) any_open_ |= sp->open;
+    TopUpPending();
     rescan_ = false;
     return Status();
+  }
+
+  // Opens the files after the cycle's ahead, on the pool (read-ahead only): pending_ holds
+  // order_[next_file_, next_file_ + pending_.size()), at most pending_max_ of them.
+  void TopUpPending() {
+    while (pending_.size() < pending_max_ && next_file_ + pending_.size() < order_.size()) {
+      auto p = std::make_shared<Slot>();
+      p->file = order_[next_file_ + pending_.size()];
+      p->open = true;
+      MutexLock lock(p->mu);
+      p->pending = true;
+      StartFill(*p);
+      pending_.push_back(std::move(p));
+    }
+  }
+
+  // Drops the files opened ahead (after StopReadahead): their records leave the account.
+  void DropPending() {
+    for (auto& sp : pending_) {
+      Slot& s = *sp;
+      s.reader.reset();
+      MutexLock lock(s.mu);
+      DropReady(s);
+    }
+    pending_.clear();
   }
 
   // Empties a slot's read-ahead queue, with the offsets of its records, and releases its bytes.
@@ -337,7 +394,8 @@ class InterleaveIterator final : public RecordIterator {
         s.error = got.status();
       } else if (ended) {
         s.eof = true;
-      } else if (s.ready.size() < kReadaheadRecords && s.ready_bytes < kReadaheadBytes) {
+      } else if (!s.pending && s.ready.size() < kReadaheadRecords &&
+                 s.ready_bytes < kReadaheadBytes) {
         done = false;  // the next chunk (the budget is checked at the top)
       }
       if (done) {
@@ -366,6 +424,8 @@ class InterleaveIterator final : public RecordIterator {
   StreamContext* ctx_;
   int cycle_ = 1, parallel_ = 1, block_ = 1;
   std::vector<std::shared_ptr<Slot>> slots_;
+  std::deque<std::shared_ptr<Slot>> pending_;  // see TopUpPending
+  size_t pending_max_ = 0;  // 0 until a small file has ended (kOpenAheadMaxFileBytes)
   size_t next_file_ = 0;
   size_t current_ = 0;
   int taken_in_block_ = 0;
