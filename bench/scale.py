@@ -3,13 +3,16 @@
 10 .. 10,000 shards; recordflow side by side with tf.data on the same files.
 
     python bench/scale.py [--max-n 1000000] [--shards 10,1000] [--no-tf]
+                          [--timeout 600] [--tf-read-prefix 0]
                           [--markdown scale.md] [--png scale.png] [--work /tmp/rf_scale]
 
 Each measurement runs in a fresh subprocess (so peak RSS, `ru_maxrss`, is that point's alone):
 
 - records/s and time to first batch (TTFB): `from_files -> interleave(16) -> batch(1024)`
   against `TFRecordDataset` files `interleave(cycle_length=16, num_parallel_calls=AUTOTUNE)
-  -> batch(1024)`, reading every record once.
+  -> batch(1024)`, reading every record once. --tf-read-prefix K (> 0) bounds tf.data's read
+  to the epoch's first K records (`take(K)` before batching; its rate is of those K, and the
+  table marks it); --timeout is each measurement's limit in seconds.
 - global shuffle: `from_files -> global_shuffle -> batch(1024)`: TTFB, the RSS it adds over the
   process after `import` (its index state: per-record index entries and the permutation) per
   record, and the checkpoint's size taken after the first batch. tf.data's exact global order
@@ -126,21 +129,25 @@ def _tf():
     return tf
 
 
-def point_tf_read(paths: list[str]) -> dict:
+def point_tf_read(paths: list[str], prefix: int = 0) -> dict:
     tf = _tf()
     t0 = time.perf_counter()
     ds = (tf.data.Dataset.from_tensor_slices(paths)
           .interleave(tf.data.TFRecordDataset, cycle_length=CYCLE,
-                      num_parallel_calls=tf.data.AUTOTUNE)
-          .batch(BATCH).prefetch(tf.data.AUTOTUNE))
+                      num_parallel_calls=tf.data.AUTOTUNE))
+    if prefix > 0:
+        ds = ds.take(prefix)
+    ds = ds.batch(BATCH).prefetch(tf.data.AUTOTUNE)
     it = iter(ds)
     n = int(next(it).shape[0])
     ttfb = time.perf_counter() - t0
     for b in it:
         n += int(b.shape[0])
     wall = time.perf_counter() - t0
-    return {"ttfb_s": ttfb, "records": n, "records_per_s": n / wall,
-            "peak_rss": peak_rss_bytes()}
+    out = {"ttfb_s": ttfb, "records": n, "records_per_s": n / wall, "peak_rss": peak_rss_bytes()}
+    if prefix > 0:
+        out["prefix"] = prefix
+    return out
 
 
 def point_tf_shuffle(paths: list[str], n: int) -> dict:
@@ -163,9 +170,10 @@ POINTS = {"rf_read": point_rf_read, "tf_read": point_tf_read}
 N_POINTS = {"rf_global": point_rf_global, "tf_shuffle": point_tf_shuffle}
 
 
-def run_point(kind: str, paths: list[str], n: int, timeout: float) -> dict:
+def run_point(kind: str, paths: list[str], n: int, timeout: float, prefix: int = 0) -> dict:
     # The shards by their directory: 10,000 paths would overflow the child's argument list.
-    spec = json.dumps({"kind": kind, "dir": os.path.dirname(paths[0]), "n": n})
+    spec = json.dumps({"kind": kind, "dir": os.path.dirname(paths[0]), "n": n,
+                       "prefix": prefix})
     try:
         p = subprocess.run([sys.executable, __file__, "--point", spec], capture_output=True,
                            text=True, timeout=timeout)
@@ -184,8 +192,8 @@ def mb(x):
 def table(rows: list[dict]) -> str:
     out = ["| N | shards | rf TTFB s | tf TTFB s | rf rec/s | tf rec/s | rf/tf | rf peak RSS MB "
            "| tf peak RSS MB | global shuffle TTFB s | index B/record | checkpoint B "
-           "| tf shuffle(N) TTFB s | tf shuffle B/record |",
-           "|" + "---|" * 14]
+           "| tf shuffle(N) TTFB s | tf shuffle B/record | load |",
+           "|" + "---|" * 15]
     for r in rows:
         rf_, tf_, g, ts = r["rf_read"], r.get("tf_read", {}), r["rf_global"], r.get("tf_shuffle", {})
 
@@ -195,6 +203,9 @@ def table(rows: list[dict]) -> str:
             return fmt.format(d[k]) if k in d else "-"
         ratio = (f"{rf_['records_per_s'] / tf_['records_per_s']:.2f}x"
                  if "records_per_s" in rf_ and "records_per_s" in tf_ else "-")
+        if "prefix" in tf_:
+            ratio += f" (tf: first {tf_['prefix']:,})"
+        load = f"{r['load'][0]:.1f}-{r['load'][1]:.1f}" if "load" in r else "-"
         out.append(
             f"| {r['n']:,} | {r['shards']:,} | {f(rf_, 'ttfb_s', '{:.3f}')} | "
             f"{f(tf_, 'ttfb_s', '{:.3f}')} | {f(rf_, 'records_per_s', '{:,.0f}')} | "
@@ -203,7 +214,7 @@ def table(rows: list[dict]) -> str:
             f"{mb(tf_['peak_rss']) if 'peak_rss' in tf_ else '-'} | "
             f"{f(g, 'ttfb_s', '{:.3f}')} | {f(g, 'bytes_per_record', '{:.1f}')} | "
             f"{f(g, 'checkpoint_bytes', '{:,}')} | {f(ts, 'ttfb_s', '{:.2f}')} | "
-            f"{f(ts, 'bytes_per_record', '{:.0f}')} |")
+            f"{f(ts, 'bytes_per_record', '{:.0f}')} | {load} |")
     return "\n".join(out)
 
 
@@ -250,7 +261,10 @@ def main() -> None:
                     help="shard counts (a count above N/10 is left out)")
     ap.add_argument("--no-tf", action="store_true")
     ap.add_argument("--tf-shuffle-max", type=int, default=1_000_000)
-    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--timeout", type=float, default=600,
+                    help="each measurement's limit, seconds")
+    ap.add_argument("--tf-read-prefix", type=int, default=0,
+                    help="tf.data reads only the epoch's first K records (0: all)")
     ap.add_argument("--work", default="/tmp/rf_scale")
     ap.add_argument("--markdown")
     ap.add_argument("--png")
@@ -261,8 +275,12 @@ def main() -> None:
         kind = spec["kind"]
         spec["paths"] = sorted(os.path.join(spec["dir"], f) for f in os.listdir(spec["dir"])
                                if f.endswith(".tfrecord"))
-        res = (POINTS[kind](spec["paths"]) if kind in POINTS
-               else N_POINTS[kind](spec["paths"], spec["n"]))
+        if kind == "tf_read":
+            res = point_tf_read(spec["paths"], spec.get("prefix", 0))
+        elif kind in POINTS:
+            res = POINTS[kind](spec["paths"])
+        else:
+            res = N_POINTS[kind](spec["paths"], spec["n"])
         print(json.dumps(res))
         return
     ns = []
@@ -279,17 +297,20 @@ def main() -> None:
             paths = write_dataset(a.work, n, shards)
             print(f"N={n:,} shards={shards:,}: written in {time.perf_counter() - t:.1f} s",
                   file=sys.stderr)
+            load0 = os.getloadavg()[0]
             row = {"n": n, "shards": shards,
                    "rf_read": run_point("rf_read", paths, n, a.timeout),
                    "rf_global": run_point("rf_global", paths, n, a.timeout)}
             if not a.no_tf:
-                row["tf_read"] = run_point("tf_read", paths, n, a.timeout)
+                prefix = a.tf_read_prefix if 0 < a.tf_read_prefix < n else 0
+                row["tf_read"] = run_point("tf_read", paths, n, a.timeout, prefix)
                 if n <= a.tf_shuffle_max:
                     row["tf_shuffle"] = run_point("tf_shuffle", paths, n, a.timeout)
+            row["load"] = [min(load0, os.getloadavg()[0]), max(load0, os.getloadavg()[0])]
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
     md = table(rows)
-    load = os.getloadavg()
+    load = os.getloadavg()  # at the end of the run; each row carries its own (row["load"])
     header = (f"`{' '.join(['python', 'bench/scale.py'] + sys.argv[1:])}` on {os.cpu_count()} "
               f"cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}\n\n")
     print(header + md)

@@ -669,4 +669,79 @@ TEST(PipelineTest, GetNextForTimesOutWithoutConsumingAndCloseStopsALongSkip) {
   EXPECT_EQ(seen, (std::vector<std::string>{"r1", "r2"}));
 }
 
+// With read-ahead, interleave opens each slot's file on the pool as the slot takes it (many
+// small shards open concurrently, ahead of need): a file that cannot be opened fails when the
+// consumer reaches its slot, after the records of the slots before it, naming the file.
+TEST(InterleaveReadAheadTest, OpenErrorArrivesAtItsSlotsTurnNamingTheFile) {
+  Files f = WriteFiles({3, 3, 3, 3});
+  Dataset ds = Ok(Ok(Dataset::FromFiles(f.paths))
+                      .Interleave({.cycle_length = 4, .block_length = 1, .num_parallel = 2}));
+  ASSERT_EQ(std::remove(f.paths[2].c_str()), 0);
+  auto it = Ok(ds.MakeIterator());
+  std::vector<int64_t> ids;
+  Status error;
+  for (int i = 0; i < 20; ++i) {
+    Element e;
+    Result<bool> got = it->GetNext(&e);
+    if (!got.ok()) {
+      error = got.status();
+      break;
+    }
+    ASSERT_TRUE(*got) << "the stream ended without the missing file's error";
+    IdsOf(e, &ids);
+  }
+  EXPECT_EQ(ids, (std::vector<int64_t>{0, 1000}));
+  EXPECT_EQ(error.code(), StatusCode::kNotFound) << error.ToString();
+  EXPECT_NE(error.message().find(f.paths[2]), std::string::npos) << error.ToString();
+
+  // The same when the file was opened ahead of the cycle (small files: the files after the
+  // cycle's are opened early): files 0-3 and the first record of file 4, then file 5's error.
+  Files g = WriteFiles(std::vector<int>(8, 3));
+  ds = Ok(Ok(Dataset::FromFiles(g.paths))
+              .Interleave({.cycle_length = 2, .block_length = 1, .num_parallel = 2}));
+  ASSERT_EQ(std::remove(g.paths[5].c_str()), 0);
+  it = Ok(ds.MakeIterator());
+  ids.clear();
+  error = Status();
+  for (int i = 0; i < 40; ++i) {
+    Element e;
+    Result<bool> got = it->GetNext(&e);
+    if (!got.ok()) {
+      error = got.status();
+      break;
+    }
+    ASSERT_TRUE(*got) << "the stream ended without the missing file's error";
+    IdsOf(e, &ids);
+  }
+  EXPECT_EQ(ids, (std::vector<int64_t>{0, 1000, 1, 1001, 2, 1002, 2000, 3000, 2001, 3001, 2002,
+                                       3002, 4000}));
+  EXPECT_EQ(error.code(), StatusCode::kNotFound) << error.ToString();
+  EXPECT_NE(error.message().find(g.paths[5]), std::string::npos) << error.ToString();
+}
+
+// Many shards of two records through 16 read-ahead slots (files opened and closed by the fill
+// tasks): every record once, in the synchronous interleave's order, and a checkpoint taken at
+// any of several points resumes exactly (slots reopen at their saved positions).
+TEST(InterleaveReadAheadTest, ManyTinyShardsKeepOrderAndCheckpoints) {
+  Files f = WriteFiles(std::vector<int>(40, 2));
+  Dataset files = Ok(Dataset::FromFiles(f.paths));
+  Dataset sync = Ok(files.Interleave({.cycle_length = 16, .block_length = 1, .num_parallel = 0}));
+  Dataset ahead = Ok(files.Interleave({.cycle_length = 16, .block_length = 1, .num_parallel = 2}));
+  const auto expected = Flat(RunAll(sync));
+  auto sorted = expected;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, AllIds(f));
+  EXPECT_EQ(Flat(RunAll(ahead)), expected);
+  for (int k : {1, 15, 17, 33, 50, 79}) {
+    auto it = Ok(ahead.MakeIterator());
+    auto head = Flat(Drain(*it, k));
+    const std::string state = Ok(it->Checkpoint());
+    auto rest = Flat(Drain(*it));  // the checkpoint does not disturb the running iterator
+    auto restored = Flat(Drain(*Ok(ahead.Restore(Bytes(state)))));
+    EXPECT_EQ(rest, restored) << "checkpoint after " << k;
+    head.insert(head.end(), rest.begin(), rest.end());
+    EXPECT_EQ(head, expected) << "checkpoint after " << k;
+  }
+}
+
 }  // namespace recordflow::pipeline

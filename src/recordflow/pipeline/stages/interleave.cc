@@ -1,5 +1,7 @@
 // Interleave: cycle_length files at once, block_length records from each in turn; optionally
-// read ahead on the thread pool.
+// read ahead on the thread pool. With read-ahead, a slot's file is opened, read and closed by
+// its fill task on the pool, starting as soon as the slot takes the file: many small shards
+// then open concurrently and ahead of need instead of one at a time on the consumer's thread.
 #include <algorithm>
 #include <atomic>
 #include <deque>
@@ -34,14 +36,13 @@ class InterleaveIterator final : public RecordIterator {
       MutexLock lock(s.mu);
       DropReady(s);
     }
+    DropPending();
   }
 
   Result<bool> Next(Record* out) override {
     while (true) {
-      RF_RETURN_IF_ERROR(OpenEmptySlots());
-      bool any_open = false;
-      for (auto& s : slots_) any_open |= s->open;
-      if (!any_open) return false;
+      if (rescan_) RF_RETURN_IF_ERROR(OpenEmptySlots());
+      if (!any_open_) return false;
       if (!o_.deterministic && parallel_ > 1) {
         // Take from the current slot if it has records, else from any slot that has.
         for (size_t step = 0; step < slots_.size(); ++step) {
@@ -63,6 +64,13 @@ class InterleaveIterator final : public RecordIterator {
       if (!got) {  // this file is done; its slot takes the next file
         s.open = false;
         s.reader.reset();  // its buffers leave the memory account now, not at the next open
+        rescan_ = true;
+        // Files open ahead only while they are small (many tiny shards): a large file's
+        // reader buffer would add to the fixed memory for no gain.
+        if (parallel_ > 1) {
+          pending_max_ =
+              s.consumed_offset <= kOpenAheadMaxFileBytes ? static_cast<size_t>(cycle_) : 0;
+        }
         Advance();
         continue;
       }
@@ -73,10 +81,12 @@ class InterleaveIterator final : public RecordIterator {
 
   Status Save(StateWriter& w) override {
     StopReadahead();
+    rescan_ = true;  // the slots' readers are dropped below
     w.U64(next_file_);
     w.U64(current_);
     w.U64(taken_in_block_);
     w.U64(slots_.size());
+    DropPending();  // files opened ahead are not consumed: they are opened again
     for (auto& sp : slots_) {
       Slot& s = *sp;
       w.Bool(s.open);
@@ -96,6 +106,8 @@ class InterleaveIterator final : public RecordIterator {
 
   Status Restore(StateReader& r) override {
     StopReadahead();
+    DropPending();  // they follow the saved next file, which this restore replaces
+    rescan_ = true;
     RF_ASSIGN_OR_RETURN(next_file_, r.U64("interleave next file"));
     RF_ASSIGN_OR_RETURN(uint64_t current, r.U64("interleave slot"));
     RF_ASSIGN_OR_RETURN(uint64_t taken, r.U64("interleave block"));
@@ -132,41 +144,109 @@ class InterleaveIterator final : public RecordIterator {
     uint64_t consumed_offset = 0;  // reader offset after the last record consumed
     uint64_t consumed_index = 0;
     // Owned by the consumer, and by the fill task while `filling` (the consumer does not touch
-    // it then): not guarded, since the read itself must not hold `mu`.
+    // it then): not guarded, since the read itself must not hold `mu`. With read-ahead, null
+    // until the first fill opens the file at (consumed_offset, consumed_index).
     CountedReader reader;
     std::deque<Record> ready RF_GUARDED_BY(mu);
     size_t ready_bytes RF_GUARDED_BY(mu) = 0;  // RecordBytes of `ready`, charged to the account
     bool eof RF_GUARDED_BY(mu) = false;
     bool filling RF_GUARDED_BY(mu) = false;
+    // Opened ahead, not yet in the cycle: its fill stops after one chunk.
+    bool pending RF_GUARDED_BY(mu) = false;
     Status error RF_GUARDED_BY(mu);
-    std::vector<uint64_t> next_offsets RF_GUARDED_BY(mu);  // reader offsets after each ready record
+    std::deque<uint64_t> next_offsets RF_GUARDED_BY(mu);  // reader offsets after each ready record
   };
 
   static constexpr size_t kReadaheadBytes = 8 << 20;
   static constexpr size_t kReadaheadRecords = 256;
+  // A fill task reads records in chunks of at most this many records / bytes (the first record
+  // always) and queues each chunk under one lock with one wake-up: a lock and a wake-up per
+  // 100-byte record cost more than reading it.
+  static constexpr size_t kChunkRecords = 64;
+  static constexpr size_t kChunkBytes = 64 << 10;
+  // Up to cycle_length files after the cycle's are opened ahead while the last file that
+  // ended held at most this many bytes.
+  static constexpr uint64_t kOpenAheadMaxFileBytes = 64 << 10;
 
   // Files fill the cycle in slot order at the start (tf.data's order).
+  // Runs only when `rescan_` says a slot may need work (start, a file ended, Save, Restore):
+  // a scan of every slot per record costs more than a 100-byte record.
   Status OpenEmptySlots() {
     for (auto& sp : slots_) {
       Slot& s = *sp;
       if (s.open) {
-        if (!s.reader && !Filling(s)) {
+        if (parallel_ > 1) {
+          // After a checkpoint or restore the slot has no reader: its fill reopens it.
+          MutexLock lock(s.mu);
+          if (!s.reader && !s.filling && !s.eof && s.error.ok()) StartFill(s);
+        } else if (!s.reader) {
           RF_ASSIGN_OR_RETURN(s.reader,
                               OpenAt(ctx_, src_, s.file, s.consumed_offset, s.consumed_index));
         }
         continue;
       }
+      if (parallel_ > 1) TopUpPending();
+      if (!pending_.empty()) {
+        // The next file in order comes from the files opened ahead (tiny shards: its open
+        // and first chunk are done by the time the consumer reaches the slot).
+        std::shared_ptr<Slot> next = std::move(pending_.front());
+        pending_.pop_front();
+        ++next_file_;
+        {
+          MutexLock lock(next->mu);
+          next->pending = false;
+          if (!next->filling && !next->eof && next->error.ok() && RoomToReadAhead()) {
+            StartFill(*next);
+          }
+        }
+        sp = std::move(next);  // the closed slot is empty and its fill has ended
+        continue;
+      }
       if (next_file_ >= order_.size()) continue;
       s.file = order_[next_file_++];
       s.consumed_offset = s.consumed_index = 0;
-      RF_ASSIGN_OR_RETURN(s.reader, OpenAt(ctx_, src_, s.file, 0, 0));
+      if (parallel_ <= 1) {
+        RF_ASSIGN_OR_RETURN(s.reader, OpenAt(ctx_, src_, s.file, 0, 0));
+      }
       MutexLock lock(s.mu);
       DropReady(s);
       s.eof = false;
       s.error = Status();
       s.open = true;
+      // Open and read ahead now, on the pool; an open error reaches the consumer when it
+      // takes from this slot, like a read error.
+      if (parallel_ > 1) StartFill(s);
     }
+    any_open_ = false;
+    for (auto& sp : slots_) any_open_ |= sp->open;
+    TopUpPending();
+    rescan_ = false;
     return Status();
+  }
+
+  // Opens the files after the cycle's ahead, on the pool (read-ahead only): pending_ holds
+  // order_[next_file_, next_file_ + pending_.size()), at most pending_max_ of them.
+  void TopUpPending() {
+    while (pending_.size() < pending_max_ && next_file_ + pending_.size() < order_.size()) {
+      auto p = std::make_shared<Slot>();
+      p->file = order_[next_file_ + pending_.size()];
+      p->open = true;
+      MutexLock lock(p->mu);
+      p->pending = true;
+      StartFill(*p);
+      pending_.push_back(std::move(p));
+    }
+  }
+
+  // Drops the files opened ahead (after StopReadahead): their records leave the account.
+  void DropPending() {
+    for (auto& sp : pending_) {
+      Slot& s = *sp;
+      s.reader.reset();
+      MutexLock lock(s.mu);
+      DropReady(s);
+    }
+    pending_.clear();
   }
 
   // Empties a slot's read-ahead queue, with the offsets of its records, and releases its bytes.
@@ -208,7 +288,7 @@ class InterleaveIterator final : public RecordIterator {
         s.ready_bytes -= cost;
         ctx_->Release(MemoryAccount::kInterleave, cost);
         s.consumed_offset = s.next_offsets.front();
-        s.next_offsets.erase(s.next_offsets.begin());
+        s.next_offsets.pop_front();
         s.consumed_index = out->position.index + 1;
         if (!s.filling && !s.eof && s.error.ok() && s.ready.size() < kReadaheadRecords / 2 &&
             RoomToReadAhead()) {
@@ -234,48 +314,95 @@ class InterleaveIterator final : public RecordIterator {
     (ctx_ != nullptr ? ctx_->Pool() : ThreadPool::Default()).Schedule([this, &s] { Fill(s); });
   }
 
-  // Runs on the pool: reads until the queue is full, the file ends or we are stopped.
+  // Runs on the pool: opens the slot's file if it has no reader, then reads until the queue is
+  // full, the file ends (and closes it) or we are stopped. `filling` is cleared in the same
+  // critical section that records why the task ends, so the consumer never sees eof while a
+  // task still runs.
   void Fill(Slot& s) {
-    while (true) {
+    Status open_error;
+    if (!s.reader && !stop_.load()) {
+      uint64_t offset = 0;
+      uint64_t index = 0;
       {
-        // Over budget: stop reading ahead (the consumer restarts the fill when it has room or
-        // the queue runs dry), but never before the queue holds a record.
-        MutexLock lock(s.mu);
-        if (!s.ready.empty() && !RoomToReadAhead()) break;
+        MutexLock lock(s.mu);  // the queue is empty: the consumed position is the file's
+        offset = s.consumed_offset;
+        index = s.consumed_index;
       }
-      Record r;
-      Result<bool> got(false);
-      if (!stop_.load()) {
-        // Pool thread: no exception may leave it (a record too large to copy is an error).
-        Status caught = CatchExceptions("reading ahead in '" + s.reader->path() + "'", [&] {
-          got = s.reader.ReadInto(s.file, &r);
-          return Status();
-        });
-        if (!caught.ok()) got = caught;
+      Result<CountedReader> opened = CountedReader();
+      Status caught = CatchExceptions("opening '" + src_.files->files[s.file] + "'", [&] {
+        opened = OpenAt(ctx_, src_, s.file, offset, index);
+        return Status();
+      });
+      if (!caught.ok()) opened = caught;
+      if (opened.ok()) {
+        s.reader = std::move(*opened);
+      } else {
+        open_error = opened.status();
       }
-      const uint64_t next_offset = s.reader->offset();
-      MutexLock lock(s.mu);
-      if (stop_.load()) break;
-      if (!got.ok()) {
-        s.error = got.status();
-        break;
-      }
-      if (!*got) {
-        s.eof = true;
-        break;
-      }
-      const size_t cost = RecordBytes(r);
-      s.ready_bytes += cost;
-      ctx_->Charge(MemoryAccount::kInterleave, cost);
-      s.ready.push_back(std::move(r));
-      s.next_offsets.push_back(next_offset);
-      s.cv.NotifyAll();
-      if (s.ready.size() >= kReadaheadRecords || s.ready_bytes >= kReadaheadBytes) break;
     }
-    {
+    std::vector<Record> chunk;
+    std::vector<uint64_t> offsets;
+    while (true) {
+      if (open_error.ok()) {
+        // Over budget: no read-ahead, but never before the queue holds a record.
+        MutexLock lock(s.mu);
+        if (!s.ready.empty() && !RoomToReadAhead()) {
+          s.filling = false;
+          s.cv.NotifyAll();
+          break;
+        }
+      }
+      chunk.clear();
+      offsets.clear();
+      size_t chunk_bytes = 0;
+      Result<bool> got(false);
+      bool ended = false;
+      if (s.reader) {
+        while (!stop_.load() && chunk.size() < kChunkRecords && chunk_bytes < kChunkBytes &&
+               (chunk.empty() || RoomToReadAhead())) {
+          Record r;
+          // Pool thread: no exception may leave it (a record too large to copy is an error).
+          Status caught = CatchExceptions("reading ahead in '" + s.reader->path() + "'", [&] {
+            got = s.reader.ReadInto(s.file, &r);
+            return Status();
+          });
+          if (!caught.ok()) got = caught;
+          if (!got.ok() || !*got) break;
+          chunk_bytes += RecordBytes(r);
+          chunk.push_back(std::move(r));
+          offsets.push_back(s.reader->offset());
+        }
+        ended = got.ok() && !*got && !stop_.load();
+        if (ended) s.reader.reset();  // the file is done: closed here, off the consumer's thread
+      }
       MutexLock lock(s.mu);
-      s.filling = false;
-      s.cv.NotifyAll();
+      if (!chunk.empty()) {
+        s.ready_bytes += chunk_bytes;
+        ctx_->Charge(MemoryAccount::kInterleave, chunk_bytes);
+        for (size_t i = 0; i < chunk.size(); ++i) {
+          s.ready.push_back(std::move(chunk[i]));
+          s.next_offsets.push_back(offsets[i]);
+        }
+        s.cv.NotifyAll();
+      }
+      bool done = true;
+      if (!open_error.ok()) {
+        s.error = open_error;
+      } else if (stop_.load() || (!s.reader && !ended)) {
+        // stopped: Save/Restore/destruction drop the queue; a later fill reopens the file
+      } else if (!got.ok()) {
+        s.error = got.status();
+      } else if (ended) {
+        s.eof = true;
+      } else if (!s.pending && s.ready.size() < kReadaheadRecords &&
+                 s.ready_bytes < kReadaheadBytes) {
+        done = false;  // the next chunk (the budget is checked at the top)
+      }
+      if (done) {
+        s.filling = false;
+        s.cv.NotifyAll();
+        break;
+      }
     }
     MutexLock g(tasks_mu_);
     if (--tasks_ == 0) tasks_cv_.NotifyAll();
@@ -297,9 +424,13 @@ class InterleaveIterator final : public RecordIterator {
   StreamContext* ctx_;
   int cycle_ = 1, parallel_ = 1, block_ = 1;
   std::vector<std::shared_ptr<Slot>> slots_;
+  std::deque<std::shared_ptr<Slot>> pending_;  // see TopUpPending
+  size_t pending_max_ = 0;  // 0 until a small file has ended (kOpenAheadMaxFileBytes)
   size_t next_file_ = 0;
   size_t current_ = 0;
   int taken_in_block_ = 0;
+  bool rescan_ = true;     // OpenEmptySlots has work: see there
+  bool any_open_ = false;  // a slot is open (as of the last scan)
   std::atomic<bool> stop_{false};
   Mutex tasks_mu_;
   CondVar tasks_cv_;
