@@ -21,6 +21,7 @@
 #include "recordflow/core/buffer_pool_internal.h"
 #include "recordflow/core/thread_pool.h"
 #include "recordflow/image/augment.h"
+#include "recordflow/image/warp_internal.h"
 
 namespace recordflow::vision {
 namespace {
@@ -232,10 +233,29 @@ Image RotateImage(const Image& in, double degrees, image::Interpolation interpol
   out.channels = c;
   out.pixels.resize(out.row_bytes() * oh);
   const bool nearest = interpolation == image::Interpolation::kNearest;
+  std::array<uint8_t, 4> fill4{};
+  for (int k = 0; k < c && k < 4; ++k) fill4[k] = fill[std::min(k, 2)];
   for (int y = 0; y < oh; ++y) {
     const double yo = y + 0.5 - oh * 0.5;
     uint8_t* d = out.row(y);
+    // Source positions are linear in x: the warp kernels step them in fixed point, gather the
+    // span inside the image and fill the rest in bulk (bilinear: its interior span only).
+    image::internal::WarpRow wr;
+    const double xo0 = 0.5 - ow * 0.5;
+    wr.sx0 = cs * xo0 - sn * yo + shift[0] + in.width * 0.5 - 0.5;
+    wr.sy0 = sn * xo0 + cs * yo + shift[1] + in.height * 0.5 - 0.5;
+    wr.dx = cs;
+    wr.dy = sn;
+    const bool fixed = image::internal::WarpRowFits(wr, ow);
+    if (nearest && fixed) {
+      image::internal::WarpNearestRow(in, wr, ow, fill4.data(), d);
+      continue;
+    }
+    int lo = 0, hi = 0;
+    if (fixed) image::internal::WarpBilinearInterior(in, wr, ow, d, &lo, &hi);
     for (int x = 0; x < ow; ++x) {
+      if (x == lo && hi > lo) x = hi;
+      if (x >= ow) break;
       const double xo = x + 0.5 - ow * 0.5;
       const double sx = cs * xo - sn * yo + shift[0] + in.width * 0.5 - 0.5;
       const double sy = sn * xo + cs * yo + shift[1] + in.height * 0.5 - 0.5;
