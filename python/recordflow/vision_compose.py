@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from recordflow import _core
 from recordflow.example import FixedLen, _specs
 
-_INTERPOLATIONS = {"bilinear": "bilinear", "nearest": "nearest", "nearest-exact": "nearest",
+_INTERPOLATIONS = {"bilinear": "bilinear", "bicubic": "bicubic", "nearest": "nearest",
+                   "nearest-exact": "nearest",
                    "nearest_exact": "nearest", "area": "area"}
 _DTYPES = ("uint8", "float16", "bfloat16", "float32")
 
@@ -33,8 +34,8 @@ def _interpolation(value, what: str) -> str:
     name = getattr(value, "value", value)  # torchvision.transforms.InterpolationMode
     name = str(name).lower()
     if name not in _INTERPOLATIONS:
-        raise ValueError(f"{what}: interpolation must be bilinear, nearest, nearest-exact or "
-                         f"area, got {value!r}")
+        raise ValueError(f"{what}: interpolation must be bilinear, bicubic, nearest, "
+                         f"nearest-exact or area, got {value!r}")
     return _INTERPOLATIONS[name]
 
 
@@ -192,7 +193,7 @@ class RandomRotation(_Op):
             degrees = (-float(degrees), float(degrees))
         self.degrees = _pair(degrees, "RandomRotation: degrees")
         self.center = None if center is None else _pair(center, "RandomRotation: center")
-        self.interpolation = _interpolation(interpolation, "RandomRotation")
+        self.interpolation = _policy_interpolation(interpolation, "RandomRotation")
         self.expand = bool(expand)
         self.fill = _fill(fill, "RandomRotation")
 

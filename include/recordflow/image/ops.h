@@ -153,15 +153,30 @@ enum class Interpolation : uint8_t {
   kArea,
   // The input pixel under the output pixel's center (Pillow's NEAREST).
   kNearest,
+  // Keys cubic (a = -0.5) over 4 taps, widened by the scale factor when shrinking and
+  // renormalised at the edges: Pillow's BICUBIC and torchvision's bicubic with antialias=True.
+  // The result is rounded and clamped to 0..255 (both produce uint8; the cubic overshoots).
+  kBicubic,
+  // torchvision's bilinear with antialias=False: 2-tap linear interpolation at every scale (the
+  // filter is not widened when shrinking, so it aliases, as torch's interpolate).
+  kBilinearNoAntialias,
+  // torchvision's bicubic with antialias=False (torch's interpolate "bicubic": a = -0.75, 4 taps
+  // at every scale, indices clamped to the edge), rounded and clamped to 0..255.
+  kBicubicNoAntialias,
 };
 
-// Parses "bilinear", "area", "nearest". Errors: kInvalidArgument.
+// The filter torchvision uses for `interpolation` with `antialias` (false selects the
+// *NoAntialias variants of bilinear and bicubic; nearest and area ignore it).
+Interpolation WithAntialias(Interpolation interpolation, bool antialias);
+
+// Parses "bilinear", "bicubic", "area", "nearest". Errors: kInvalidArgument.
 Result<Interpolation> ParseInterpolation(std::string_view name);
 
 // Resamples `box` of an 8-bit image (any channel count 1..4) to out_w x out_h float pixels
-// (HWC, values 0..255, not rounded) in `out` (resized, reused). The box must lie within the
-// image. flip: the output's columns mirrored (flip_left_right fused in at no cost; the same
-// values as flipping after). Errors: kInvalidArgument for an empty image, box or size.
+// (HWC, values 0..255, not rounded except by the bicubic filters) in `out` (resized, reused). The
+// box must lie within the image. flip: the output's columns mirrored (flip_left_right fused in at
+// no cost; the same values as flipping after). Errors: kInvalidArgument for an empty image, box or
+// size.
 Status ResampleToFloat(const Image& image, const Box& box, int out_w, int out_h,
                        Interpolation interpolation, std::vector<float>* out, bool flip = false);
 

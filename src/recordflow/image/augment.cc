@@ -18,6 +18,8 @@
 #include <numeric>
 #include <string>
 
+#include "recordflow/image/warp_internal.h"
+
 // The per-pixel loops are compiled twice, for x86-64-v3 (AVX2 + FMA) and baseline x86-64, and
 // picked at load time (an ifunc): torchvision's float32 formulas use fused multiply-adds
 // (ATen's vectorised add with alpha), which std::fma reproduces exactly on both, but only the
@@ -725,16 +727,33 @@ Result<Image> Affine(const Image& image, const AffineOptions& options) {
   std::vector<float> bx(static_cast<size_t>(width)), ixs(bx.size()), iys(bx.size());
   for (int x = 0; x < width; ++x)
     bx[x] = Linspace((1.0f - fw) * 0.5f, (fw - 1.0f) * 0.5f, width, x);
+  const double bx0 = (1.0 - static_cast<double>(fw)) * 0.5;
   for (int y = 0; y < height; ++y) {
     const float by = Linspace((1.0f - fh) * 0.5f, (fh - 1.0f) * 0.5f, height, y);
+    uint8_t* o = out.row(y);
+    // The same grid as AffineRowCoords, linear in x (bx steps by 1): stepped in fixed point by
+    // the warp kernels. Their rounding differs from the float32 grid's only on ties.
+    internal::WarpRow wr;
+    wr.sx0 = ((bx0 * t0 + static_cast<double>(by * t1) + t2 + 1.0) * fw - 1.0) * 0.5;
+    wr.sy0 = ((bx0 * t3 + static_cast<double>(by * t4) + t5 + 1.0) * fh - 1.0) * 0.5;
+    wr.dx = static_cast<double>(t0) * fw * 0.5;
+    wr.dy = static_cast<double>(t3) * fh * 0.5;
+    const bool fixed = internal::WarpRowFits(wr, width);
+    if (nearest && fixed) {
+      internal::WarpNearestRow(image, wr, width, fill_u8.data(), o);
+      continue;
+    }
     AffineRowCoords(bx.data(), width, by * t1, by * t4, t0, t2, t3, t5, fw, fh, ixs.data(),
                     iys.data());
-    uint8_t* o = out.row(y);
     if (nearest) {
       NearestRow(ixs.data(), iys.data(), width, height, image, fill_u8.data(), o);
       continue;
     }
+    int lo = 0, hi = 0;  // [lo, hi): all four taps inside, done in fixed point
+    if (fixed) internal::WarpBilinearInterior(image, wr, width, o, &lo, &hi);
     for (int x = 0; x < width; ++x) {
+      if (x == lo && hi > lo) x = hi;
+      if (x >= width) break;
       const float ix = ixs[x], iy = iys[x];
       uint8_t* px = o + static_cast<size_t>(x) * ch;
       const float x0f = std::floor(ix), y0f = std::floor(iy);

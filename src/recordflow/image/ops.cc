@@ -83,6 +83,19 @@ struct Taps {
   int lo = 0, hi = 0;  // inputs [lo, hi) are read at all
 };
 
+// Keys' cubic convolution kernel with parameter a (Pillow and torch's antialiased path use
+// -0.5, torch's plain bicubic -0.75); zero from |x| = 2 on.
+double Cubic(double x, double a) {
+  x = std::abs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+  if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * a;
+  return 0.0;
+}
+
+bool IsCubic(Interpolation mode) {
+  return mode == Interpolation::kBicubic || mode == Interpolation::kBicubicNoAntialias;
+}
+
 void ComputeTaps(int in_size, double box_lo, double box_len, int out_size, Interpolation mode,
                  Taps* t, std::vector<double>* scratch) {
   const double scale = box_len / out_size;
@@ -93,7 +106,12 @@ void ComputeTaps(int in_size, double box_lo, double box_len, int out_size, Inter
   std::vector<double>& w = *scratch;
   int max_taps = 1;
   // Pass 1: per output, the weights as doubles, trimmed of zeros at both ends.
-  const double support = mode == Interpolation::kBilinear ? std::max(scale, 1.0) : 0;
+  // The filter's scale: widened by the shrink factor (antialiased) or not; its support in
+  // inputs is its radius (1 linear, 2 cubic) times that.
+  const bool triangle =
+      mode == Interpolation::kBilinear || mode == Interpolation::kBilinearNoAntialias;
+  const double fscale = mode == Interpolation::kBilinearNoAntialias ? 1.0 : std::max(scale, 1.0);
+  const double support = triangle ? fscale : mode == Interpolation::kBicubic ? 2.0 * fscale : 0.0;
   const int stride = static_cast<int>(std::ceil(2 * support + std::max(scale, 1.0))) + 3;
   w.assign(static_cast<size_t>(out_size) * stride, 0.0);
   for (int i = 0; i < out_size; ++i) {
@@ -116,14 +134,31 @@ void ComputeTaps(int in_size, double box_lo, double box_len, int out_size, Inter
       }
       if (total <= 0) wi[0] = 1.0, n = 1, total = 1.0;
       for (int k = 0; k < n; ++k) wi[k] /= total;
+    } else if (mode == Interpolation::kBicubicNoAntialias) {
+      // torch's upsample_bicubic2d (align_corners=False): taps floor(src) - 1 .. + 2 around the
+      // unclamped source coordinate, those past an edge folded onto the edge pixel.
+      const double src = box_lo + (i + 0.5) * scale - 0.5;
+      const double fl = std::floor(src);
+      const double frac = src - fl;
+      const int x0 = static_cast<int>(fl) - 1;
+      lo = std::clamp(x0, 0, in_size - 1);
+      n = std::clamp(x0 + 3, 0, in_size - 1) + 1 - lo;
+      for (int k = 0; k < 4; ++k) {
+        wi[std::clamp(x0 + k, 0, in_size - 1) - lo] += Cubic(frac + 1.0 - k, -0.75);
+      }
     } else {
       const double center = box_lo + (i + 0.5) * scale;
       lo = std::max(0, static_cast<int>(std::floor(center - support)));
       const int hi = std::min(in_size, static_cast<int>(std::ceil(center + support)) + 1);
       double total = 0;
       for (int j = lo; j < hi && j - lo < stride; ++j) {
-        const double tv = std::abs((j + 0.5 - center) / support);
-        const double v = tv < 1.0 ? 1.0 - tv : 0.0;
+        double v = 0.0;
+        if (triangle) {
+          const double tv = std::abs((j + 0.5 - center) / support);
+          v = tv < 1.0 ? 1.0 - tv : 0.0;
+        } else {
+          v = Cubic((j + 0.5 - center) / fscale, -0.5);
+        }
         wi[j - lo] = v;
         total += v;
         n = j - lo + 1;
@@ -170,17 +205,27 @@ struct ResampleScratch {
   std::vector<double> w;
   std::vector<float> acc;
   std::vector<const uint8_t*> rows;
+  std::vector<uint8_t> mid;  // the cubic's horizontally resampled rows, uint8
+  std::vector<float> mid_f;  // one of them before rounding
 };
 
 }  // namespace
 
+Interpolation WithAntialias(Interpolation interpolation, bool antialias) {
+  if (antialias) return interpolation;
+  if (interpolation == Interpolation::kBilinear) return Interpolation::kBilinearNoAntialias;
+  if (interpolation == Interpolation::kBicubic) return Interpolation::kBicubicNoAntialias;
+  return interpolation;
+}
+
 Result<Interpolation> ParseInterpolation(std::string_view name) {
   if (name == "bilinear") return Interpolation::kBilinear;
+  if (name == "bicubic") return Interpolation::kBicubic;
   if (name == "area") return Interpolation::kArea;
   if (name == "nearest") return Interpolation::kNearest;
   return InvalidArgumentError(
-      "interpolation must be \"bilinear\", \"area\" or \"nearest\", not \"" + std::string(name) +
-      "\"");
+      "interpolation must be \"bilinear\", \"bicubic\", \"area\" or \"nearest\", not \"" +
+      std::string(name) + "\"");
 }
 
 namespace {
@@ -226,6 +271,38 @@ Status ResampleRows(const Image& image, const Box& box, int out_w, int out_h,
       std::swap_ranges(s.h.weights.begin() + a * t, s.h.weights.begin() + (a + 1) * t,
                        s.h.weights.begin() + b * t);
     }
+  }
+  if (IsCubic(interpolation)) {
+    // Pillow and torchvision's uint8 kernels run the cubic horizontally first and round the
+    // intermediate to uint8 (clamping its overshoot) before the vertical pass; the clamp shows
+    // at strong edges, so this order is kept here, with the same kernels as below.
+    const size_t out_cols = static_cast<size_t>(out_w) * C;
+    s.mid.resize(static_cast<size_t>(s.v.hi - s.v.lo) * out_cols);
+    s.mid_f.resize(out_cols);
+    const float one = 1.0f;
+    for (int r = s.v.lo; r < s.v.hi; ++r) {
+      const uint8_t* src = image.row(r) + static_cast<size_t>(s.h.lo) * C;
+      k.vertical_u8(&src, &one, 1, cols, s.acc.data());  // uint8 -> float
+      k.horizontal(s.acc.data(), C, s.h.start.data(), s.h.weights.data(), s.h.taps, out_w,
+                   s.mid_f.data());
+      uint8_t* m = &s.mid[static_cast<size_t>(r - s.v.lo) * out_cols];
+      for (size_t i = 0; i < out_cols; ++i) {
+        m[i] = static_cast<uint8_t>(std::clamp(std::nearbyint(s.mid_f[i]), 0.0f, 255.0f));
+      }
+    }
+    for (int y = 0; y < out_h; ++y) {
+      for (int t = 0; t < s.v.taps; ++t) {
+        s.rows[t] = &s.mid[static_cast<size_t>(s.v.start[y] + t - s.v.lo) * out_cols];
+      }
+      float* row = row_out(y);
+      k.vertical_u8(s.rows.data(), &s.v.weights[static_cast<size_t>(y) * s.v.taps], s.v.taps,
+                    out_cols, row);
+      for (size_t i = 0; i < out_cols; ++i) {
+        row[i] = std::clamp(std::nearbyint(row[i]), 0.0f, 255.0f);
+      }
+      row_done(y, row);
+    }
+    return Status::OK();
   }
   for (int y = 0; y < out_h; ++y) {
     for (int t = 0; t < s.v.taps; ++t) {

@@ -605,5 +605,48 @@ TEST(OpsTest, RandomResizedCropStaysInsideAndIsSeeded) {
   EXPECT_EQ(ElementSeed(1, 0, 5, 0), ElementSeed(1, 0, 5, 0));
 }
 
+// torchvision.transforms.v2.functional.resize of the uint8 row below to 1x3 (shrink) and 1x13
+// (enlarge), per interpolation and antialias: the values torchvision 0.28 / torch 2.13 give.
+// torch's antialiased uint8 path uses integer weights, hence +-1.
+TEST(OpsTest, BicubicAndNoAntialiasFiltersMatchTorchvisionKnownAnswers) {
+  Image row;
+  row.width = 8;
+  row.height = 1;
+  row.channels = 1;
+  row.pixels = {10, 200, 30, 250, 0, 90, 255, 40};
+  struct Case {
+    Interpolation mode;
+    std::vector<int> shrunk, enlarged;
+  };
+  const std::vector<Case> cases = {
+      {Interpolation::kBicubic,
+       {105, 111, 131},
+       {0, 90, 200, 74, 74, 244, 133, 0, 51, 156, 255, 129, 24}},
+      {Interpolation::kBicubicNoAntialias,
+       {187, 137, 238},
+       {0, 102, 200, 73, 76, 244, 137, 0, 40, 167, 255, 142, 20}},
+      {Interpolation::kBilinear,
+       {109, 108, 134},
+       {10, 90, 193, 89, 89, 225, 125, 10, 66, 147, 249, 131, 40}},
+      {Interpolation::kBilinearNoAntialias,
+       {168, 125, 219},
+       {10, 90, 193, 89, 89, 225, 125, 10, 66, 147, 249, 131, 40}},
+  };
+  for (const Case& c : cases) {
+    for (const auto* want : {&c.shrunk, &c.enlarged}) {
+      const int w = static_cast<int>(want->size());
+      Result<Image> got = Resample(row, w, 1, c.mode);
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      for (int x = 0; x < w; ++x) {
+        EXPECT_NEAR(got->pixels[x], (*want)[x], 1)
+            << "mode " << static_cast<int>(c.mode) << " width " << w << " x " << x;
+      }
+    }
+  }
+  EXPECT_EQ(WithAntialias(Interpolation::kBicubic, false), Interpolation::kBicubicNoAntialias);
+  EXPECT_EQ(WithAntialias(Interpolation::kBilinear, false), Interpolation::kBilinearNoAntialias);
+  EXPECT_EQ(WithAntialias(Interpolation::kNearest, false), Interpolation::kNearest);
+  EXPECT_EQ(*ParseInterpolation("bicubic"), Interpolation::kBicubic);
+}
 }  // namespace
 }  // namespace recordflow::image

@@ -21,6 +21,7 @@
 #include "recordflow/core/buffer_pool_internal.h"
 #include "recordflow/core/thread_pool.h"
 #include "recordflow/image/augment.h"
+#include "recordflow/image/warp_internal.h"
 
 namespace recordflow::vision {
 namespace {
@@ -232,10 +233,29 @@ Image RotateImage(const Image& in, double degrees, image::Interpolation interpol
   out.channels = c;
   out.pixels.resize(out.row_bytes() * oh);
   const bool nearest = interpolation == image::Interpolation::kNearest;
+  std::array<uint8_t, 4> fill4{};
+  for (int k = 0; k < c && k < 4; ++k) fill4[k] = fill[std::min(k, 2)];
   for (int y = 0; y < oh; ++y) {
     const double yo = y + 0.5 - oh * 0.5;
     uint8_t* d = out.row(y);
+    // Source positions are linear in x: the warp kernels step them in fixed point, gather the
+    // span inside the image and fill the rest in bulk (bilinear: its interior span only).
+    image::internal::WarpRow wr;
+    const double xo0 = 0.5 - ow * 0.5;
+    wr.sx0 = cs * xo0 - sn * yo + shift[0] + in.width * 0.5 - 0.5;
+    wr.sy0 = sn * xo0 + cs * yo + shift[1] + in.height * 0.5 - 0.5;
+    wr.dx = cs;
+    wr.dy = sn;
+    const bool fixed = image::internal::WarpRowFits(wr, ow);
+    if (nearest && fixed) {
+      image::internal::WarpNearestRow(in, wr, ow, fill4.data(), d);
+      continue;
+    }
+    int lo = 0, hi = 0;
+    if (fixed) image::internal::WarpBilinearInterior(in, wr, ow, d, &lo, &hi);
     for (int x = 0; x < ow; ++x) {
+      if (x == lo && hi > lo) x = hi;
+      if (x >= ow) break;
       const double xo = x + 0.5 - ow * 0.5;
       const double sx = cs * xo - sn * yo + shift[0] + in.width * 0.5 - 0.5;
       const double sy = sn * xo + cs * yo + shift[1] + in.height * 0.5 - 0.5;
@@ -405,7 +425,7 @@ Result<size_t> DecodeInto(const Recipe& r, std::span<const std::byte> data, imag
                  static_cast<double>(c.height)};
       tw = op.width;
       th = op.height;
-      interpolation = op.interpolation;
+      interpolation = image::WithAntialias(op.interpolation, op.antialias);
       next = 1;
       break;
     }
@@ -414,7 +434,7 @@ Result<size_t> DecodeInto(const Recipe& r, std::span<const std::byte> data, imag
       const auto hw = ResizeOutputSize(op, header.width, header.height);
       th = hw[0];
       tw = hw[1];
-      interpolation = op.interpolation;
+      interpolation = image::WithAntialias(op.interpolation, op.antialias);
       next = 1;
       break;
     }
@@ -423,10 +443,13 @@ Result<size_t> DecodeInto(const Recipe& r, std::span<const std::byte> data, imag
       const auto& c = std::get<CenterCropOp>(r.o.ops[1]);
       tw = c.width;
       th = c.height;
-      interpolation = std::get<ResizeOp>(r.o.ops[0]).interpolation;
+      interpolation = image::WithAntialias(std::get<ResizeOp>(r.o.ops[0]).interpolation,
+                                           std::get<ResizeOp>(r.o.ops[0]).antialias);
       // Resize-then-crop filters the kept pixels with their neighbours outside the crop: decode
       // a margin of the filter's support around it, clipped to the image.
-      const int m = static_cast<int>(std::ceil(std::max(want.width / tw, want.height / th))) + 2;
+      const double radius = interpolation == image::Interpolation::kBicubic ? 2.0 : 1.0;
+      const int m =
+          static_cast<int>(std::ceil(radius * std::max(want.width / tw, want.height / th))) + 2;
       const int x0 = std::max(0, static_cast<int>(std::floor(want.x)) - m);
       const int y0 = std::max(0, static_cast<int>(std::floor(want.y)) - m);
       const int x1 = std::min(header.width, static_cast<int>(std::ceil(want.x + want.width)) + m);
@@ -478,7 +501,8 @@ Status ApplyOp(const OpSpec& spec, image::Rng& rng, bool has_boxes, Scratch& s, 
       CropBoxes(st.boxes, b.x, b.y, b.width, b.height);
       ScaleBoxes(st.boxes, op->width / b.width, op->height / b.height);
     }
-    SetPending(st, &s.img, b, op->width, op->height, op->interpolation);
+    SetPending(st, &s.img, b, op->width, op->height,
+               image::WithAntialias(op->interpolation, op->antialias));
     st.width = op->width;
     st.height = op->height;
   } else if (const auto* op = std::get_if<ResizeOp>(&spec)) {
@@ -488,7 +512,8 @@ Status ApplyOp(const OpSpec& spec, image::Rng& rng, bool has_boxes, Scratch& s, 
       ScaleBoxes(st.boxes, static_cast<double>(hw[1]) / st.width,
                  static_cast<double>(hw[0]) / st.height);
     }
-    SetPending(st, &s.img, whole, hw[1], hw[0], op->interpolation);
+    SetPending(st, &s.img, whole, hw[1], hw[0],
+               image::WithAntialias(op->interpolation, op->antialias));
     st.width = hw[1];
     st.height = hw[0];
   } else if (const auto* op = std::get_if<CenterCropOp>(&spec)) {
@@ -1019,12 +1044,14 @@ std::string OpWhere(size_t k, const OpSpec& op) {
   return "op #" + std::to_string(k) + " (" + std::string(OpName(op)) + ")";
 }
 
-Status CheckInterpolation(image::Interpolation interpolation, bool antialias,
-                          const std::string& w) {
-  if (!antialias && interpolation == image::Interpolation::kBilinear) {
+// Resize and RandomResizedCrop take torchvision's nearest, bilinear and bicubic (antialias
+// either way) and area; the *NoAntialias filters are selected by the flag, not named.
+Status CheckInterpolation(image::Interpolation interpolation, const std::string& w) {
+  if (interpolation == image::Interpolation::kBilinearNoAntialias ||
+      interpolation == image::Interpolation::kBicubicNoAntialias) {
     return InvalidArgumentError(w +
-                                ": antialias=False bilinear is not implemented (bilinear "
-                                "shrinks antialiased, as torchvision's default)");
+                                ": interpolation must be nearest, bilinear, bicubic or area "
+                                "(antialias=False selects the unfiltered variant)");
   }
   return Status::OK();
 }
@@ -1143,11 +1170,11 @@ Result<std::array<int, 2>> OutputSize(const std::vector<OpSpec>& ops) {
       RF_RETURN_IF_ERROR(CheckRange(op->crop.scale, w + ": scale"));
       RF_RETURN_IF_ERROR(CheckRange(op->crop.ratio, w + ": ratio"));
       if (op->crop.scale[1] > 1e6) return InvalidArgumentError(w + ": scale is too large");
-      RF_RETURN_IF_ERROR(CheckInterpolation(op->interpolation, op->antialias, w));
+      RF_RETURN_IF_ERROR(CheckInterpolation(op->interpolation, w));
       hw = {op->height, op->width};
       known = true;
     } else if (const auto* op = std::get_if<ResizeOp>(&spec)) {
-      RF_RETURN_IF_ERROR(CheckInterpolation(op->interpolation, op->antialias, w));
+      RF_RETURN_IF_ERROR(CheckInterpolation(op->interpolation, w));
       if (op->shorter > 0) {
         RF_RETURN_IF_ERROR(CheckSize(op->shorter, op->shorter, w));
         if (op->max_size && *op->max_size <= op->shorter) {
@@ -1183,7 +1210,9 @@ Result<std::array<int, 2>> OutputSize(const std::vector<OpSpec>& ops) {
             op->min_degrees <= op->max_degrees)) {
         return InvalidArgumentError(w + ": degrees must be an increasing finite range");
       }
-      if (op->interpolation == image::Interpolation::kArea) {
+      if (op->interpolation != image::Interpolation::kNearest &&
+          op->interpolation != image::Interpolation::kBilinear) {
+        // torchvision's rotate on tensors takes these two only.
         return InvalidArgumentError(w + ": interpolation must be nearest or bilinear");
       }
       if (op->center && !(std::isfinite((*op->center)[0]) && std::isfinite((*op->center)[1]))) {
