@@ -18,8 +18,10 @@
 #include <numeric>
 #include <string>
 
-#if defined(__x86_64__)
+// Hand-written AVX2 paths (hue, table lookups), taken when the CPU has AVX2.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#define RF_AUGMENT_AVX2 1
 #endif
 
 // The per-pixel loops are compiled twice, for x86-64-v3 (AVX2 + FMA) and baseline x86-64, and
@@ -228,6 +230,52 @@ RF_AUGMENT_CLONES void InvertKernel(const uint8_t* __restrict in, uint8_t* __res
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(255 - in[i]);
 }
 
+// 0, 1, ..., 255: run a per-sample kernel over it to get its lookup table.
+constexpr std::array<uint8_t, 256> kIdentityTable = [] {
+  std::array<uint8_t, 256> a{};
+  for (int v = 0; v < 256; ++v) a[v] = static_cast<uint8_t>(v);
+  return a;
+}();
+
+#if defined(RF_AUGMENT_AVX2)
+// out[i] = lut[in[i]] for 32 samples at a time: the table as 16 rows of 16 bytes, each looked
+// up with vpshufb. Row k sees in - 16k; adding 0x70 with unsigned saturation leaves the low
+// nibble and a clear top bit only for samples in row k, and vpshufb gives 0 for the others.
+__attribute__((target("avx2"))) size_t ApplyLutAvx2(const uint8_t* __restrict in,
+                                                    uint8_t* __restrict out, size_t n,
+                                                    const std::array<uint8_t, 256>& lut) {
+  __m256i rows[16];
+  for (int k = 0; k < 16; ++k) {
+    rows[k] = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(lut.data() + 16 * k)));
+  }
+  const __m256i bias = _mm256_set1_epi8(0x70);
+  const __m256i sixteen = _mm256_set1_epi8(16);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
+    __m256i acc = _mm256_setzero_si256();
+    for (int k = 0; k < 16; ++k) {
+      acc = _mm256_or_si256(acc, _mm256_shuffle_epi8(rows[k], _mm256_adds_epu8(v, bias)));
+      v = _mm256_sub_epi8(v, sixteen);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), acc);
+  }
+  return i;
+}
+#endif
+
+// out[i] = lut[in[i]].
+void ApplyLut(const uint8_t* __restrict in, uint8_t* __restrict out, size_t n,
+              const std::array<uint8_t, 256>& lut) {
+  size_t i = 0;
+#if defined(RF_AUGMENT_AVX2)
+  static const bool use_avx2 = __builtin_cpu_supports("avx2");
+  if (use_avx2) i = ApplyLutAvx2(in, out, n, lut);
+#endif
+  for (; i < n; ++i) out[i] = lut[in[i]];
+}
+
 void ApplyLuts(const uint8_t* __restrict in, uint8_t* __restrict out, size_t pixels, int ch,
                const std::array<std::array<uint8_t, 256>, 4>& lut) {
   if (ch == 3) {
@@ -294,8 +342,7 @@ RF_AUGMENT_CLONES void HuePlanes(float* __restrict r, float* __restrict g, float
   }
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define RF_HUE_AVX2 1
+#if defined(RF_AUGMENT_AVX2)
 // HuePlanes in AVX2 intrinsics (GCC does not if-convert the scalar loop): the same operations
 // in the same order, selects as blends. max/min differ from std::max/min only on NaN and on
 // the sign of a zero, neither of which reaches the output (inputs are x / 255, and a -0 or +0
@@ -372,7 +419,7 @@ RF_AUGMENT_CLONES void HueKernel(const uint8_t* __restrict in, uint8_t* __restri
   constexpr float kInv255 = static_cast<float>(1.0 / 255.0);
   constexpr float kToU8 = 255.0f + 1.0f - 1e-3f;
   alignas(32) float r[kHueBlock], g[kHueBlock], b[kHueBlock];
-#if defined(RF_HUE_AVX2)
+#if defined(RF_AUGMENT_AVX2)
   static const bool use_avx2 = __builtin_cpu_supports("avx2");
 #endif
   for (size_t start = 0; start < pixels; start += kHueBlock) {
@@ -385,7 +432,7 @@ RF_AUGMENT_CLONES void HueKernel(const uint8_t* __restrict in, uint8_t* __restri
       b[i] = static_cast<float>(p[3 * i + 2]) * kInv255;
     }
     for (size_t i = n; i < kHueBlock; ++i) r[i] = g[i] = b[i] = 0.0f;  // a short last block
-#if defined(RF_HUE_AVX2)
+#if defined(RF_AUGMENT_AVX2)
     if (use_avx2) {
       HuePlanesAvx2(r, g, b, hue);
     } else {
@@ -452,7 +499,11 @@ Result<Image> AdjustBrightness(const Image& image, double factor) {
   RF_RETURN_IF_ERROR(CheckFactor(factor, "adjust_brightness"));
   Image out = SameShape(image);
   const float f = static_cast<float>(factor);
-  BrightnessKernel(image.pixels.data(), out.pixels.data(), image.pixels.size(), f);
+  // The output depends on the sample value alone: a 256-entry table of the float formula,
+  // then one lookup per sample (about half the float loop's time).
+  std::array<uint8_t, 256> lut;
+  BrightnessKernel(kIdentityTable.data(), lut.data(), 256, f);
+  ApplyLut(image.pixels.data(), out.pixels.data(), image.pixels.size(), lut);
   return out;
 }
 
@@ -471,7 +522,9 @@ Result<Image> AdjustContrast(const Image& image, double factor) {
   const float ratio = static_cast<float>(factor);
   const float one_minus = static_cast<float>(1.0 - factor);
   Image out = SameShape(image);
-  ContrastKernel(in, out.pixels.data(), image.pixels.size(), ratio, one_minus, mean);
+  std::array<uint8_t, 256> lut;  // per sample value, as adjust_brightness
+  ContrastKernel(kIdentityTable.data(), lut.data(), 256, ratio, one_minus, mean);
+  ApplyLut(in, out.pixels.data(), image.pixels.size(), lut);
   return out;
 }
 
