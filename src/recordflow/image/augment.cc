@@ -17,6 +17,9 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <string_view>
+
+#include "kernels_internal.h"
 
 // Hand-written AVX2 paths (hue, table lookups), taken when the CPU has AVX2.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -238,6 +241,10 @@ constexpr std::array<uint8_t, 256> kIdentityTable = [] {
 }();
 
 #if defined(RF_AUGMENT_AVX2)
+// The hand-written AVX2 paths follow the image kernels' backend (SetKernelBackend), so that a
+// test can compare them with the portable loops; "avx2" is only chosen on a CPU that has it.
+bool UseAvx2() { return internal::ActiveKernels().name == std::string_view("avx2"); }
+
 // out[i] = lut[in[i]] for 32 samples at a time: the table as 16 rows of 16 bytes, each looked
 // up with vpshufb. Row k sees in - 16k; adding 0x70 with unsigned saturation leaves the low
 // nibble and a clear top bit only for samples in row k, and vpshufb gives 0 for the others.
@@ -270,7 +277,7 @@ void ApplyLut(const uint8_t* __restrict in, uint8_t* __restrict out, size_t n,
               const std::array<uint8_t, 256>& lut) {
   size_t i = 0;
 #if defined(RF_AUGMENT_AVX2)
-  static const bool use_avx2 = __builtin_cpu_supports("avx2");
+  const bool use_avx2 = UseAvx2();
   if (use_avx2) i = ApplyLutAvx2(in, out, n, lut);
 #endif
   for (; i < n; ++i) out[i] = lut[in[i]];
@@ -420,7 +427,7 @@ RF_AUGMENT_CLONES void HueKernel(const uint8_t* __restrict in, uint8_t* __restri
   constexpr float kToU8 = 255.0f + 1.0f - 1e-3f;
   alignas(32) float r[kHueBlock], g[kHueBlock], b[kHueBlock];
 #if defined(RF_AUGMENT_AVX2)
-  static const bool use_avx2 = __builtin_cpu_supports("avx2");
+  const bool use_avx2 = UseAvx2();
 #endif
   for (size_t start = 0; start < pixels; start += kHueBlock) {
     const size_t n = std::min(kHueBlock, pixels - start);
