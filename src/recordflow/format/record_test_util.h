@@ -11,6 +11,7 @@
 
 #include "recordflow/format/record_format.h"
 #include "recordflow/format/record_reader.h"
+#include "recordflow/io/file.h"
 
 namespace recordflow::format::testing {
 
@@ -74,6 +75,34 @@ inline ReadAllResult ReadAllFromMemory(const std::string& data, RecordReaderOpti
       compression);
   return ReadAll(*reader);
 }
+
+// Reads every record of the file at `path`, failing the calling test at an open or read error
+// (the records before it are returned). The golden-file tests compare these with manifests.
+inline std::vector<std::string> ReadRecordsOrFail(const std::string& path,
+                                                  RecordReaderOptions options = {}) {
+  std::vector<std::string> out;
+  auto reader = RecordReader::Open(path, options);
+  EXPECT_TRUE(reader.ok()) << reader.status().ToString();
+  if (!reader.ok()) return out;
+  std::span<const std::byte> record;
+  while (true) {
+    auto more = (*reader)->ReadRecord(&record);
+    EXPECT_TRUE(more.ok()) << more.status().ToString();
+    if (!more.ok() || !*more) break;
+    out.push_back(ToString(record));
+  }
+  return out;
+}
+
+// The whole file at `path`, or "" after failing the calling test.
+inline std::string ReadTextOrFail(const std::string& path) {
+  auto text = io::ReadFileToString(path);
+  EXPECT_TRUE(text.ok()) << text.status().ToString();
+  return text.ok() ? *text : std::string();
+}
+
+// testdata/golden, the files TensorFlow wrote (see testdata/golden/*.py).
+inline std::string GoldenDir() { return std::string(RF_TESTDATA_DIR) + "/golden"; }
 
 inline std::vector<std::string> SamplePayloads() {
   std::vector<std::string> p = {"", "a", std::string(100, 'x'), "hello world",
