@@ -65,11 +65,8 @@ import json
 import math
 import os
 import resource
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +75,7 @@ from typing import Any, Callable
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
 
 import numpy as np  # noqa: E402
-from benchlib import fmt_rate, machine_info, top_processes  # noqa: E402
+from benchlib import fmt_rate, machine_info, run_child_json, top_processes  # noqa: E402
 
 import recordflow as rf  # noqa: E402
 
@@ -496,21 +493,11 @@ def markdown(sections: list[dict], info: dict, meta: dict) -> str:
 def run_child(args, rf_only: bool, cpu: int | None) -> dict:
     """Runs the workloads in a fresh interpreter: pinned to `cpu` (taskset -c), or with recordflow
     alone (TensorFlow never imported, so nothing else shapes the heap and threads)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out_json = Path(tmp) / "child.json"
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child-json", str(out_json),
-               "--runs", str(args.runs), "--warmup", str(args.warmup),
-               "--min-time", str(args.min_time), "--batch", str(args.batch), "--seed", str(args.seed)]
-        if rf_only:
-            cmd.append("--child-rf-only")
-        pre = None
-        if cpu is not None:
-            if shutil.which("taskset"):
-                cmd = ["taskset", "-c", str(cpu)] + cmd
-            else:
-                pre = lambda: os.sched_setaffinity(0, {cpu})  # noqa: E731
-        subprocess.run(cmd, check=True, preexec_fn=pre)
-        return json.loads(out_json.read_text())
+    child_args = ["--runs", str(args.runs), "--warmup", str(args.warmup), "--min-time", str(args.min_time),
+                  "--batch", str(args.batch), "--seed", str(args.seed)]
+    if rf_only:
+        child_args.append("--child-rf-only")
+    return run_child_json(__file__, child_args, cpu)
 
 
 def main() -> int:

@@ -78,11 +78,8 @@ import json
 import math
 import os
 import resource
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,7 +88,7 @@ from typing import Any, Callable
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
 
 import numpy as np  # noqa: E402
-from benchlib import fmt_rate, machine_info, top_processes  # noqa: E402
+from benchlib import fmt_rate, machine_info, run_child_json, top_processes  # noqa: E402
 
 import recordflow as rf  # noqa: E402
 
@@ -557,19 +554,10 @@ def markdown(sections: list[dict], info: dict, meta: dict) -> str:
 
 def run_child(args, cpu: int) -> dict:
     """Runs the workloads in a fresh interpreter pinned to `cpu` (taskset -c)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out_json = Path(tmp) / "child.json"
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child-json", str(out_json),
-               "--runs", str(args.runs), "--warmup", str(args.warmup), "--seed", str(args.seed),
-               "--min-time", str(args.min_time),
-               "--data-dir", str(args.data_dir)] + (["--quick"] if args.quick else [])
-        pre = None
-        if shutil.which("taskset"):
-            cmd = ["taskset", "-c", str(cpu)] + cmd
-        else:
-            pre = lambda: os.sched_setaffinity(0, {cpu})  # noqa: E731
-        subprocess.run(cmd, check=True, preexec_fn=pre)
-        return json.loads(out_json.read_text())
+    child_args = ["--runs", str(args.runs), "--warmup", str(args.warmup), "--seed", str(args.seed),
+                  "--min-time", str(args.min_time),
+                  "--data-dir", str(args.data_dir)] + (["--quick"] if args.quick else [])
+    return run_child_json(__file__, child_args, cpu)
 
 
 def main() -> int:

@@ -4,9 +4,13 @@ and rates printed the same way."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
+import shutil
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +55,23 @@ def machine_info() -> dict:
         "numpy": np.__version__,
         "recordflow": getattr(rf, "__version__", "?"),
     }
+
+
+def run_child_json(script: str, child_args: list[str], cpu: int | None) -> dict:
+    """Runs `script --child-json FILE child_args...` in a fresh interpreter, pinned to `cpu` when
+    it is not None (taskset -c, or sched_setaffinity where taskset is missing), and returns the
+    JSON the child wrote to FILE."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out_json = Path(tmp) / "child.json"
+        cmd = [sys.executable, str(Path(script).resolve()), "--child-json", str(out_json), *child_args]
+        pre = None
+        if cpu is not None:
+            if shutil.which("taskset"):
+                cmd = ["taskset", "-c", str(cpu)] + cmd
+            else:
+                pre = lambda: os.sched_setaffinity(0, {cpu})  # noqa: E731
+        subprocess.run(cmd, check=True, preexec_fn=pre)
+        return json.loads(out_json.read_text())
 
 
 def top_processes(n: int = 4) -> list[str]:
