@@ -8,10 +8,13 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -55,6 +58,38 @@ def machine_info() -> dict:
         "numpy": np.__version__,
         "recordflow": getattr(rf, "__version__", "?"),
     }
+
+
+@dataclass
+class Contender:
+    """One side of a timed comparison and its measurements, one entry per measured run."""
+
+    name: str
+    side: str  # "rf", "tf" (the peer candidates) or "info"
+    fn: Callable[[], Any]
+    iters: int = 1  # calls (or epochs) per run, calibrated in the warm-up
+    wall: list[float] = field(default_factory=list)  # seconds per call
+    cpu: list[float] = field(default_factory=list)
+    faults: list[float] = field(default_factory=list)  # minor page faults per call
+
+    def median_wall(self) -> float:
+        return statistics.median(self.wall)
+
+    def median_cpu(self) -> float:
+        return statistics.median(self.cpu)
+
+
+def cpu_busy(cpu: int | None = None) -> float:
+    """Seconds of CPU the machine (or one CPU) spent busy since boot, all processes, from
+    /proc/stat (busy = user nice system irq softirq steal; idle and iowait are not)."""
+    want = "cpu" if cpu is None else f"cpu{cpu}"
+    for line in Path("/proc/stat").read_text().splitlines():
+        parts = line.split()
+        if parts and parts[0] == want:
+            vals = [int(x) for x in parts[1:]]
+            idle = vals[3] + (vals[4] if len(vals) > 4 else 0)  # idle + iowait
+            return (sum(vals[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    return 0.0
 
 
 def run_child_json(script: str, child_args: list[str], cpu: int | None) -> dict:
