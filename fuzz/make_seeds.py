@@ -15,6 +15,7 @@ GOLDEN = os.path.join(HERE, "..", "testdata", "golden")
 OUT = os.path.join(HERE, "corpus", "record_reader")
 
 sys.path.insert(0, GOLDEN)
+from seedlib import write_seeds  # noqa: E402  (next to this script)
 from tfrecord_ref import frame  # noqa: E402  (TFRecord framing independent of recordflow)
 
 
@@ -36,10 +37,7 @@ def main():
         seeds["golden_head_skip"] = bytes([4 | 16]) + f.read(4096)
     with open(os.path.join(GOLDEN, "empty.tfrecord.gz"), "rb") as f:
         seeds["golden_empty_gzip"] = bytes([1]) + f.read()
-    for name, data in seeds.items():
-        with open(os.path.join(OUT, name), "wb") as f:
-            f.write(data)
-    print(f"wrote {len(seeds)} seeds to {OUT}")
+    write_seeds(seeds, OUT)
 
 
 if __name__ == "__main__":
