@@ -23,21 +23,39 @@ import recordflow as rf
 HERE = Path(__file__).resolve().parent
 
 
+def cpu_identity(unknown: str = "?") -> tuple[str, str, str]:
+    """(model name, cpu family, model number) of the first CPU in /proc/cpuinfo; `unknown` for the
+    name and "?" for the numbers when it does not say."""
+    name, family, number = unknown, "?", "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            k, _, v = line.partition(":")
+            k, v = k.strip(), v.strip()
+            if k == "model name" and name == unknown:
+                name = v
+            elif k == "cpu family" and family == "?":
+                family = v
+            elif k == "model" and number == "?":
+                number = v
+    except OSError:
+        pass
+    return name, family, number
+
+
+def mem_total_gib() -> float | None:
+    """MemTotal from /proc/meminfo in GiB, None when it is not there."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return None
+
+
 def machine_info() -> dict:
-    model, family, mnum = "unknown", "?", "?"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        k, _, v = line.partition(":")
-        k, v = k.strip(), v.strip()
-        if k == "model name" and model == "unknown":
-            model = v
-        elif k == "cpu family" and family == "?":
-            family = v
-        elif k == "model" and mnum == "?":
-            mnum = v
-    mem = 0.0
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            mem = int(line.split()[1]) / 2**20
+    model, family, mnum = cpu_identity("unknown")
+    mem = mem_total_gib() or 0.0
     core = Path(rf._core.__file__)
     try:
         head = subprocess.run(["git", "-C", str(HERE), "log", "-1", "--format=%h %cI"],
