@@ -48,7 +48,7 @@ from typing import Callable
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
 
 import numpy as np  # noqa: E402
-from benchlib import cpu_identity, mem_total_gib  # noqa: E402
+from benchlib import cpu_identity, fmt_rate, mem_total_gib  # noqa: E402
 
 import recordflow as rf  # noqa: E402
 
@@ -397,14 +397,6 @@ def machine_info() -> dict:
         "tensorflow": tf.__version__,
         "numpy": np.__version__,
     }
-
-
-def fmt_rate(x: float) -> str:
-    if x >= 1e6:
-        return f"{x / 1e6:.2f} M"
-    if x >= 1e3:
-        return f"{x / 1e3:.1f} k"
-    return f"{x:.0f}"
 
 
 KIND_TITLE = {
