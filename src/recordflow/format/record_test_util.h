@@ -15,6 +15,20 @@
 
 namespace recordflow::format::testing {
 
+// True in ASan and TSan builds: they reserve terabytes of address space, so a test that limits
+// RLIMIT_AS cannot run there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kUnderSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kUnderSanitizer = true;
+#else
+inline constexpr bool kUnderSanitizer = false;
+#endif
+#else
+inline constexpr bool kUnderSanitizer = false;
+#endif
+
 inline std::string MakeTempDir() {
   std::string tmpl = ::testing::TempDir() + "rf_test_XXXXXX";
   EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
