@@ -65,20 +65,17 @@ import json
 import math
 import os
 import resource
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
 
 import numpy as np  # noqa: E402
-from benchlib import fmt_rate, machine_info, top_processes  # noqa: E402
+from benchlib import Contender, fmt_rate, machine_info, run_child_json, top_processes  # noqa: E402
+from benchlib import cpu_busy as cpu_busy_seconds  # noqa: E402
 
 import recordflow as rf  # noqa: E402
 
@@ -219,32 +216,6 @@ def verify(w: Workload, rf_out: dict, tf_out: dict, variant: str) -> None:
 
 # --------------------------------------------------------------------------------------------
 # Measurement
-
-
-@dataclass
-class Contender:
-    name: str
-    side: str  # "rf", "tf" (peer candidates) or "info"
-    fn: Callable[[], Any]
-    iters: int = 1
-    wall: list[float] = field(default_factory=list)  # seconds per call, one entry per run
-    cpu: list[float] = field(default_factory=list)
-    faults: list[float] = field(default_factory=list)  # minor page faults per call
-
-    def median_wall(self) -> float:
-        return statistics.median(self.wall)
-
-    def median_cpu(self) -> float:
-        return statistics.median(self.cpu)
-
-
-def cpu_busy_seconds() -> float:
-    """Seconds of CPU the whole machine spent busy (all processes), from /proc/stat."""
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    vals = [int(x) for x in fields]
-    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)  # idle + iowait
-    busy = sum(vals[:8]) - idle  # user nice system idle iowait irq softirq steal
-    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def run_once(c: Contender) -> tuple[float, float, float]:
@@ -496,21 +467,11 @@ def markdown(sections: list[dict], info: dict, meta: dict) -> str:
 def run_child(args, rf_only: bool, cpu: int | None) -> dict:
     """Runs the workloads in a fresh interpreter: pinned to `cpu` (taskset -c), or with recordflow
     alone (TensorFlow never imported, so nothing else shapes the heap and threads)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out_json = Path(tmp) / "child.json"
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child-json", str(out_json),
-               "--runs", str(args.runs), "--warmup", str(args.warmup),
-               "--min-time", str(args.min_time), "--batch", str(args.batch), "--seed", str(args.seed)]
-        if rf_only:
-            cmd.append("--child-rf-only")
-        pre = None
-        if cpu is not None:
-            if shutil.which("taskset"):
-                cmd = ["taskset", "-c", str(cpu)] + cmd
-            else:
-                pre = lambda: os.sched_setaffinity(0, {cpu})  # noqa: E731
-        subprocess.run(cmd, check=True, preexec_fn=pre)
-        return json.loads(out_json.read_text())
+    child_args = ["--runs", str(args.runs), "--warmup", str(args.warmup), "--min-time", str(args.min_time),
+                  "--batch", str(args.batch), "--seed", str(args.seed)]
+    if rf_only:
+        child_args.append("--child-rf-only")
+    return run_child_json(__file__, child_args, cpu)
 
 
 def main() -> int:

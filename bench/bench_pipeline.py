@@ -78,20 +78,17 @@ import json
 import math
 import os
 import resource
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
 
 import numpy as np  # noqa: E402
-from benchlib import fmt_rate, machine_info, top_processes  # noqa: E402
+from benchlib import Contender, fmt_rate, machine_info, run_child_json, top_processes  # noqa: E402
+from benchlib import cpu_busy as cpu_busy_seconds  # noqa: E402
 
 import recordflow as rf  # noqa: E402
 
@@ -296,35 +293,6 @@ def verify(tf, w: Workload, seed: int, batches: int = 3) -> None:
 
 # --------------------------------------------------------------------------------------------
 # Measurement
-
-
-@dataclass
-class Contender:
-    name: str
-    side: str  # "rf", "tf" or "info"
-    fn: Callable[[], tuple[int, Any]]
-    iters: int = 1  # epochs per run (calibrated in the warm-up)
-    wall: list[float] = field(default_factory=list)  # seconds per epoch, one entry per run
-    cpu: list[float] = field(default_factory=list)
-    faults: list[float] = field(default_factory=list)  # minor page faults per epoch
-
-    def median_wall(self) -> float:
-        return statistics.median(self.wall)
-
-    def median_cpu(self) -> float:
-        return statistics.median(self.cpu)
-
-
-def cpu_busy_seconds(cpu: int | None = None) -> float:
-    """Seconds of CPU the machine (or one CPU) spent busy, all processes, from /proc/stat."""
-    want = "cpu" if cpu is None else f"cpu{cpu}"
-    for line in Path("/proc/stat").read_text().splitlines():
-        parts = line.split()
-        if parts and parts[0] == want:
-            vals = [int(x) for x in parts[1:]]
-            idle = vals[3] + (vals[4] if len(vals) > 4 else 0)  # idle + iowait
-            return (sum(vals[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-    return 0.0
 
 
 def run_once(w: Workload, c: Contender) -> tuple[float, float, float]:
@@ -557,19 +525,10 @@ def markdown(sections: list[dict], info: dict, meta: dict) -> str:
 
 def run_child(args, cpu: int) -> dict:
     """Runs the workloads in a fresh interpreter pinned to `cpu` (taskset -c)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out_json = Path(tmp) / "child.json"
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child-json", str(out_json),
-               "--runs", str(args.runs), "--warmup", str(args.warmup), "--seed", str(args.seed),
-               "--min-time", str(args.min_time),
-               "--data-dir", str(args.data_dir)] + (["--quick"] if args.quick else [])
-        pre = None
-        if shutil.which("taskset"):
-            cmd = ["taskset", "-c", str(cpu)] + cmd
-        else:
-            pre = lambda: os.sched_setaffinity(0, {cpu})  # noqa: E731
-        subprocess.run(cmd, check=True, preexec_fn=pre)
-        return json.loads(out_json.read_text())
+    child_args = ["--runs", str(args.runs), "--warmup", str(args.warmup), "--seed", str(args.seed),
+                  "--min-time", str(args.min_time),
+                  "--data-dir", str(args.data_dir)] + (["--quick"] if args.quick else [])
+    return run_child_json(__file__, child_args, cpu)
 
 
 def main() -> int:

@@ -48,6 +48,7 @@ from typing import Callable
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
 
 import numpy as np  # noqa: E402
+from benchlib import cpu_identity, fmt_rate, mem_total_gib  # noqa: E402
 
 import recordflow as rf  # noqa: E402
 
@@ -368,26 +369,9 @@ def row_result(row: Row) -> dict:
 
 
 def machine_info() -> dict:
-    cpu = family = model = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            key, value = key.strip(), value.strip()
-            if key == "model name" and cpu == "?":
-                cpu = value
-            elif key == "cpu family" and family == "?":
-                family = value
-            elif key == "model" and model == "?":
-                model = value
-    except OSError:
-        pass
-    mem = "?"
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-    except OSError:
-        pass
+    cpu, family, model = cpu_identity()
+    gib = mem_total_gib()
+    mem = "?" if gib is None else f"{gib:.1f} GiB"
     import tensorflow as tf
 
     core = Path(rf._core.__file__)
@@ -413,14 +397,6 @@ def machine_info() -> dict:
         "tensorflow": tf.__version__,
         "numpy": np.__version__,
     }
-
-
-def fmt_rate(x: float) -> str:
-    if x >= 1e6:
-        return f"{x / 1e6:.2f} M"
-    if x >= 1e3:
-        return f"{x / 1e3:.1f} k"
-    return f"{x:.0f}"
 
 
 KIND_TITLE = {

@@ -4,10 +4,17 @@ and rates printed the same way."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
+import shutil
+import statistics
 import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -16,21 +23,39 @@ import recordflow as rf
 HERE = Path(__file__).resolve().parent
 
 
+def cpu_identity(unknown: str = "?") -> tuple[str, str, str]:
+    """(model name, cpu family, model number) of the first CPU in /proc/cpuinfo; `unknown` for the
+    name and "?" for the numbers when it does not say."""
+    name, family, number = unknown, "?", "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            k, _, v = line.partition(":")
+            k, v = k.strip(), v.strip()
+            if k == "model name" and name == unknown:
+                name = v
+            elif k == "cpu family" and family == "?":
+                family = v
+            elif k == "model" and number == "?":
+                number = v
+    except OSError:
+        pass
+    return name, family, number
+
+
+def mem_total_gib() -> float | None:
+    """MemTotal from /proc/meminfo in GiB, None when it is not there."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return None
+
+
 def machine_info() -> dict:
-    model, family, mnum = "unknown", "?", "?"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        k, _, v = line.partition(":")
-        k, v = k.strip(), v.strip()
-        if k == "model name" and model == "unknown":
-            model = v
-        elif k == "cpu family" and family == "?":
-            family = v
-        elif k == "model" and mnum == "?":
-            mnum = v
-    mem = 0.0
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            mem = int(line.split()[1]) / 2**20
+    model, family, mnum = cpu_identity("unknown")
+    mem = mem_total_gib() or 0.0
     core = Path(rf._core.__file__)
     try:
         head = subprocess.run(["git", "-C", str(HERE), "log", "-1", "--format=%h %cI"],
@@ -51,6 +76,55 @@ def machine_info() -> dict:
         "numpy": np.__version__,
         "recordflow": getattr(rf, "__version__", "?"),
     }
+
+
+@dataclass
+class Contender:
+    """One side of a timed comparison and its measurements, one entry per measured run."""
+
+    name: str
+    side: str  # "rf", "tf" (the peer candidates) or "info"
+    fn: Callable[[], Any]
+    iters: int = 1  # calls (or epochs) per run, calibrated in the warm-up
+    wall: list[float] = field(default_factory=list)  # seconds per call
+    cpu: list[float] = field(default_factory=list)
+    faults: list[float] = field(default_factory=list)  # minor page faults per call
+
+    def median_wall(self) -> float:
+        return statistics.median(self.wall)
+
+    def median_cpu(self) -> float:
+        return statistics.median(self.cpu)
+
+
+def cpu_busy(cpu: int | None = None) -> float:
+    """Seconds of CPU the machine (or one CPU) spent busy since boot, all processes, from
+    /proc/stat (busy = user nice system irq softirq steal; idle and iowait are not)."""
+    want = "cpu" if cpu is None else f"cpu{cpu}"
+    for line in Path("/proc/stat").read_text().splitlines():
+        parts = line.split()
+        if parts and parts[0] == want:
+            vals = [int(x) for x in parts[1:]]
+            idle = vals[3] + (vals[4] if len(vals) > 4 else 0)  # idle + iowait
+            return (sum(vals[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
+def run_child_json(script: str, child_args: list[str], cpu: int | None) -> dict:
+    """Runs `script --child-json FILE child_args...` in a fresh interpreter, pinned to `cpu` when
+    it is not None (taskset -c, or sched_setaffinity where taskset is missing), and returns the
+    JSON the child wrote to FILE."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out_json = Path(tmp) / "child.json"
+        cmd = [sys.executable, str(Path(script).resolve()), "--child-json", str(out_json), *child_args]
+        pre = None
+        if cpu is not None:
+            if shutil.which("taskset"):
+                cmd = ["taskset", "-c", str(cpu)] + cmd
+            else:
+                pre = lambda: os.sched_setaffinity(0, {cpu})  # noqa: E731
+        subprocess.run(cmd, check=True, preexec_fn=pre)
+        return json.loads(out_json.read_text())
 
 
 def top_processes(n: int = 4) -> list[str]:

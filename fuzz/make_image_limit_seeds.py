@@ -14,6 +14,7 @@ import zlib
 
 import numpy as np
 from PIL import Image
+from seedlib import write_seeds  # (next to this script)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUTS = [os.path.join(HERE, "corpus", "image_probe"), os.path.join(HERE, "corpus", "image_decode")]
@@ -73,12 +74,7 @@ def main():
         "gif_truncated": gif[:-5],
         "bmp_truncated": bmp[:-40],
     }
-    for out in OUTS:
-        os.makedirs(out, exist_ok=True)
-        for name, data in seeds.items():
-            with open(os.path.join(out, name), "wb") as f:
-                f.write(data)
-    print(f"wrote {len(seeds)} seeds to each of {', '.join(OUTS)}")
+    write_seeds(seeds, *OUTS)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import io
 import os
 
 from PIL import Image
+from seedlib import write_seeds  # (next to this script)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "image_probe")
 
@@ -51,10 +52,7 @@ def main():
     damaged[len(damaged) // 2] ^= 0xFF
     seeds["jpeg_damaged"] = bytes(damaged)
     seeds["png_truncated"] = seeds["png_rgb"][:40]
-    for name, data in seeds.items():
-        with open(os.path.join(OUT, name), "wb") as f:
-            f.write(data)
-    print(f"wrote {len(seeds)} seeds to {OUT}")
+    write_seeds(seeds, OUT)
 
 
 if __name__ == "__main__":

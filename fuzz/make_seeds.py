@@ -7,34 +7,16 @@ Seeds come from the TensorFlow-written golden files plus hand-damaged variants.
 """
 import gzip
 import os
-import struct
+import sys
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "..", "testdata", "golden")
 OUT = os.path.join(HERE, "corpus", "record_reader")
 
-
-def crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
-
-
-def masked(data: bytes) -> int:
-    c = crc32c(data)
-    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def frame(payloads):
-    out = b""
-    for p in payloads:
-        length = struct.pack("<Q", len(p))
-        out += length + struct.pack("<I", masked(length)) + p + struct.pack("<I", masked(p))
-    return out
+sys.path.insert(0, GOLDEN)
+from seedlib import write_seeds  # noqa: E402  (next to this script)
+from tfrecord_ref import frame  # noqa: E402  (TFRecord framing independent of recordflow)
 
 
 def main():
@@ -55,10 +37,7 @@ def main():
         seeds["golden_head_skip"] = bytes([4 | 16]) + f.read(4096)
     with open(os.path.join(GOLDEN, "empty.tfrecord.gz"), "rb") as f:
         seeds["golden_empty_gzip"] = bytes([1]) + f.read()
-    for name, data in seeds.items():
-        with open(os.path.join(OUT, name), "wb") as f:
-            f.write(data)
-    print(f"wrote {len(seeds)} seeds to {OUT}")
+    write_seeds(seeds, OUT)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,9 @@
 // Bindings for the example layer: Example encode/decode and batch parsing into NumPy arrays
 // that own recordflow's buffers (no copy of numeric data).
+//
+// Over 600 lines: Example encode/decode, the two parsers and the columnar batch encoder that
+// spark.py calls all convert through the same Feature <-> Python and Column -> NumPy/Arrow
+// functions defined at the top; one translation unit keeps those conversions in one place.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>

@@ -36,7 +36,9 @@ from __future__ import annotations
 import os
 import random
 import struct
+import sys
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -46,49 +48,13 @@ tf = pytest.importorskip("tensorflow")
 
 import recordflow as rf  # noqa: E402  (after the TensorFlow fallback on purpose)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "testdata" / "golden"))
+import tfrecord_ref  # noqa: E402  (the reference wire encoding, independent of recordflow)
+
 # ---- protobuf wire helpers (hand-built encodings, and re-sorting TensorFlow's map entries) -----
 
-
-def _varint(n: int) -> bytes:
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _tag(field: int, wire_type: int) -> bytes:
-    return _varint((field << 3) | wire_type)
-
-
-def _ld(field: int, payload: bytes) -> bytes:
-    return _tag(field, 2) + _varint(len(payload)) + payload
-
-
-def _read_varint(b: bytes, i: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        c = b[i]
-        i += 1
-        value |= (c & 0x7F) << shift
-        shift += 7
-        if c < 0x80:
-            return value, i
-
-
-def _ld_fields(b: bytes) -> list[tuple[int, bytes]]:
-    """(field, payload) of a message made only of length-delimited fields (what TF writes at
-    every level above the lists)."""
-    out, i = [], 0
-    while i < len(b):
-        tag, i = _read_varint(b, i)
-        assert tag & 7 == 2, f"unexpected wire type in {b!r}"
-        n, i = _read_varint(b, i)
-        out.append((tag >> 3, b[i:i + n]))
-        i += n
-    return out
+_varint, _tag, _ld = tfrecord_ref.varint, tfrecord_ref.tag, tfrecord_ref.ld
+_read_varint, _ld_fields = tfrecord_ref.read_varint, tfrecord_ref.ld_fields
 
 
 def _entry_key(entry: bytes) -> bytes:

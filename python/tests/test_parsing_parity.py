@@ -12,6 +12,8 @@ shapes, dtypes), and where TensorFlow fails recordflow must fail too, naming the
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +25,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # does not skip.
 import tensorflow as tf  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "testdata" / "golden"))
+import tf_features  # noqa: E402  (the builders the golden-file generators use)
+
 # ---- inputs, as TensorFlow's test builds them ----
 
 
@@ -30,28 +35,15 @@ def feature(**kw):
     return tf.train.Feature(**kw)
 
 
-def int64_feature(v):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=v))
-
-
-def float_feature(v):
-    return tf.train.Feature(float_list=tf.train.FloatList(value=v))
-
-
-def bytes_feature(v):
-    return tf.train.Feature(bytes_list=tf.train.BytesList(value=v))
+int64_feature, float_feature, bytes_feature = tf_features.i64, tf_features.f32, tf_features.byt
 
 
 def example(d):
-    return tf.train.Example(features=tf.train.Features(feature=d)).SerializeToString()
+    return tf_features.example(d, deterministic=False)
 
 
 def sequence_example(context=None, lists=None):
-    return tf.train.SequenceExample(
-        context=tf.train.Features(feature=context or {}),
-        feature_lists=tf.train.FeatureLists(feature_list={
-            k: tf.train.FeatureList(feature=v) for k, v in (lists or {}).items()}),
-    ).SerializeToString()
+    return tf_features.seq_example(context or {}, lists, deterministic=False)
 
 
 # ---- the same spec on both sides ----

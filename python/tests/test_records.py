@@ -2,35 +2,16 @@
 
 import gzip
 import os
-import struct
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
 import recordflow as rf
 
-
-def frame(payloads):
-    """TFRecord framing written independently of recordflow's writer (pure Python CRC)."""
-
-    def crc32c(data):
-        crc = 0xFFFFFFFF
-        for b in data:
-            crc ^= b
-            for _ in range(8):
-                crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-        return crc ^ 0xFFFFFFFF
-
-    def masked(data):
-        c = crc32c(data)
-        return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-    out = b""
-    for p in payloads:
-        n = struct.pack("<Q", len(p))
-        out += n + struct.pack("<I", masked(n)) + p + struct.pack("<I", masked(p))
-    return out
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "testdata" / "golden"))
+from tfrecord_ref import frame  # noqa: E402  (TFRecord framing independent of recordflow's writer)
 
 PAYLOADS = [b"", b"a", b"hello world", bytes(range(256)), b"x" * 70000]
 

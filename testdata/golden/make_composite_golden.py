@@ -28,19 +28,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tensorflow as tf  # noqa: E402
-
-
-def i64(v):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=v))
-
-
-def f32(v):
-    return tf.train.Feature(float_list=tf.train.FloatList(value=v))
-
-
-def example(d):
-    return tf.train.Example(features=tf.train.Features(feature=d)).SerializeToString(deterministic=True)
-
+from tf_features import example, f32, i64  # noqa: E402  (next to this script)
 
 RECORDS = [
     example({"rt_values": f32([3, 4, 5, 6]), "rt_splits": i64([0, 1, 4]), "rt_lengths": i64([1, 3]),

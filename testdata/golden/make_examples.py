@@ -29,48 +29,9 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tensorflow as tf  # noqa: E402
+from tfrecord_ref import ld, ld_fields, tag, varint  # noqa: E402  (next to this script)
 
 # ---- wire helpers, for the hand-encoded records and the canonical encoding ----------------------
-
-
-def varint(n: int) -> bytes:
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def tag(field: int, wire_type: int) -> bytes:
-    return varint((field << 3) | wire_type)
-
-
-def ld(field: int, payload: bytes) -> bytes:
-    return tag(field, 2) + varint(len(payload)) + payload
-
-
-def read_varint(b: bytes, i: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        value |= (b[i] & 0x7F) << shift
-        shift += 7
-        i += 1
-        if b[i - 1] < 0x80:
-            return value, i
-
-
-def ld_fields(b: bytes) -> list[tuple[int, bytes]]:
-    """(field, payload) of a message made of length-delimited fields only."""
-    out, i = [], 0
-    while i < len(b):
-        t, i = read_varint(b, i)
-        assert t & 7 == 2
-        n, i = read_varint(b, i)
-        out.append((t >> 3, b[i:i + n]))
-        i += n
-    return out
 
 
 def shuffled_maps(serialized: bytes, seed: int) -> bytes:

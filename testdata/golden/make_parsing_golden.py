@@ -29,28 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-
-def i64(v):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=v))
-
-
-def f32(v):
-    return tf.train.Feature(float_list=tf.train.FloatList(value=v))
-
-
-def byt(v):
-    return tf.train.Feature(bytes_list=tf.train.BytesList(value=v))
-
-
-def example(d):
-    return tf.train.Example(features=tf.train.Features(feature=d)).SerializeToString(deterministic=True)
-
-
-def seq_example(lists):
-    return tf.train.SequenceExample(feature_lists=tf.train.FeatureLists(feature_list={
-        k: tf.train.FeatureList(feature=v) for k, v in lists.items()})).SerializeToString(deterministic=True)
-
+from tf_features import byt, example, f32, i64, seq_example  # noqa: E402  (next to this script)
 
 EXAMPLES = [
     example({"seq": i64([1, 2, 3, 4]), "s": byt([b"a"]), "f": f32([0.5, 1.5])}),
@@ -67,10 +46,10 @@ EXAMPLE_SPEC = {
 BAD_EXAMPLE = example({"seq": i64([1, 2, 3])})
 
 SEQUENCES = [
-    seq_example({"x": [i64([1, 2]), i64([3, 4])], "y": [f32([0.25])]}),
-    seq_example({"x": []}),
-    seq_example({"x": [i64([-1, 1 << 33])], "y": [f32([1]), f32([2]), f32([3])]}),
-    seq_example({"y": [f32([9])]}),  # no "x": TF's required feature list is missing
+    seq_example(lists={"x": [i64([1, 2]), i64([3, 4])], "y": [f32([0.25])]}),
+    seq_example(lists={"x": []}),
+    seq_example(lists={"x": [i64([-1, 1 << 33])], "y": [f32([1]), f32([2]), f32([3])]}),
+    seq_example(lists={"y": [f32([9])]}),  # no "x": TF's required feature list is missing
 ]
 
 

@@ -13,6 +13,9 @@ set -u
 RF="$RECORDFLOW"
 T="$(mktemp -d "${TMPDIR:-/tmp}/recordflow_cli_test.XXXXXX")"
 trap 'rm -rf "$T"' EXIT
+# testdata/golden/tfrecord_ref.py: the pure-Python TFRecord framing and protobuf wire pieces the
+# Python tests check against too (no recordflow code).
+export PYTHONPATH="$(cd "$(dirname "$0")/../../testdata/golden" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
 
 passed=0
 failed=0
@@ -28,37 +31,14 @@ name=""
 python3 - "$T" <<'PY' || { echo "test data generation failed" >&2; exit 1; }
 import base64, gzip, os, struct, sys, zlib
 
+from tfrecord_ref import crc32c, frame
+
 out = sys.argv[1]
-
-def make_table():
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-TABLE = make_table()
-
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-def masked(data):
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
 
-def frame(payload):
-    length = struct.pack("<Q", len(payload))
-    return length + struct.pack("<I", masked(length)) + payload + struct.pack("<I", masked(payload))
-
 payloads = [b"alpha", b"", b"hello, world", bytes(range(256)), b"\x00\x01\x02\xff"]
-good = b"".join(frame(p) for p in payloads)
+good = frame(payloads)
 offsets, pos = [], 0
 for p in payloads:
     offsets.append((pos, 16 + len(p)))
@@ -527,17 +507,9 @@ name="a header with a valid CRC claiming 1 TiB is a truncation (exit 3), not a l
 cp good.tfrecord huge_claim.tfrecord
 python3 - huge_claim.tfrecord <<'PY'
 import struct, sys
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
-c = crc32c(struct.pack("<Q", 1 << 40))
-masked = ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+from tfrecord_ref import masked
 with open(sys.argv[1], "ab") as f:
-    f.write(struct.pack("<QI", 1 << 40, masked) + b"abc")
+    f.write(struct.pack("<QI", 1 << 40, masked(struct.pack("<Q", 1 << 40))) + b"abc")
 PY
 run verify huge_claim.tfrecord
 expect_rc 3; expect_out_has "truncated record"
@@ -555,35 +527,9 @@ expect_rc 3; expect_out_has "truncated record"
 python3 - "$T" <<'PY' || { echo "inspect test data generation failed" >&2; exit 1; }
 import gzip, os, struct, sys
 
+from tfrecord_ref import frame, ld, varint
+
 out = sys.argv[1]
-
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
-
-def masked(data):
-    c = crc32c(data)
-    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-def frame(payload):
-    length = struct.pack("<Q", len(payload))
-    return length + struct.pack("<I", masked(length)) + payload + struct.pack("<I", masked(payload))
-
-def varint(v):
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-def ld(field, payload):
-    return varint(field << 3 | 2) + varint(len(payload)) + payload
 
 def feature(kind, values):
     if kind == "bytes":
@@ -611,7 +557,7 @@ for i in range(6):
     records.append(example(f))
 
 def write(name, payloads, compress=False):
-    data = b"".join(frame(p) for p in payloads)
+    data = frame(payloads)
     with open(os.path.join(out, name), "wb") as fh:
         fh.write(gzip.compress(data) if compress else data)
 
@@ -855,23 +801,10 @@ RS="$T/rs"
 mkdir -p "$RS/in"
 cat >"$RS/tfr.py" <<'PY'
 import gzip, struct
-T = []
-for n in range(256):
-    c = n
-    for _ in range(8):
-        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-    T.append(c)
-def crc(d):
-    c = 0xFFFFFFFF
-    for b in d:
-        c = T[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-def masked(d):
-    c = crc(d)
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+import tfrecord_ref
+from tfrecord_ref import masked
 def frame(p):
-    l = struct.pack("<Q", len(p))
-    return l + struct.pack("<I", masked(l)) + p + struct.pack("<I", masked(p))
+    return tfrecord_ref.frame([p])
 def records(path):
     data = open(path, "rb").read()
     if path.endswith(".gz"):
@@ -1039,16 +972,7 @@ expect_rc 1; expect_err_has "FIFO"
 mkdir -p "$T/fsize"
 python3 - "$T" <<'PY'
 import struct, sys
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-    return crc ^ 0xFFFFFFFF
-def masked(data):
-    c = crc32c(data)
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+from tfrecord_ref import masked
 length = struct.pack("<Q", 0)
 rec = length + struct.pack("<I", masked(length)) + struct.pack("<I", masked(b""))
 open(sys.argv[1] + "/fsize/many.tfrecord", "wb").write(rec * 4000)  # 64,000 bytes; .idx ~36 KB

@@ -7,9 +7,9 @@ from typing import Callable
 import recordflow as rf
 
 
-def records(n: int, size: int, seed: int = 0) -> list[bytes]:
-    """n distinct records of `size` bytes, seeded."""
-    return [bytes([(seed + i + j) % 251 for j in range(size)]) for i in range(n)]
+def records(n: int, size: int, seed: int = 0, step: int = 1) -> list[bytes]:
+    """n distinct records of `size` bytes, seeded; record i starts at byte seed + i * step."""
+    return [bytes([(seed + i * step + j) % 251 for j in range(size)]) for i in range(n)]
 
 
 def write(url: str, recs: list[bytes], **kw) -> None:

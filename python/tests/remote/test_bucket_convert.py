@@ -114,25 +114,6 @@ def _gcs_get(srv, key: str) -> bytes:
         return r.read()
 
 
-@pytest.fixture
-def s3(s3_server, monkeypatch):
-    for k, v in s3_server.env.items():
-        if k.startswith("AWS_"):
-            monkeypatch.setenv(k, v)
-    s3_server.prefix = f"b-{uuid.uuid4().hex[:8]}"
-    return s3_server
-
-
-@pytest.fixture
-def gcs(gcs_server, monkeypatch):
-    for k in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_OAUTH_ACCESS_TOKEN", "GCS_ENDPOINT_URL",
-              "GCS_HMAC_ACCESS_KEY_ID", "GCS_HMAC_SECRET"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_server.endpoint)
-    gcs_server.prefix = f"b-{uuid.uuid4().hex[:8]}"
-    return gcs_server
-
-
 CONVERT_FLAGS = ("--shards", 4, "--val-fraction", 0.25, "--seed", 7, "--no-progress",
                  "--threads", 2)
 

@@ -24,16 +24,6 @@ from remote.records import records as _records
 from remote.records import write as _write
 
 
-@pytest.fixture
-def gcs(gcs_server, monkeypatch):
-    for k in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_OAUTH_ACCESS_TOKEN", "GCS_ENDPOINT_URL",
-              "GCS_HMAC_ACCESS_KEY_ID", "GCS_HMAC_SECRET"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_server.endpoint)
-    gcs_server.prefix = f"t-{uuid.uuid4().hex[:8]}"
-    return gcs_server
-
-
 def _url(gcs, key: str) -> str:
     return f"gs://{gcs.bucket}/{gcs.prefix}/{key}"
 

@@ -10,17 +10,12 @@ import sys
 
 import pytest
 
-import recordflow as rf
+from remote.records import records
+from remote.records import write as _write
 
 
 def _records(n: int, size: int, seed: int = 0) -> list[bytes]:
-    return [bytes([(seed + i * 7 + j) % 251 for j in range(size)]) for i in range(n)]
-
-
-def _write(url: str, recs: list[bytes]) -> None:
-    with rf.RecordWriter(url) as w:
-        for r in recs:
-            w.write(r)
+    return records(n, size, seed, step=7)
 
 
 def _run(code: str, args: list[str], proxy) -> object:

@@ -17,6 +17,7 @@
 #include "recordflow/convert/plan.h"
 #include "recordflow/example/example.h"
 #include "recordflow/format/record_reader.h"
+#include "recordflow/format/record_test_util.h"
 #include "recordflow/format/record_writer.h"
 #include "recordflow/image/image.h"
 #include "recordflow/image/ops.h"
@@ -255,13 +256,9 @@ TEST_F(ConvertTest, SymlinkedImageKeepsItsNameAndDuplicatesAreListed) {
 // space to spare) is skipped and listed as ResourceExhausted; std::bad_alloc must not escape a
 // worker thread (the run would wait forever for that item) nor end the process.
 TEST_F(ConvertTest, AllocationFailureInAWorkerIsASkippedInputNotAHang) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "sanitizers reserve terabytes of address space; RLIMIT_AS cannot apply";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  GTEST_SKIP() << "sanitizers reserve terabytes of address space; RLIMIT_AS cannot apply";
-#endif
-#endif
+  if (format::testing::kUnderSanitizer) {
+    GTEST_SKIP() << "sanitizers reserve terabytes of address space; RLIMIT_AS cannot apply";
+  }
   Write(root_ / "src/a/ok.jpg", Jpeg(16, 16));
   fs::create_directories(root_ / "src/b");
   {

@@ -9,8 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "recordflow/example/parse.h"
-#include "recordflow/format/record_reader.h"
-#include "recordflow/io/file.h"
+#include "recordflow/format/record_test_util.h"
 
 namespace recordflow::example {
 namespace {
@@ -158,21 +157,10 @@ TEST(CompositeTest, SparseSortsPerRecordAndChecks) {
 
 // ---- testdata/golden/composite*: TensorFlow's results ----
 
-const std::string kGoldenDir = std::string(RF_TESTDATA_DIR) + "/golden";
+const std::string kGoldenDir = format::testing::GoldenDir();
 
 std::vector<std::string> ReadRecords(const std::string& name) {
-  std::vector<std::string> out;
-  auto reader = format::RecordReader::Open(kGoldenDir + "/" + name);
-  EXPECT_TRUE(reader.ok()) << reader.status().ToString();
-  if (!reader.ok()) return out;
-  std::span<const std::byte> record;
-  while (true) {
-    auto more = (*reader)->ReadRecord(&record);
-    EXPECT_TRUE(more.ok()) << more.status().ToString();
-    if (!more.ok() || !*more) break;
-    out.emplace_back(reinterpret_cast<const char*>(record.data()), record.size());
-  }
-  return out;
+  return format::testing::ReadRecordsOrFail(kGoldenDir + "/" + name);
 }
 
 struct Golden {
@@ -185,10 +173,7 @@ struct Golden {
 
 Golden ReadManifest() {
   Golden g;
-  auto text = io::ReadFileToString(kGoldenDir + "/composite_manifest.txt");
-  EXPECT_TRUE(text.ok()) << text.status().ToString();
-  if (!text.ok()) return g;
-  std::istringstream lines(*text);
+  std::istringstream lines(format::testing::ReadTextOrFail(kGoldenDir + "/composite_manifest.txt"));
   std::string line;
   while (std::getline(lines, line)) {
     if (line.empty() || line[0] == '#') continue;

@@ -20,13 +20,12 @@
 
 #include "recordflow/example/example.h"
 #include "recordflow/example/parse.h"
-#include "recordflow/format/record_reader.h"
-#include "recordflow/io/file.h"
+#include "recordflow/format/record_test_util.h"
 
 namespace recordflow::example {
 namespace {
 
-const std::string kGoldenDir = std::string(RF_TESTDATA_DIR) + "/golden";
+const std::string kGoldenDir = format::testing::GoldenDir();
 
 using FeatureLists = std::map<std::string, std::vector<Feature>, std::less<>>;
 
@@ -145,29 +144,15 @@ std::vector<GoldenRecord> ParseManifest(const std::string& text) {
 
 const std::vector<GoldenRecord>& Manifest() {
   static const std::vector<GoldenRecord> records = [] {
-    auto text = io::ReadFileToString(kGoldenDir + "/examples_manifest.txt");
-    EXPECT_TRUE(text.ok()) << text.status().ToString();
-    return text.ok() ? ParseManifest(*text) : std::vector<GoldenRecord>{};
+    return ParseManifest(format::testing::ReadTextOrFail(kGoldenDir + "/examples_manifest.txt"));
   }();
   return records;
 }
 
 // The records of examples.tfrecord, read with recordflow's reader.
 const std::vector<std::string>& GoldenRecords() {
-  static const std::vector<std::string> records = [] {
-    std::vector<std::string> out;
-    auto reader = format::RecordReader::Open(kGoldenDir + "/examples.tfrecord");
-    EXPECT_TRUE(reader.ok()) << reader.status().ToString();
-    if (!reader.ok()) return out;
-    std::span<const std::byte> record;
-    while (true) {
-      auto more = (*reader)->ReadRecord(&record);
-      EXPECT_TRUE(more.ok()) << more.status().ToString();
-      if (!more.ok() || !*more) break;
-      out.emplace_back(reinterpret_cast<const char*>(record.data()), record.size());
-    }
-    return out;
-  }();
+  static const std::vector<std::string> records =
+      format::testing::ReadRecordsOrFail(kGoldenDir + "/examples.tfrecord");
   return records;
 }
 

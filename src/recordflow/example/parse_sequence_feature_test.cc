@@ -6,21 +6,14 @@
 #include <gtest/gtest.h>
 
 #include "recordflow/example/parse.h"
-#include "recordflow/format/record_reader.h"
-#include "recordflow/io/file.h"
+#include "recordflow/example/parse_test_util.h"
+#include "recordflow/format/record_test_util.h"
 
 namespace recordflow::example {
 namespace {
 
-std::vector<std::span<const std::byte>> Spans(const std::vector<std::string>& records) {
-  std::vector<std::span<const std::byte>> out;
-  for (const auto& r : records) out.push_back(std::as_bytes(std::span(r.data(), r.size())));
-  return out;
-}
-
-std::string Str(const Column& c, size_t j) {
-  return c.bytes_data.substr(c.bytes_offsets[j], c.bytes_offsets[j + 1] - c.bytes_offsets[j]);
-}
+using testing::Spans;
+using testing::Str;
 
 std::string ExampleWith(const std::string& key, Feature f) {
   Features features;
@@ -152,29 +145,16 @@ TEST(FixedLenSequenceTest, SequenceRequiredFeatureList) {
       << s.message();
 }
 
-const std::string kGoldenDir = std::string(RF_TESTDATA_DIR) + "/golden";
+const std::string kGoldenDir = format::testing::GoldenDir();
 
 std::vector<std::string> ReadRecords(const std::string& name) {
-  std::vector<std::string> out;
-  auto reader = format::RecordReader::Open(kGoldenDir + "/" + name);
-  EXPECT_TRUE(reader.ok()) << reader.status().ToString();
-  if (!reader.ok()) return out;
-  std::span<const std::byte> record;
-  while (true) {
-    auto more = (*reader)->ReadRecord(&record);
-    EXPECT_TRUE(more.ok()) << more.status().ToString();
-    if (!more.ok() || !*more) break;
-    out.emplace_back(reinterpret_cast<const char*>(record.data()), record.size());
-  }
-  return out;
+  return format::testing::ReadRecordsOrFail(kGoldenDir + "/" + name);
 }
 
 std::vector<std::vector<std::string>> ManifestLines() {
-  auto text = io::ReadFileToString(kGoldenDir + "/fixed_len_sequence_manifest.txt");
-  EXPECT_TRUE(text.ok()) << text.status().ToString();
   std::vector<std::vector<std::string>> out;
-  if (!text.ok()) return out;
-  std::istringstream lines(*text);
+  std::istringstream lines(
+      format::testing::ReadTextOrFail(kGoldenDir + "/fixed_len_sequence_manifest.txt"));
   std::string line;
   while (std::getline(lines, line)) {
     if (line.empty() || line[0] == '#') continue;

@@ -1,4 +1,5 @@
 #include "recordflow/example/parse.h"
+#include "recordflow/example/parse_test_util.h"
 
 #include <random>
 
@@ -7,15 +8,8 @@
 namespace recordflow::example {
 namespace {
 
-std::vector<std::span<const std::byte>> Spans(const std::vector<std::string>& records) {
-  std::vector<std::span<const std::byte>> out;
-  for (const auto& r : records) out.push_back(std::as_bytes(std::span(r.data(), r.size())));
-  return out;
-}
-
-std::string Str(const Column& c, size_t j) {
-  return c.bytes_data.substr(c.bytes_offsets[j], c.bytes_offsets[j + 1] - c.bytes_offsets[j]);
-}
+using testing::Spans;
+using testing::Str;
 
 std::vector<std::string> Batch(int n) {
   std::vector<std::string> out;

@@ -478,13 +478,9 @@ uint64_t AddressSpaceBytes() {
 }
 
 TEST(AllocationFailureTest, HugeRecordUnderAnAddressSpaceLimitIsResourceExhausted) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "sanitizers reserve terabytes of address space; RLIMIT_AS cannot apply";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  GTEST_SKIP() << "sanitizers reserve terabytes of address space; RLIMIT_AS cannot apply";
-#endif
-#endif
+  if (testing::kUnderSanitizer) {
+    GTEST_SKIP() << "sanitizers reserve terabytes of address space; RLIMIT_AS cannot apply";
+  }
   // A 256 MiB record in a ~256 KiB GZIP file, read with 128 MiB of address space to spare:
   // the record buffer cannot be allocated. That must be an error, not std::bad_alloc
   // escaping (SIGABRT). Run in a child so the limit does not touch the rest of the suite.

@@ -26,13 +26,14 @@
 #include "recordflow/format/crc32c.h"
 #include "recordflow/format/record_index.h"
 #include "recordflow/format/record_reader.h"
+#include "recordflow/format/record_test_util.h"
 #include "recordflow/format/record_writer.h"
 #include "recordflow/io/file.h"
 
 namespace recordflow::format {
 namespace {
 
-const std::string kGoldenDir = std::string(RF_TESTDATA_DIR) + "/golden";
+const std::string kGoldenDir = testing::GoldenDir();
 
 // ---- manifest.txt ---------------------------------------------------------------------------
 
@@ -96,9 +97,7 @@ std::vector<GoldenFile> ParseManifest(const std::string& text) {
 
 const std::vector<GoldenFile>& Manifest() {
   static const std::vector<GoldenFile> files = [] {
-    auto text = io::ReadFileToString(kGoldenDir + "/manifest.txt");
-    EXPECT_TRUE(text.ok()) << text.status().ToString();
-    return text.ok() ? ParseManifest(*text) : std::vector<GoldenFile>{};
+    return ParseManifest(testing::ReadTextOrFail(kGoldenDir + "/manifest.txt"));
   }();
   return files;
 }
@@ -125,29 +124,11 @@ std::string ToHex(std::span<const std::byte> data) {
   return out;
 }
 
-std::string ReadFileOrDie(const std::string& path) {
-  auto text = io::ReadFileToString(path);
-  EXPECT_TRUE(text.ok()) << text.status().ToString();
-  return text.ok() ? *text : std::string();
-}
+using testing::ReadTextOrFail;
 
 std::span<const std::byte> AsBytes(const std::string& s) { return std::as_bytes(std::span(s)); }
 
-// Reads every record of `path` (or fails the test at the first error).
-std::vector<std::string> ReadAll(const std::string& path, RecordReaderOptions options = {}) {
-  std::vector<std::string> out;
-  auto reader = RecordReader::Open(path, options);
-  EXPECT_TRUE(reader.ok()) << reader.status().ToString();
-  if (!reader.ok()) return out;
-  std::span<const std::byte> record;
-  while (true) {
-    auto more = (*reader)->ReadRecord(&record);
-    EXPECT_TRUE(more.ok()) << more.status().ToString();
-    if (!more.ok() || !*more) break;
-    out.emplace_back(reinterpret_cast<const char*>(record.data()), record.size());
-  }
-  return out;
-}
+using testing::ReadRecordsOrFail;
 
 // Checks `records` against the manifest's lengths, CRC32Cs and (short) payload bytes.
 void ExpectMatchesManifest(const GoldenFile& golden, const std::vector<std::string>& records) {
@@ -167,7 +148,7 @@ void ExpectMatchesManifest(const GoldenFile& golden, const std::vector<std::stri
 // The payloads of records.tfrecord, checked against the manifest first.
 const std::vector<std::string>& GoldenPayloads() {
   static const std::vector<std::string> payloads = [] {
-    std::vector<std::string> p = ReadAll(FindGolden("records.tfrecord").path());
+    std::vector<std::string> p = ReadRecordsOrFail(FindGolden("records.tfrecord").path());
     ExpectMatchesManifest(FindGolden("records.tfrecord"), p);
     return p;
   }();
@@ -230,7 +211,7 @@ class GoldenWriteTest : public ::testing::Test {
     }
     Status s = (*writer)->Close();
     EXPECT_TRUE(s.ok()) << s.ToString();
-    return ReadFileOrDie(Path(name));
+    return ReadTextOrFail(Path(name));
   }
 
   std::string dir_;
@@ -282,14 +263,14 @@ class GoldenReadTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenReadTest, CompressionFromFileName) {
   const GoldenFile& g = FindGolden(GetParam());
-  ExpectMatchesManifest(g, ReadAll(g.path()));
+  ExpectMatchesManifest(g, ReadRecordsOrFail(g.path()));
 }
 
 TEST_P(GoldenReadTest, ExplicitCompression) {
   const GoldenFile& g = FindGolden(GetParam());
   RecordReaderOptions options;
   options.compression = g.compression;
-  ExpectMatchesManifest(g, ReadAll(g.path(), options));
+  ExpectMatchesManifest(g, ReadRecordsOrFail(g.path(), options));
 }
 
 TEST_P(GoldenReadTest, SmallestBufferAndNoChecksums) {
@@ -297,9 +278,9 @@ TEST_P(GoldenReadTest, SmallestBufferAndNoChecksums) {
   const GoldenFile& g = FindGolden(GetParam());
   RecordReaderOptions options;
   options.buffer_size = 1;  // clamped to the minimum
-  ExpectMatchesManifest(g, ReadAll(g.path(), options));
+  ExpectMatchesManifest(g, ReadRecordsOrFail(g.path(), options));
   options.verify_checksums = false;
-  ExpectMatchesManifest(g, ReadAll(g.path(), options));
+  ExpectMatchesManifest(g, ReadRecordsOrFail(g.path(), options));
 }
 
 TEST_P(GoldenReadTest, OffsetsAndCountsAfterReading) {
@@ -341,15 +322,15 @@ INSTANTIATE_TEST_SUITE_P(GoldenFiles, GoldenReadTest,
                          });
 
 TEST(GoldenRead, CompressedFilesHoldTheUncompressedBytes) {
-  const std::string raw = ReadFileOrDie(FindGolden("records.tfrecord").path());
-  EXPECT_EQ(Inflate(ReadFileOrDie(FindGolden("records.tfrecord.gz").path()), Compression::kGzip),
+  const std::string raw = ReadTextOrFail(FindGolden("records.tfrecord").path());
+  EXPECT_EQ(Inflate(ReadTextOrFail(FindGolden("records.tfrecord.gz").path()), Compression::kGzip),
             raw);
-  EXPECT_EQ(Inflate(ReadFileOrDie(FindGolden("records.tfrecord.zz").path()), Compression::kZlib),
+  EXPECT_EQ(Inflate(ReadTextOrFail(FindGolden("records.tfrecord.zz").path()), Compression::kZlib),
             raw);
 }
 
 TEST(GoldenRead, TruncatedGoldenFileIsDataLoss) {
-  const std::string raw = ReadFileOrDie(FindGolden("records.tfrecord").path());
+  const std::string raw = ReadTextOrFail(FindGolden("records.tfrecord").path());
   const GoldenFile& g = FindGolden("records.tfrecord");
   ASSERT_FALSE(g.index.empty());
   const IndexEntry last = g.index.back();
@@ -377,7 +358,7 @@ TEST(GoldenRead, TruncatedGoldenFileIsDataLoss) {
 TEST(GoldenRead, TruncatedGoldenGzipIsDataLoss) {
   for (const char* name : {"records.tfrecord.gz", "records.tfrecord.zz"}) {
     const GoldenFile& g = FindGolden(name);
-    const std::string compressed = ReadFileOrDie(g.path());
+    const std::string compressed = ReadTextOrFail(g.path());
     // Dropping the trailer (checksum) or part of the last block must not pass silently.
     for (size_t cut : {size_t{1}, size_t{3}, size_t{100}}) {
       SCOPED_TRACE(std::string(name) + " cut " + std::to_string(cut));
@@ -405,7 +386,7 @@ TEST(GoldenRead, TruncatedGoldenGzipIsDataLoss) {
 // ---- writing what TensorFlow writes ---------------------------------------------------------
 
 TEST_F(GoldenWriteTest, UncompressedIsByteIdenticalToTensorFlow) {
-  const std::string golden = ReadFileOrDie(FindGolden("records.tfrecord").path());
+  const std::string golden = ReadTextOrFail(FindGolden("records.tfrecord").path());
   const std::string ours = Write("records.tfrecord", GoldenPayloads());
   ASSERT_EQ(ours.size(), golden.size());
   EXPECT_TRUE(ours == golden) << "first difference at byte "
@@ -416,7 +397,7 @@ TEST_F(GoldenWriteTest, UncompressedIsByteIdenticalToTensorFlow) {
 
 TEST_F(GoldenWriteTest, UncompressedIsByteIdenticalWhateverTheBufferSize) {
   // Records larger than the buffer take the writer's unbuffered path.
-  const std::string golden = ReadFileOrDie(FindGolden("records.tfrecord").path());
+  const std::string golden = ReadTextOrFail(FindGolden("records.tfrecord").path());
   for (size_t buffer_size : {size_t{1}, size_t{4096}, size_t{5000}, size_t{1} << 16}) {
     RecordWriterOptions options;
     options.buffer_size = buffer_size;
@@ -426,7 +407,7 @@ TEST_F(GoldenWriteTest, UncompressedIsByteIdenticalWhateverTheBufferSize) {
 }
 
 TEST_F(GoldenWriteTest, FlushBetweenRecordsChangesNoByte) {
-  const std::string golden = ReadFileOrDie(FindGolden("records.tfrecord").path());
+  const std::string golden = ReadTextOrFail(FindGolden("records.tfrecord").path());
   RecordWriterOptions options;
   options.sync = false;
   auto writer = RecordWriter::Open(Path("flushed.tfrecord"), options);
@@ -436,11 +417,11 @@ TEST_F(GoldenWriteTest, FlushBetweenRecordsChangesNoByte) {
     ASSERT_TRUE((*writer)->Flush().ok());
   }
   ASSERT_TRUE((*writer)->Close().ok());
-  EXPECT_TRUE(ReadFileOrDie(Path("flushed.tfrecord")) == golden);
+  EXPECT_TRUE(ReadTextOrFail(Path("flushed.tfrecord")) == golden);
 }
 
 TEST_F(GoldenWriteTest, EmptyFileIsByteIdenticalToTensorFlow) {
-  EXPECT_EQ(Write("empty.tfrecord", {}), ReadFileOrDie(FindGolden("empty.tfrecord").path()));
+  EXPECT_EQ(Write("empty.tfrecord", {}), ReadTextOrFail(FindGolden("empty.tfrecord").path()));
 }
 
 class GoldenCompressedWriteTest : public GoldenWriteTest,
@@ -449,7 +430,7 @@ class GoldenCompressedWriteTest : public GoldenWriteTest,
 TEST_P(GoldenCompressedWriteTest, RoundTripsAndInflatesToTensorFlowsBytes) {
   const std::string ext = GetParam();
   const Compression compression = ext == ".gz" ? Compression::kGzip : Compression::kZlib;
-  const std::string raw = ReadFileOrDie(FindGolden("records.tfrecord").path());
+  const std::string raw = ReadTextOrFail(FindGolden("records.tfrecord").path());
   const GoldenFile& golden = FindGolden("records.tfrecord" + ext);
   for (int level : {-1, 0, 1, 9}) {
     SCOPED_TRACE("level " + std::to_string(level));
@@ -460,10 +441,10 @@ TEST_P(GoldenCompressedWriteTest, RoundTripsAndInflatesToTensorFlowsBytes) {
     // Any zlib (TensorFlow's included) decompresses it to exactly TensorFlow's record stream.
     EXPECT_TRUE(Inflate(ours, compression) == raw);
     // recordflow reads it back, by extension and by explicit option.
-    ExpectMatchesManifest(golden, ReadAll(Path(name)));
+    ExpectMatchesManifest(golden, ReadRecordsOrFail(Path(name)));
     RecordReaderOptions read_options;
     read_options.compression = compression;
-    EXPECT_EQ(ReadAll(Path(name), read_options), GoldenPayloads());
+    EXPECT_EQ(ReadRecordsOrFail(Path(name), read_options), GoldenPayloads());
   }
   // Explicit compression on a name without the extension.
   RecordWriterOptions options;
@@ -472,14 +453,14 @@ TEST_P(GoldenCompressedWriteTest, RoundTripsAndInflatesToTensorFlowsBytes) {
   EXPECT_TRUE(Inflate(ours, compression) == raw);
   RecordReaderOptions read_options;
   read_options.compression = compression;
-  EXPECT_EQ(ReadAll(Path("records.plain-name"), read_options), GoldenPayloads());
+  EXPECT_EQ(ReadRecordsOrFail(Path("records.plain-name"), read_options), GoldenPayloads());
 }
 
 TEST_P(GoldenCompressedWriteTest, DefaultLevelIsByteIdenticalToTensorFlow) {
   // Same zlib settings as TensorFlow's writer (default level, memLevel 9, one stream).
   const std::string ext = GetParam();
   const std::string ours = Write("records-tf.tfrecord" + ext, GoldenPayloads());
-  EXPECT_TRUE(ours == ReadFileOrDie(FindGolden("records.tfrecord" + ext).path()));
+  EXPECT_TRUE(ours == ReadTextOrFail(FindGolden("records.tfrecord" + ext).path()));
 }
 
 TEST_P(GoldenCompressedWriteTest, EmptyFileInflatesToNothing) {
@@ -488,7 +469,7 @@ TEST_P(GoldenCompressedWriteTest, EmptyFileInflatesToNothing) {
   const std::string ours = Write("empty.tfrecord" + ext, {});
   EXPECT_FALSE(ours.empty()) << "a compressed stream has a header even with no records";
   EXPECT_EQ(Inflate(ours, compression), "");
-  EXPECT_TRUE(ReadAll(Path("empty.tfrecord" + ext)).empty());
+  EXPECT_TRUE(ReadRecordsOrFail(Path("empty.tfrecord" + ext)).empty());
 }
 
 TEST_P(GoldenCompressedWriteTest, FlushBetweenRecordsReadsBack) {
@@ -504,9 +485,9 @@ TEST_P(GoldenCompressedWriteTest, FlushBetweenRecordsReadsBack) {
     ASSERT_TRUE((*writer)->Flush().ok());
   }
   ASSERT_TRUE((*writer)->Close().ok());
-  EXPECT_TRUE(Inflate(ReadFileOrDie(Path("flushed.tfrecord" + ext)), compression) ==
-              ReadFileOrDie(FindGolden("records.tfrecord").path()));
-  EXPECT_EQ(ReadAll(Path("flushed.tfrecord" + ext)), GoldenPayloads());
+  EXPECT_TRUE(Inflate(ReadTextOrFail(Path("flushed.tfrecord" + ext)), compression) ==
+              ReadTextOrFail(FindGolden("records.tfrecord").path()));
+  EXPECT_EQ(ReadRecordsOrFail(Path("flushed.tfrecord" + ext)), GoldenPayloads());
 }
 
 INSTANTIATE_TEST_SUITE_P(GoldenGzipAndZlib, GoldenCompressedWriteTest,
@@ -553,8 +534,8 @@ TEST_F(GoldenWriteTest, WriterIndexMatchesManifest) {
   RecordWriterOptions options;
   options.write_index = true;
   const std::string ours = Write("records.tfrecord", GoldenPayloads(), options);
-  EXPECT_TRUE(ours == ReadFileOrDie(g.path()));
-  EXPECT_EQ(ReadFileOrDie(Path("records.tfrecord.idx")), expected);
+  EXPECT_TRUE(ours == ReadTextOrFail(g.path()));
+  EXPECT_EQ(ReadTextOrFail(Path("records.tfrecord.idx")), expected);
 
   auto parsed = ReadIndexFile(Path("records.tfrecord.idx"));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
@@ -564,19 +545,19 @@ TEST_F(GoldenWriteTest, WriterIndexMatchesManifest) {
   options.buffer_size = 1;
   options.index_path = Path("elsewhere.idx");
   Write("small-buffer.tfrecord", GoldenPayloads(), options);
-  EXPECT_EQ(ReadFileOrDie(Path("elsewhere.idx")), expected);
+  EXPECT_EQ(ReadTextOrFail(Path("elsewhere.idx")), expected);
   EXPECT_FALSE(std::filesystem::exists(Path("small-buffer.tfrecord.idx")));
 
   // WriteIndexFile writes the same text as the writer.
   ASSERT_TRUE(WriteIndexFile(Path("written.idx"), g.index).ok());
-  EXPECT_EQ(ReadFileOrDie(Path("written.idx")), expected);
+  EXPECT_EQ(ReadTextOrFail(Path("written.idx")), expected);
 }
 
 TEST_F(GoldenWriteTest, WriterIndexOfEmptyFileIsEmpty) {
   RecordWriterOptions options;
   options.write_index = true;
   Write("empty.tfrecord", {}, options);
-  EXPECT_EQ(ReadFileOrDie(Path("empty.tfrecord.idx")), "");
+  EXPECT_EQ(ReadTextOrFail(Path("empty.tfrecord.idx")), "");
 }
 
 }  // namespace

@@ -20,22 +20,9 @@ using testing::Bytes;
 using testing::Frame;
 using testing::MakeTempDir;
 using testing::ReadAllFromMemory;
+using testing::ReadRecordsOrFail;
 using testing::SamplePayloads;
 using testing::ToString;
-
-std::vector<std::string> ReadFile(const std::string& path, RecordReaderOptions options = {}) {
-  auto reader = RecordReader::Open(path, options);
-  EXPECT_TRUE(reader.ok()) << reader.status().ToString();
-  std::vector<std::string> out;
-  std::span<const std::byte> record;
-  while (true) {
-    auto more = (*reader)->ReadRecord(&record);
-    EXPECT_TRUE(more.ok()) << more.status().ToString();
-    if (!more.ok() || !*more) break;
-    out.push_back(ToString(record));
-  }
-  return out;
-}
 
 Status WriteFile(const std::string& path, const std::vector<std::string>& payloads,
                  RecordWriterOptions options = {}) {
@@ -88,7 +75,7 @@ TEST_P(RoundTrip, ManySizesAcrossBufferBoundaries) {
   RecordReaderOptions r;
   r.compression = GetParam().compression;
   r.buffer_size = GetParam().buffer_size;
-  EXPECT_EQ(ReadFile(path, r), payloads);
+  EXPECT_EQ(ReadRecordsOrFail(path, r), payloads);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -102,8 +89,8 @@ TEST(RecordReaderTest, CompressionFromExtension) {
   auto payloads = SamplePayloads();
   ASSERT_TRUE(WriteFile(dir + "/a.tfrecord.gz", payloads).ok());
   ASSERT_TRUE(WriteFile(dir + "/a.tfrecord.zz", payloads).ok());
-  EXPECT_EQ(ReadFile(dir + "/a.tfrecord.gz"), payloads);
-  EXPECT_EQ(ReadFile(dir + "/a.tfrecord.zz"), payloads);
+  EXPECT_EQ(ReadRecordsOrFail(dir + "/a.tfrecord.gz"), payloads);
+  EXPECT_EQ(ReadRecordsOrFail(dir + "/a.tfrecord.zz"), payloads);
   // The gzip file really is gzip.
   auto raw = io::ReadFileToString(dir + "/a.tfrecord.gz");
   ASSERT_TRUE(raw.ok());
@@ -117,7 +104,7 @@ TEST(RecordReaderTest, LargeRecordGrowsBufferThenShrinks) {
   ASSERT_TRUE(WriteFile(dir + "/big.tfrecord", payloads).ok());
   RecordReaderOptions r;
   r.buffer_size = 4096;
-  EXPECT_EQ(ReadFile(dir + "/big.tfrecord", r), payloads);
+  EXPECT_EQ(ReadRecordsOrFail(dir + "/big.tfrecord", r), payloads);
 }
 
 // buffer_bytes() is what the pipeline's memory account charges for an open file.

@@ -11,8 +11,23 @@
 
 #include "recordflow/format/record_format.h"
 #include "recordflow/format/record_reader.h"
+#include "recordflow/io/file.h"
 
 namespace recordflow::format::testing {
+
+// True in ASan and TSan builds: they reserve terabytes of address space, so a test that limits
+// RLIMIT_AS cannot run there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kUnderSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kUnderSanitizer = true;
+#else
+inline constexpr bool kUnderSanitizer = false;
+#endif
+#else
+inline constexpr bool kUnderSanitizer = false;
+#endif
 
 inline std::string MakeTempDir() {
   std::string tmpl = ::testing::TempDir() + "rf_test_XXXXXX";
@@ -74,6 +89,34 @@ inline ReadAllResult ReadAllFromMemory(const std::string& data, RecordReaderOpti
       compression);
   return ReadAll(*reader);
 }
+
+// Reads every record of the file at `path`, failing the calling test at an open or read error
+// (the records before it are returned). The golden-file tests compare these with manifests.
+inline std::vector<std::string> ReadRecordsOrFail(const std::string& path,
+                                                  RecordReaderOptions options = {}) {
+  std::vector<std::string> out;
+  auto reader = RecordReader::Open(path, options);
+  EXPECT_TRUE(reader.ok()) << reader.status().ToString();
+  if (!reader.ok()) return out;
+  std::span<const std::byte> record;
+  while (true) {
+    auto more = (*reader)->ReadRecord(&record);
+    EXPECT_TRUE(more.ok()) << more.status().ToString();
+    if (!more.ok() || !*more) break;
+    out.push_back(ToString(record));
+  }
+  return out;
+}
+
+// The whole file at `path`, or "" after failing the calling test.
+inline std::string ReadTextOrFail(const std::string& path) {
+  auto text = io::ReadFileToString(path);
+  EXPECT_TRUE(text.ok()) << text.status().ToString();
+  return text.ok() ? *text : std::string();
+}
+
+// testdata/golden, the files TensorFlow wrote (see testdata/golden/*.py).
+inline std::string GoldenDir() { return std::string(RF_TESTDATA_DIR) + "/golden"; }
 
 inline std::vector<std::string> SamplePayloads() {
   std::vector<std::string> p = {"", "a", std::string(100, 'x'), "hello world",
