@@ -3,7 +3,8 @@
 //
 // Build against a release tree and run pinned to one core:
 //   cmake --build build/release --target recordflow_tests   # builds the static libraries
-//   g++ -std=c++20 -O2 -Iinclude -Isrc bench/resample_kernels.cc build/release/librecordflow_image.a \
+//   g++ -std=c++20 -O2 -Iinclude -Isrc bench/resample_kernels.cc
+//   build/release/librecordflow_image.a \
 //     build/release/librecordflow_core.a -ljpeg -lpng -lz -lpthread -o /tmp/resample_kernels
 //   taskset -c 0 /tmp/resample_kernels
 //
@@ -67,7 +68,9 @@ int main() {
       const bool same = mine.size() == ref.size() &&
                         std::memcmp(mine.data(), ref.data(), mine.size() * sizeof(float)) == 0;
       std::printf("%-22s %-6s %7.1f us/image  scalar bits: %s\n", c.name,
-                  b == KernelBackend::kScalar ? "scalar" : b == KernelBackend::kSse2 ? "sse2" : "avx2",
+                  b == KernelBackend::kScalar ? "scalar"
+                  : b == KernelBackend::kSse2 ? "sse2"
+                                              : "avx2",
                   best, same ? "yes" : "NO");
     }
   }

@@ -1,7 +1,8 @@
 """Python map/filter on threads under free-threaded CPython (3.13t, built --disable-gil): the
 extension keeps the GIL off, a pure-Python callable runs on two of the map's threads at once
-(a rendezvous, not a timing: the speedup is measured by bench/freethreaded_map.py), order, determinism, checkpoints and error indices hold, and the bindings' objects stay
-sound when several threads use them at once.
+(a rendezvous, not a timing: the speed-up is measured by bench/freethreaded_map.py), order,
+determinism, checkpoints and error indices hold, and the bindings' objects stay sound when
+several threads use them at once.
 
 scripts/freethreaded.sh builds the interpreter and runs this file with
 RF_REQUIRE_FREETHREADED=1: then a GIL interpreter FAILS the tests that need a free-threaded one.
@@ -9,12 +10,10 @@ On a GIL interpreter without that variable only those tests skip; the rest (thre
 concurrent use of one object) run on any CPython."""
 
 import os
-import statistics
 import subprocess
 import sys
 import sysconfig
 import threading
-import time
 
 import map_fns
 import pytest

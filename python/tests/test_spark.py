@@ -4,6 +4,9 @@ distributed conversion, checked with TensorFlow's own parsers and readers.
 One SparkSession (local[2,4]: two cores, up to 4 attempts per task, driver on 127.0.0.1, UI
 off) serves the whole file; a second one (local[1]) runs in a subprocess for the
 executor-count comparison of rfs.convert.
+
+Over 600 lines: every test shares that one session (Spark's start-up is the cost to pay once);
+the standalone-cluster speculation tests are in test_spark_cluster.py.
 """
 
 from __future__ import annotations
