@@ -1,9 +1,43 @@
-"""Module-level callables for test_map_workers.py: worker processes import them by name."""
+"""Module-level callables for test_map_workers.py and test_freethreaded.py (worker processes
+import them by name), and the small dataset and hang-guard helpers both files use."""
 
 import os
+import threading
 import time
 
 import numpy as np
+
+import recordflow as rf
+
+SPEC = {"id": rf.FixedLen([], "int64")}
+N = 40
+
+
+def records(n=N):
+    return [rf.Example({"id": i}).serialize() for i in range(n)]
+
+
+def parsed(n=N):
+    return rf.Dataset.from_records(records(n)).parse(SPEC)
+
+
+def bounded(fn, seconds=60.0):
+    """fn() on a thread; fails the test if it has not returned within ``seconds`` (a hang)."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"did not finish within {seconds} s (hang)"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def double_id(e):
@@ -96,11 +130,3 @@ def spin_fail_at_20(e):
         raise KeyError("no feature at 20")
     return spin_5ms(e)
 
-
-def burn(e, loops=400_000):
-    """A fixed amount of CPU-bound pure-Python work (test_freethreaded.py's burn, importable
-    by worker processes)."""
-    x = 0
-    for i in range(loops):
-        x += i & 7
-    return {"id": int(e["id"]), "x": x}

@@ -17,12 +17,11 @@ import threading
 
 import map_fns
 import pytest
+from map_fns import SPEC, N, bounded, parsed, records  # noqa: F401 - shared helpers
 
 import recordflow as rf
 from recordflow import _workers
 
-SPEC = {"id": rf.FixedLen([], "int64")}
-N = 40
 REQUIRED = os.environ.get("RF_REQUIRE_FREETHREADED") == "1"
 FT_BUILD = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 # Read after `import recordflow` (and NumPy, which it imports): an extension without
@@ -40,32 +39,6 @@ def free_threaded():
             pytest.fail("RF_REQUIRE_FREETHREADED=1: " + reason)
         pytest.skip(reason)
 
-
-def records(n=N):
-    return [rf.Example({"id": i}).serialize() for i in range(n)]
-
-
-def parsed(n=N):
-    return rf.Dataset.from_records(records(n)).parse(SPEC)
-
-
-def bounded(fn, seconds=60.0):
-    """fn() on a thread; fails the test if it has not returned within ``seconds`` (a hang)."""
-    box = {}
-
-    def run():
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), f"did not finish within {seconds} s (hang)"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def burn(e, loops=400_000):

@@ -7,45 +7,15 @@ import gc
 import glob
 import mmap
 import os
-import threading
 import time
 
 import map_fns
 import numpy as np
 import pytest
+from map_fns import SPEC, N, bounded, parsed, records  # noqa: F401 - shared helpers
 
 import recordflow as rf
 from recordflow import _workers
-
-SPEC = {"id": rf.FixedLen([], "int64")}
-N = 40
-
-
-def records(n=N):
-    return [rf.Example({"id": i}).serialize() for i in range(n)]
-
-
-def parsed(n=N):
-    return rf.Dataset.from_records(records(n)).parse(SPEC)
-
-
-def bounded(fn, seconds=60.0):
-    """fn() on a thread; fails the test if it has not returned within ``seconds`` (a hang)."""
-    box = {}
-
-    def run():
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), f"did not finish within {seconds} s (hang)"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def segments():
