@@ -308,20 +308,28 @@ class GaussianBlur(_Op):
 
 class RandomErasing(_Op):
     """torchvision.transforms.v2.RandomErasing on the 8-bit image: place it before ToDtype;
-    ``value`` is in pixel units (0..255), one number or one per channel."""
+    ``value`` is in pixel units (0..255), one number or one per channel, or ``"random"``:
+    per-sample N(0, 1) in the normalized domain of the Normalize that must follow (each sample
+    is round(255 * (mean + std * z)), clamped to 0..255, so after Normalize it is z up to the
+    8-bit quantization and the clamp), deterministic per record and seed."""
 
     def __init__(self, p: float = 0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0,
                  inplace: bool = False):
         if isinstance(value, str):
-            raise ValueError("RandomErasing: value='random' is not supported; give numbers")
+            if value != "random":
+                raise ValueError(f"RandomErasing: value must be numbers or 'random', got {value!r}")
+            self.value = "random"
+        else:
+            self.value = ((float(value),) if isinstance(value, numbers.Number)
+                          else tuple(float(v) for v in value))
         self.p = float(p)
         self.scale = _pair(scale, "RandomErasing: scale")
         self.ratio = _pair(ratio, "RandomErasing: ratio")
-        self.value = (float(value),) if isinstance(value, numbers.Number) else tuple(float(v) for v in value)
 
     def _spec(self):
+        value = self.value if isinstance(self.value, str) else list(self.value)
         return ("RandomErasing", {"p": self.p, "scale": self.scale, "ratio": self.ratio,
-                                  "value": list(self.value)})
+                                  "value": value})
 
 
 def _policy_fill(fill):

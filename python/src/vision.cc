@@ -169,7 +169,11 @@ vision::OpSpec ToOpSpec(const std::string& name, nb::dict d) {
     o.options.p = nb::cast<double>(d["p"]);
     o.options.scale = nb::cast<std::array<double, 2>>(d["scale"]);
     o.options.ratio = nb::cast<std::array<double, 2>>(d["ratio"]);
-    o.options.value = nb::cast<std::vector<double>>(d["value"]);
+    if (nb::isinstance<nb::str>(d["value"])) {
+      o.random_value = true;  // "random" (checked in Python); resolved by vision::Compose
+    } else {
+      o.options.value = nb::cast<std::vector<double>>(d["value"]);
+    }
     return o;
   }
   if (name == "AutoAugment") return vision::AutoAugmentOp{policy()};

@@ -496,6 +496,49 @@ def test_random_erasing_and_policies_are_deterministic_and_change_the_image():
         V.Compose(crop + [V.ToDtype("float32", scale=True), V.RandomErasing()])
 
 
+
+def test_random_erasing_value_random_is_normal_in_the_normalized_domain():
+    # torchvision's value="random" fills N(0, 1) in the normalized domain; here the erase runs
+    # on the 8-bit image, so each sample is round(255 * (mean + std * z)) for the Normalize
+    # that follows: after it, the box holds z up to the 8-bit step and the clamp to 0..255.
+    crop = [V.CenterCrop((96, 120))]
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    tail = [V.ToDtype("float32", scale=True), V.Normalize(mean, std)]
+    numeric = _run(crop + [V.RandomErasing(p=1.0, scale=(0.3, 0.33), value=(255, 0, 255))],
+                   [IMG, IMG2], seed=7)["image"]
+    plain = _run(crop, [IMG, IMG2])["image"]
+    rand = _run(crop + [V.RandomErasing(p=1.0, scale=(0.3, 0.33), value="random")] + tail,
+                [IMG, IMG2], seed=7)["image"]
+    again = _run(crop + [V.RandomErasing(p=1.0, scale=(0.3, 0.33), value="random")] + tail,
+                 [IMG, IMG2], seed=7)["image"]
+    other = _run(crop + [V.RandomErasing(p=1.0, scale=(0.3, 0.33), value="random")] + tail,
+                 [IMG, IMG2], seed=8)["image"]
+    np.testing.assert_array_equal(rand, again)
+    assert not np.array_equal(rand, other)
+    norm_plain = (plain.astype(np.float32) / 255 - np.array(mean, np.float32)[:, None, None]) \
+        / np.array(std, np.float32)[:, None, None]
+    for k in range(2):
+        # The rectangle is the one a numeric value gets with the same seed (the fill's draws
+        # come after the rectangle's).
+        box = np.any(numeric[k] != plain[k], axis=0)
+        ys, xs = np.nonzero(box)
+        inside = np.zeros_like(box)
+        inside[ys.min():ys.max() + 1, xs.min():xs.max() + 1] = True
+        np.testing.assert_allclose(rand[k][:, ~inside], norm_plain[k][:, ~inside], atol=1e-5)
+        z = rand[k][:, inside]
+        assert z.size > 3 * 2000
+        assert abs(float(z.mean())) < 0.05, z.mean()
+        # The clamp at 0 and 255 (about -2.1 and +2.3 sigma here) trims the tails a little.
+        assert 0.88 < float(z.std()) < 1.02, z.std()
+        assert float(z.min()) < -1.9 and float(z.max()) > 2.0
+        # Per channel, neither a constant nor a copy of another channel.
+        assert min(float(z[c].std()) for c in range(3)) > 0.8
+        assert not np.allclose(z[0], z[1])
+    with pytest.raises(ValueError, match="RandomErasing.*Normalize"):
+        V.Compose(crop + [V.RandomErasing(value="random"), V.ToDtype("float32", scale=True)])
+    with pytest.raises(ValueError, match="RandomErasing"):
+        V.RandomErasing(value="noise")
+
 def test_mixup_and_cutmix_mix_each_batch_like_torchvision():
     imgs = [IMG, IMG2, IMG, IMG2]
     crop = [V.CenterCrop((48, 64))]

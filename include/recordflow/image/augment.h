@@ -124,11 +124,17 @@ Result<Image> RandomGaussianBlur(const Image& image, const GaussianBlurOptions& 
 // v2.RandomErasing: with probability p, up to 10 tries of area fraction uniform in `scale`
 // and log aspect ratio uniform in log(ratio) (h = round(sqrt(area * r)), w = round(sqrt(area
 // / r)), accepted when h < height and w < width), filled with `value`.
+// `random_mean` / `random_std` (pixel units, one per channel; both set or both empty): fill each
+// sample with round(mean + std * z), z ~ N(0, 1) per sample, clamped to [0, 255]: torchvision's
+// value="random" (N(0, 1) in the normalized domain) for a Normalize(mean/255, std/255) that
+// follows, up to the 8-bit quantization and clamping.
 struct RandomErasingOptions {
   double p = 0.5;
   std::array<double, 2> scale = {0.02, 0.33};
   std::array<double, 2> ratio = {0.3, 3.3};
   std::vector<double> value = {0.0};
+  std::vector<double> random_mean;
+  std::vector<double> random_std;
 };
 // The rectangle RandomErasing picks (none: no erase), and the op itself.
 Result<std::optional<Rect>> RandomErasingRect(int width, int height,

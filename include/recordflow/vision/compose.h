@@ -138,6 +138,10 @@ struct GaussianBlurOp {
 };
 struct RandomErasingOp {
   image::RandomErasingOptions options;
+  // torchvision's value="random": N(0, 1) in the normalized domain. Compose resolves it into
+  // options.random_mean / random_std from the Normalize (and ToDtype scale) that follow, and
+  // refuses a recipe with no Normalize after it.
+  bool random_value = false;
 };
 struct AutoAugmentOp {
   image::PolicyOptions options;

@@ -1068,7 +1068,29 @@ Result<Image> RandomErasing(const Image& image, const RandomErasingOptions& opti
   RF_ASSIGN_OR_RETURN(std::optional<Rect> rect,
                       RandomErasingRect(image.width, image.height, options, rng));
   if (!rect) return image;
-  return Erase(image, *rect, options.value);
+  if (options.random_mean.empty() && options.random_std.empty()) {
+    return Erase(image, *rect, options.value);
+  }
+  const size_t ch = static_cast<size_t>(image.channels);
+  if (options.random_mean.size() != options.random_std.size() ||
+      (options.random_mean.size() != 1 && options.random_mean.size() != ch)) {
+    return InvalidArgumentError("random_erasing: random fill needs 1 or " + std::to_string(ch) +
+                                " means and as many stds");
+  }
+  Image out = image;
+  constexpr double kTwoPi = 6.283185307179586;
+  for (int y = rect->y; y < rect->y + rect->height; ++y) {
+    uint8_t* o = out.row(y) + static_cast<size_t>(rect->x) * ch;
+    for (size_t i = 0; i < static_cast<size_t>(rect->width) * ch; ++i) {
+      const size_t c = options.random_mean.size() == 1 ? 0 : i % ch;
+      // Box-Muller on two draws of the record's generator: N(0, 1), deterministic per seed.
+      const double u1 = 1.0 - rng.Uniform(0, 1);  // (0, 1]: log is finite
+      const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * rng.Uniform(0, 1));
+      const double v = std::nearbyint(options.random_mean[c] + options.random_std[c] * z);
+      o[i] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+    }
+  }
+  return out;
 }
 
 // ---- policies -----------------------------------------------------------------------------------

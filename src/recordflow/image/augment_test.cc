@@ -158,6 +158,46 @@ TEST(AugmentTest, EraseAndRandomErasing) {
   EXPECT_GT(erased, 40);
 }
 
+TEST(AugmentTest, RandomErasingRandomFillIsNormalPerSampleAndDeterministic) {
+  Image img = Gradient(64, 64);
+  RandomErasingOptions o;
+  o.p = 1.0;
+  o.scale = {0.3, 0.33};
+  o.random_mean = {123.675, 116.28, 103.53};  // 255 x ImageNet's mean and std
+  o.random_std = {58.395, 57.12, 57.375};
+  Rng a(3), b(3), rect_rng(3);
+  Image x = RandomErasing(img, o, a).value();
+  EXPECT_EQ(x.pixels, RandomErasing(img, o, b).value().pixels);
+  const Rect r = *RandomErasingRect(64, 64, o, rect_rng).value();  // the same rectangle
+  double sum[3] = {0, 0, 0}, sq[3] = {0, 0, 0};
+  const double n = static_cast<double>(r.width) * r.height;
+  for (int y = 0; y < 64; ++y) {
+    for (int xx = 0; xx < 64; ++xx) {
+      const bool inside = y >= r.y && y < r.y + r.height && xx >= r.x && xx < r.x + r.width;
+      for (int c = 0; c < 3; ++c) {
+        const int v = x.row(y)[xx * 3 + c];
+        if (!inside) {
+          ASSERT_EQ(v, img.row(y)[xx * 3 + c]) << "outside the rectangle at " << xx << "," << y;
+          continue;
+        }
+        const double z = (v - o.random_mean[c]) / o.random_std[c];
+        sum[c] += z;
+        sq[c] += z * z;
+      }
+    }
+  }
+  ASSERT_GT(n, 1000);
+  for (int c = 0; c < 3; ++c) {
+    const double mean = sum[c] / n, sd = std::sqrt(sq[c] / n - mean * mean);
+    EXPECT_NEAR(mean, 0.0, 0.08) << c;
+    EXPECT_GT(sd, 0.88) << c;  // the clamp to 0..255 trims the tails a little
+    EXPECT_LT(sd, 1.02) << c;
+  }
+  o.random_std = {58.0, 57.0};  // two stds for three means
+  Rng c(3);
+  EXPECT_FALSE(RandomErasing(img, o, c).ok());
+}
+
 TEST(AugmentTest, RandomOpsAreDeterministicPerSeed) {
   Image img = Gradient(40, 30);
   for (uint64_t seed = 0; seed < 20; ++seed) {

@@ -591,6 +591,9 @@ Status ApplyOp(const OpSpec& spec, image::Rng& rng, bool has_boxes, Scratch& s, 
     RF_RETURN_IF_ERROR(Materialize(st, s));
     RF_ASSIGN_OR_RETURN(s.img, image::RandomGaussianBlur(s.img, op->options, rng));
   } else if (const auto* op = std::get_if<RandomErasingOp>(&spec)) {
+    if (op->random_value && op->options.random_mean.empty()) {
+      return InternalError("RandomErasing value='random' was not resolved by Compose");
+    }
     RF_RETURN_IF_ERROR(Materialize(st, s));
     RF_ASSIGN_OR_RETURN(s.img, image::RandomErasing(s.img, op->options, rng));
   } else if (const auto* op = std::get_if<AutoAugmentOp>(&spec)) {
@@ -1090,7 +1093,15 @@ Status DryRun(const OpSpec& op, const std::string& where) {
   s.img.channels = 3;
   s.img.pixels.assign(8 * 8 * 3, 100);
   image::Rng rng(1);
-  Status status = ApplyOp(op, rng, false, s, st);
+  // value="random" is resolved by Compose from the Normalize after it (OutputSize runs first,
+  // op by op): the trial fill stands in for it.
+  OpSpec probe = op;
+  if (auto* erase = std::get_if<RandomErasingOp>(&probe);
+      erase != nullptr && erase->random_value && erase->options.random_mean.empty()) {
+    erase->options.random_mean = {128.0};
+    erase->options.random_std = {64.0};
+  }
+  Status status = ApplyOp(probe, rng, false, s, st);
   if (!status.ok()) return Status(status.code(), where + ": " + status.message());
   if (s.img.channels != 3 || s.img.width != 8 || s.img.height != 8) {
     return InvalidArgumentError(where + ": the op changes the image's shape or channels");
@@ -1288,7 +1299,39 @@ Result<std::array<int, 2>> OutputSize(const std::vector<OpSpec>& ops) {
   return hw;
 }
 
+namespace {
+
+// value="random" of each RandomErasing: the pixel-unit mean and std that the Normalize after it
+// maps to N(0, 1) (x255 when the ToDtype between them scales to [0, 1]).
+Status ResolveRandomErasing(std::vector<OpSpec>& ops) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    auto* erase = std::get_if<RandomErasingOp>(&ops[i]);
+    if (erase == nullptr || !erase->random_value) continue;
+    double unit = 1.0;
+    const NormalizeOp* normalize = nullptr;
+    for (size_t j = i + 1; j < ops.size() && normalize == nullptr; ++j) {
+      if (const auto* to = std::get_if<ToDtypeOp>(&ops[j])) unit = to->scale ? 255.0 : 1.0;
+      normalize = std::get_if<NormalizeOp>(&ops[j]);
+    }
+    if (normalize == nullptr) {
+      return InvalidArgumentError("op " + std::to_string(i) +
+                                  " (RandomErasing): value='random' fills N(0, 1) in the "
+                                  "normalized domain, so it needs a Normalize after it");
+    }
+    erase->options.random_mean.clear();
+    erase->options.random_std.clear();
+    for (int c = 0; c < 3; ++c) {
+      erase->options.random_mean.push_back(unit * normalize->mean[c]);
+      erase->options.random_std.push_back(unit * normalize->std[c]);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<pipeline::MapOp> Compose(RecipeOptions options) {
+  RF_RETURN_IF_ERROR(ResolveRandomErasing(options.ops));
   auto r = std::make_shared<Recipe>();
   RF_ASSIGN_OR_RETURN(auto hw, OutputSize(options.ops));
   r->out_h = hw[0];
