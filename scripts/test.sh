@@ -66,7 +66,7 @@ if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
   cmake --build --preset tsan -j "$JOBS"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" RF_SOAK_SECONDS=5 \
       ./build/tsan/recordflow_tests --gtest_brief=1 --gtest_repeat=2 \
-      --gtest_filter='PipelineTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*:VisionTest.*:SoakTest.*:GlobReliabilityTest.*:MemoryBoundTest.*Exhausted:MemoryBoundTest.BudgetSmaller*'
+      --gtest_filter='PipelineTest.*:InterleaveReadAheadTest.*:CheckpointIntegrityTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*:VisionTest.*:SoakTest.*:GlobReliabilityTest.*:MemoryBoundTest.*Exhausted:MemoryBoundTest.BudgetSmaller*'
 
   echo "== Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-15}s (clang, ASan+UBSan) =="
   cmake --preset fuzz >/dev/null

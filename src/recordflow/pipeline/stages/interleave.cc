@@ -177,8 +177,9 @@ class InterleaveIterator final : public RecordIterator {
       if (s.open) {
         if (parallel_ > 1) {
           // After a checkpoint or restore the slot has no reader: its fill reopens it.
+          // `filling` first: while a fill runs it owns `reader`, which must not be read here.
           MutexLock lock(s.mu);
-          if (!s.reader && !s.filling && !s.eof && s.error.ok()) StartFill(s);
+          if (!s.filling && !s.reader && !s.eof && s.error.ok()) StartFill(s);
         } else if (!s.reader) {
           RF_ASSIGN_OR_RETURN(s.reader,
                               OpenAt(ctx_, src_, s.file, s.consumed_offset, s.consumed_index));
