@@ -42,8 +42,6 @@ RemoteOptions& Options() {
   return *o;
 }
 
-bool HasWildcard(std::string_view s) { return s.find_first_of("*?[") != std::string_view::npos; }
-
 class LocalFileSystem final : public FileSystem {
  public:
   Result<std::unique_ptr<RandomAccessFile>> OpenRandomAccess(const std::string& path) override {
