@@ -406,7 +406,7 @@ class _NativeRoot(_Node):
         return self.it
 
     def __next__(self):
-        from recordflow.dataset import _to_python
+        from recordflow import _lowering
         try:
             e = self._native().next()
         except Exception as err:
@@ -414,7 +414,7 @@ class _NativeRoot(_Node):
             raise
         if e is None:
             raise StopIteration
-        return _to_python(e, self.plan.keys)
+        return _lowering.to_python(e, self.plan.keys)
 
     def get_state(self):
         return {"native": self._native().checkpoint()}
@@ -1214,9 +1214,9 @@ def _build(stages: tuple, ctx: _Ctx, upto: int | None = None):  # noqa: C901
     upto = len(stages) if upto is None else upto
     source = stages[0]
     if source.native:
-        from recordflow.dataset import _lower
+        from recordflow import _lowering
         native_count = next((i for i, s in enumerate(stages[1:upto], 1) if not s.native), upto)
-        node = _NativeRoot(_lower(stages[:native_count]), ctx)
+        node = _NativeRoot(_lowering.lower(stages[:native_count]), ctx)
     else:
         native_count = 1
         node = _ROOTS[type(source)](source, ctx)

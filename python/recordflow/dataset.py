@@ -1,7 +1,7 @@
 """rf.Dataset: a tf.data-style input pipeline run by recordflow's C++ engine.
 
 Over 600 lines: the Dataset's methods are the public API, each documented where it is
-defined, and _lower() must see every stage type in one place.
+defined. Lowering the stages to the engine's pipeline is recordflow._lowering's job.
 
 A Dataset is an immutable description of stages (plus a counter of the iterations started,
 which decides each iteration's seeds: see :meth:`Dataset.iterator`); iterating it (or calling
@@ -35,11 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from recordflow import _core, _workers
+from recordflow import _core, _lowering, _workers
 from recordflow import stages as _st
 from recordflow.errors import InvalidArgumentError, UnimplementedError
-from recordflow.example import Parser, Ragged
-from recordflow.example import _Plan as _SpecPlan
+from recordflow.example import Parser
 from recordflow.parsing import _unbatch
 from recordflow.stages import _int_arg
 
@@ -386,7 +385,7 @@ class Dataset:
             self._last_iterator = _weakref.ref(it)
             it._stats_sink = self._stats_box
             return it
-        plan = _lower(self._stages)
+        plan = _lowering.lower(self._stages)
         it = Iterator(plan.native.make_iterator(memory_budget, epoch, **caps), plan.keys,
                       plan.tail)
         it.epoch = epoch
@@ -452,7 +451,7 @@ class Dataset:
             self._last_iterator = _weakref.ref(it)
             it._stats_sink = self._stats_box
             return it
-        plan = _lower(self._stages)
+        plan = _lowering.lower(self._stages)
         state, tail_states = _split_checkpoint(bytes(state), plan.tail)
         it = Iterator(plan.native.restore(state, memory_budget, **caps), plan.keys, plan.tail,
                       tail_states)
@@ -477,7 +476,7 @@ class Dataset:
         """The native part of the pipeline, stage by stage."""
         if not self._stages[0].native:  # a Python source (range, zip, ...)
             return " -> ".join(f"python {stage.name}" for stage in self._stages)
-        plan = _lower(self._stages)
+        plan = _lowering.lower(self._stages)
         s = plan.native.debug_string()
         for stage in plan.tail:
             s += f" -> python {stage.name}"
@@ -565,87 +564,6 @@ def _check_stages(stages: Iterable[_st.Stage]) -> tuple:
             raise InvalidArgumentError(f"stage {i} ({type(stage).__name__}) is a source: only "
                                        "the first stage can be one")
     return stages
-
-
-# ---------------------------------------------------------------- lowering
-class _Plan:
-    """A Dataset's stages lowered: the native pipeline (every stage up to the first Python
-    callable), the keys of its parsed columns, and the stages after it (run in Python)."""
-
-    __slots__ = ("native", "keys", "tail")
-
-    def __init__(self, native, keys: list | None, tail: tuple):
-        self.native, self.keys, self.tail = native, keys, tail
-
-
-def _lower(stages: tuple) -> _Plan:
-    """The one place stages become the engine's pipeline (_core.PipelineDataset)."""
-    source, transformations = stages[0], stages[1:]
-    split = next((i for i, s in enumerate(transformations) if not s.native), len(transformations))
-    if isinstance(source, _st.Files):
-        for path in source.paths:  # s3:// from Python: botocore's credentials, if it has any
-            if path.startswith("s3://"):
-                from recordflow import _remote
-                _remote.prepare(path)
-        ds = _core.PipelineDataset.from_files(list(source.paths), source.compression,
-                                              source.shuffle_files, source.seed,
-                                              source.on_corruption, source.verify_checksums)
-    else:
-        ds = _core.PipelineDataset.from_records(list(source.records))
-    keys = None
-    for s in transformations[:split]:
-        if isinstance(s, _st.Shard):
-            ds = ds.shard(s.num_shards, s.index)
-        elif isinstance(s, _st.Interleave):
-            ds = ds.interleave(s.cycle_length, s.block_length, s.num_parallel, s.deterministic)
-        elif isinstance(s, _st.Shuffle):
-            ds = ds.shuffle(s.buffer_size, s.seed, s.reshuffle_each_iteration)
-        elif isinstance(s, _st.GlobalShuffle):
-            ds = ds.global_shuffle(s.seed, s.reshuffle_each_iteration)
-        elif isinstance(s, _st.Repeat):
-            ds = ds.repeat(s.count)
-        elif isinstance(s, _st.Take):
-            ds = ds.take(s.count)
-        elif isinstance(s, _st.Skip):
-            ds = ds.skip(s.count)
-        elif isinstance(s, _st.Cache):
-            ds = ds.cache(s.path)
-        elif isinstance(s, _st.Parse):
-            plan = _SpecPlan(s.spec, "spec")
-            # Shaped features (sparse, ragged with partitions, sequences) leave the engine as
-            # the columns of the keys they read; _to_python builds them.
-            keys = plan if plan.shaped else list(s.spec)
-            ds = ds.parse(plan.specs)
-        elif isinstance(s, _st.NativeMap):
-            ds = ds.map_native(s.op._core, s.num_parallel)
-        elif isinstance(s, _st.Batch):
-            ds = ds.batch(s.batch_size, s.drop_remainder)
-        elif isinstance(s, _st.Prefetch):
-            ds = ds.prefetch(s.n)
-        else:  # a Stage subclass the engine does not know
-            raise UnimplementedError(f"no native lowering for {type(s).__name__}")
-    return _Plan(ds, keys, tuple(transformations[split:]))
-
-
-def _to_python(element: tuple, keys: list | None):
-    batched, parsed, payload, names = element
-    if names is not None:  # a native map's outputs name themselves
-        keys = names
-    if not parsed:
-        return payload if batched else payload[0]
-    if isinstance(keys, _SpecPlan):
-        cols = list(payload)
-        first = cols[0] if cols else None
-        rows = (len(first[-1]) - 1 if isinstance(first, tuple) else len(first)) if cols else 0
-        out = keys.finish(cols, rows, 0, False)
-        return out if batched else {k: _unbatch(v) for k, v in out.items()}
-    out = {}
-    for key, col in zip(keys, payload):
-        value = Ragged(*col) if isinstance(col, tuple) else col
-        if not batched:  # one record: drop the batch dimension
-            value = value.values if isinstance(value, Ragged) else value[0]
-        out[key] = value
-    return out
 
 
 def _stack(items: list) -> Any:
@@ -758,7 +676,7 @@ class _NativeElements:
         e = self._native.next()
         if e is None:
             raise StopIteration
-        return _to_python(e, self._keys)
+        return _lowering.to_python(e, self._keys)
 
 
 # ---------------------------------------------------------------- the Python tail

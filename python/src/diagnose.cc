@@ -223,7 +223,7 @@ DiagnoseReport ReportFrom(const nb::dict& d, const std::vector<double>& waits,
 }
 
 // One Dataset call of rf.Dataset's native stages, as run.py's _native_plan spells it:
-// (name, args...), with the arguments _lower() gives the same call.
+// (name, args...), with the arguments _lowering.lower() gives the same call.
 pipeline::PlanStep PlanStepFrom(const nb::tuple& t) {
   using K = pipeline::PlanStep::Kind;
   const std::string kind = nb::cast<std::string>(t[0]);

@@ -267,7 +267,7 @@ def _merge_engine_stages(engine: dict, alone: dict, stages: list[dict]) -> list[
 
 
 def _native_plan(ds: Dataset) -> tuple[_st.Files, list[tuple]] | None:
-    """The pipeline as pipeline::PipelinePlan's steps (the arguments _lower() gives the same
+    """The pipeline as pipeline::PipelinePlan's steps (the arguments _lowering.lower() gives the same
     Dataset calls), or None when a stage runs in Python or has no plan step: then the Python
     measurements below time it."""
     source, *rest = ds.stages
@@ -296,7 +296,7 @@ def _native_plan(ds: Dataset) -> tuple[_st.Files, list[tuple]] | None:
             steps.append(("prefetch", s.n))
         else:  # a Python callable, GlobalShuffle, ...: measured from Python
             return None
-    for path in source.paths:  # s3:// from Python: botocore's credentials, as _lower() does
+    for path in source.paths:  # s3:// from Python: botocore's credentials, as _lowering.lower() does
         if path.startswith("s3://"):
             from recordflow import _remote
             _remote.prepare(path)
