@@ -390,6 +390,10 @@ def test_forked_child_iterates_the_same_dataset(tmp_path):
 
 # ---------------------------------------------------------------- 6/7: Ctrl-C
 SLOW_PIPELINE = r"""
+import signal
+# Ctrl-C raises KeyboardInterrupt as in a terminal, also when the test runner was started with
+# SIGINT ignored (a background job of a non-interactive shell), which the child would inherit.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import sys, time
 import recordflow as rf
 # skip() of ~10**15 records of an endless repeat: the next element never comes.
@@ -424,6 +428,10 @@ def test_ctrl_c_interrupts_a_blocked_next_promptly():
 
 
 INTERRUPT_THEN_CONTINUE = r"""
+import signal
+# Ctrl-C raises KeyboardInterrupt as in a terminal, also when the test runner was started with
+# SIGINT ignored (a background job of a non-interactive shell), which the child would inherit.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import _thread, threading, time
 import recordflow as rf
 n = 60_000_000  # a skip that outlasts the 0.2 s timer even on a fast, idle machine
