@@ -18,7 +18,8 @@ import pytest
 
 import recordflow as rf
 from recordflow import _core
-from remote.records import records
+from remote.records import cli as _cli
+from remote.records import records, remote_part_sizes
 from remote.records import write as _write
 
 
@@ -250,16 +251,15 @@ def test_object_changed_while_filling_is_not_committed(s3p, fault_proxy, tmp_pat
     old, new = _records(2000, 1000, seed=1), _records(1500, 1000, seed=2)
     _write(url, old)
     cache = tmp_path / "cache"
-    old_parts = _core._set_remote_part_sizes(256 << 10, 16 << 20)
     try:
-        fault_proxy.configure(latency_ms=50, match_method="GET")
-        # Overwrite after the fill has started (its first GETs are slowed down).
-        t = threading.Timer(0.12, lambda: _write(url, new))
-        t.start()
-        got = list(rf.RecordReader(url, cache_dir=str(cache)))
-        t.join()
+        with remote_part_sizes(256 << 10, 16 << 20):
+            fault_proxy.configure(latency_ms=50, match_method="GET")
+            # Overwrite after the fill has started (its first GETs are slowed down).
+            t = threading.Timer(0.12, lambda: _write(url, new))
+            t.start()
+            got = list(rf.RecordReader(url, cache_dir=str(cache)))
+            t.join()
     finally:
-        _core._set_remote_part_sizes(*old_parts)
         fault_proxy.reset()
     assert got in (old, new)  # one version, never a mix
     # Whatever was committed is the object as it is now: a fresh read gives `new`.
@@ -283,11 +283,6 @@ def test_cache_options_are_checked(tmp_path):
     assert _core.parse_byte_size("20G") == 20 << 30
     assert _core.parse_byte_size("512M") == 512 << 20
     assert _core.parse_byte_size("1000") == 1000
-
-
-def _cli() -> str:
-    exe = Path(sys.executable).with_name("recordflow")
-    return str(exe) if exe.exists() else "recordflow"
 
 
 def test_cli_cache_dir_serves_the_second_run_without_gets(s3p, fault_proxy, tmp_path):
