@@ -25,6 +25,19 @@ def write(url: str, recs: list[bytes], **kw) -> None:
             w.write(r)
 
 
+def write_shards(url: Callable[[int], str], shards: int, n: int, size: int,
+                 step: int = 1) -> tuple[list[str], list[bytes]]:
+    """Shard i (`n` records of `size` bytes, seeded with i) at ``url(i)``; returns the shards'
+    URLs and all their records, shard after shard."""
+    urls, all_recs = [], []
+    for i in range(shards):
+        recs = records(n, size, seed=i, step=step)
+        write(url(i), recs)
+        urls.append(url(i))
+        all_recs += recs
+    return urls, all_recs
+
+
 def cli() -> str:
     """The `recordflow` command under test: RF_TEST_CLI (another build of it, e.g. an older
     one), else the one installed beside this Python, else the one on PATH."""

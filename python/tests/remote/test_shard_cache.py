@@ -19,7 +19,7 @@ import pytest
 import recordflow as rf
 from recordflow import _core
 from remote.records import cli as _cli
-from remote.records import records, remote_part_sizes
+from remote.records import records, remote_part_sizes, write_shards
 from remote.records import write as _write
 
 
@@ -55,13 +55,8 @@ def _gets(proxy) -> int:
 
 
 def test_warm_epoch_makes_no_data_gets(s3p, fault_proxy, tmp_path):
-    urls, all_recs = [], []
-    for i in range(3):
-        recs = _records(200, 1000, seed=i)
-        url = s3p.url(f"{s3p.prefix}/part-{i}.tfrecord")
-        _write(url, recs)
-        urls.append(url)
-        all_recs += recs
+    urls, all_recs = write_shards(lambda i: s3p.url(f"{s3p.prefix}/part-{i}.tfrecord"), 3,
+                                  200, 1000, step=7)
     cache = tmp_path / "cache"
     ds = rf.Dataset.from_files(urls, cache_dir=str(cache), cache_size="1G")
     fault_proxy.reset()
@@ -226,13 +221,8 @@ def test_two_processes_filling_the_same_shard_get_correct_data(s3p, fault_proxy,
 
 
 def test_checkpoint_restores_with_the_cache(s3p, fault_proxy, tmp_path):
-    urls, all_recs = [], []
-    for i in range(2):
-        recs = _records(100, 700, seed=i)
-        url = s3p.url(f"{s3p.prefix}/ck-{i}.tfrecord")
-        _write(url, recs)
-        urls.append(url)
-        all_recs += recs
+    urls, all_recs = write_shards(lambda i: s3p.url(f"{s3p.prefix}/ck-{i}.tfrecord"), 2,
+                                  100, 700, step=7)
     cache = tmp_path / "cache"
     ds = rf.Dataset.from_files(urls, cache_dir=str(cache)).shuffle(50, seed=3)
     it = ds.iterator()
