@@ -110,6 +110,14 @@ def cpu_busy(cpu: int | None = None) -> float:
     return 0.0
 
 
+def fill_defaults(args, **defaults: tuple) -> None:
+    """Sets each option the command line left out (None) to its default: `name=(full, quick)`,
+    the second under --quick (args.quick). A value given on the command line is kept."""
+    for name, (full, quick) in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+
+
 def run_child_json(script: str, child_args: list[str], cpu: int | None) -> dict:
     """Runs `script --child-json FILE child_args...` in a fresh interpreter, pinned to `cpu` when
     it is not None (taskset -c, or sched_setaffinity where taskset is missing), and returns the
