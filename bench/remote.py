@@ -146,16 +146,8 @@ def _proc_cpu(pid: int) -> float:
 
 
 def _run(cmd, env, timeout, tag) -> dict:
-    try:
-        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    for line in r.stdout.splitlines():
-        if line.startswith(tag + " "):
-            return json.loads(line[len(tag) + 1:])
-    err = (r.stderr or r.stdout).strip().splitlines()
-    return {"error": f"exit {r.returncode}: " + (err[-1][-600:] if err else "no output")}
+    import benchlib  # imports recordflow: for the driver only, not for the workers (see above)
+    return benchlib.run_for_result(cmd, env, timeout, tag)
 
 
 def _python_with(modules: list[str], candidates: list[Path]) -> tuple[Path | None, str]:

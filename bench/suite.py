@@ -260,17 +260,7 @@ def worker_cmd(contender: str, python: Path, mode: str, files: list[str], args, 
 
 def run_worker(cmd, timeout: float) -> dict:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
-    try:
-        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout,
-                           env=env)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    for line in r.stdout.splitlines():
-        if line.startswith("SUITE_RESULT "):
-            return json.loads(line[len("SUITE_RESULT "):])
-    err = (r.stderr.strip().splitlines() or ["(no stderr)"])
-    # The last lines name the exception; keep them whole.
-    return {"error": f"exit {r.returncode}: " + " | ".join(err[-6:])[-1500:]}
+    return benchlib.run_for_result(cmd, env, timeout, "SUITE_RESULT")
 
 
 def run_bare(exe: Path, pack: Path, threads: int, passes: int, timeout: float) -> dict:
