@@ -41,7 +41,6 @@ contender.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -49,7 +48,6 @@ import struct
 import subprocess
 import sys
 import time
-import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -98,22 +96,13 @@ def rf_stream(files, batch, threads, shuffle, seed):
 
 
 def _import_torchvision_v2():
-    """torchvision.transforms.v2; where torchvision's compiled ops do not load beside this
-    torch (a CPU torch with a CUDA torchvision build), the pure-Python transforms are loaded
-    without torchvision/__init__ (they do not need the compiled ops)."""
-    try:
-        import torchvision.transforms.v2 as T
-        return T
-    except (ImportError, RuntimeError, OSError):
-        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-            del sys.modules[name]
-        spec = importlib.util.find_spec("torchvision")
-        pkg = types.ModuleType("torchvision")
-        pkg.__path__ = list(spec.submodule_search_locations)
-        pkg.__file__ = spec.origin
-        sys.modules["torchvision"] = pkg
-        import torchvision.transforms.v2 as T
-        return T
+    """torchvision.transforms.v2, also where its compiled ops do not load (torchvision_compat)."""
+    sys.path.insert(0, str(HERE.parent / "python" / "tests"))
+    from torchvision_compat import ensure_torchvision
+    if not ensure_torchvision():
+        raise ImportError("torchvision is not installed (scripts/setup.sh --bench)")
+    import torchvision.transforms.v2 as T
+    return T
 
 
 def _example_image_label(payload: bytes) -> tuple[bytes, int]:
