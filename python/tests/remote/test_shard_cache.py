@@ -28,15 +28,13 @@ def _records(n: int, size: int, seed: int = 0) -> list[bytes]:
 
 
 @pytest.fixture
-def s3p(s3_server, fault_proxy, monkeypatch):
-    """S3 through the fault proxy (so its counters see every request); the process-wide cache
-    is switched off again after the test."""
-    for k, v in fault_proxy.env.items():
-        if k.startswith("AWS_"):
-            monkeypatch.setenv(k, v)
-    s3_server.prefix = f"sc-{uuid.uuid4().hex[:8]}"
+def s3p(s3, fault_proxy, monkeypatch):
+    """The s3 fixture (credentials, a fresh key prefix) through the fault proxy, so its counters
+    see every request; the process-wide cache is switched off again after the test."""
+    for k in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.setenv(k, fault_proxy.env[k])
     before = _core.shard_cache()
-    yield s3_server
+    yield s3
     _core.set_shard_cache("", before[1])
     if before[0]:
         _core.set_shard_cache(*before)
