@@ -89,7 +89,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is impor
 import numpy as np  # noqa: E402
 from benchlib import (  # noqa: E402
     Contender,
-    fill_defaults,  # noqa: E402
+    fill_defaults,
     fmt_rate,
     machine_info,
     run_child_json,
