@@ -14,35 +14,25 @@ HWC -> CHW conversion (its ops take CHW tensors as they come from a decoder).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
-import types
+from pathlib import Path
 
 import numpy as np
 
 import recordflow as rf
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python" / "tests"))
+from torchvision_compat import ensure_torchvision  # noqa: E402
+
 fn = rf.vision.functional
 
 
 def _import_tv():
-    try:
-        import torchvision.transforms.v2 as T
-        import torchvision.transforms.v2.functional as F
-    except (ImportError, RuntimeError, OSError):
-        # torchvision's compiled ops need CUDA torch; its transforms do not.
-        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-            del sys.modules[name]
-        spec = importlib.util.find_spec("torchvision")
-        if spec is None:
-            return None, None
-        pkg = types.ModuleType("torchvision")
-        pkg.__path__ = list(spec.submodule_search_locations)
-        pkg.__file__ = spec.origin
-        sys.modules["torchvision"] = pkg
-        import torchvision.transforms.v2 as T
-        import torchvision.transforms.v2.functional as F
+    if not ensure_torchvision():
+        return None, None
+    import torchvision.transforms.v2 as T
+    import torchvision.transforms.v2.functional as F
     return T, F
 
 

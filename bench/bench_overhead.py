@@ -42,6 +42,15 @@ def write(path, n):
             w.write(rf.Example({"a": i, "b": 2 * i}).serialize())
 
 
+def consume(batches):
+    """What every contender's batches go through: the sums of "a" and "b" (checked by main)."""
+    sa = sb = 0
+    for b in batches:
+        sa += int(b["a"].sum())
+        sb += int(b["b"].sum())
+    return sa, sb
+
+
 def contenders(path, records):
     import tensorflow as tf
     import torch
@@ -49,34 +58,12 @@ def contenders(path, records):
     import recordflow.torch as rft
 
     ds = rf.Dataset.from_files(path).batch(BATCH).parse(SPEC).prefetch()
-
-    def run_rf():
-        sa = sb = 0
-        for b in ds:
-            sa += int(b["a"].sum())
-            sb += int(b["b"].sum())
-        return sa, sb
-
     loader = rft.loader(ds)
-
-    def run_rf_torch():
-        sa = sb = 0
-        for b in loader:
-            sa += int(b["a"].sum())
-            sb += int(b["b"].sum())
-        return sa, sb
 
     tf_spec = {"a": tf.io.FixedLenFeature([], tf.int64), "b": tf.io.FixedLenFeature([], tf.int64)}
     tfds = (tf.data.TFRecordDataset(path).batch(BATCH)
             .map(lambda x: tf.io.parse_example(x, tf_spec), num_parallel_calls=tf.data.AUTOTUNE)
             .prefetch(tf.data.AUTOTUNE))
-
-    def run_tf():
-        sa = sb = 0
-        for b in tfds.as_numpy_iterator():
-            sa += int(b["a"].sum())
-            sb += int(b["b"].sum())
-        return sa, sb
 
     class Records(torch.utils.data.Dataset):
         def __len__(self):
@@ -91,14 +78,9 @@ def contenders(path, records):
 
     dl = torch.utils.data.DataLoader(Records(), batch_size=BATCH, num_workers=0, collate_fn=collate)
 
-    def run_dl():
-        sa = sb = 0
-        for b in dl:
-            sa += int(b["a"].sum())
-            sb += int(b["b"].sum())
-        return sa, sb
-
-    return {"rf": run_rf, "rf.torch": run_rf_torch, "tf.data": run_tf, "torch DataLoader": run_dl}
+    return {"rf": lambda: consume(ds), "rf.torch": lambda: consume(loader),
+            "tf.data": lambda: consume(tfds.as_numpy_iterator()),
+            "torch DataLoader": lambda: consume(dl)}
 
 
 def main():

@@ -74,7 +74,14 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
 
 import numpy as np  # noqa: E402
-from benchlib import Contender, fmt_rate, machine_info, run_child_json, top_processes  # noqa: E402
+from benchlib import (  # noqa: E402
+    Contender,
+    fill_defaults,
+    fmt_rate,
+    machine_info,
+    run_child_json,
+    top_processes,
+)
 from benchlib import cpu_busy as cpu_busy_seconds  # noqa: E402
 
 import recordflow as rf  # noqa: E402
@@ -490,9 +497,7 @@ def main() -> int:
     ap.add_argument("--child-json", type=Path, help=argparse.SUPPRESS)  # child process mode
     ap.add_argument("--child-rf-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    args.runs = args.runs or (3 if args.quick else 7)
-    args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 2)
-    args.min_time = args.min_time or (0.05 if args.quick else 0.5)
+    fill_defaults(args, runs=(7, 3), warmup=(2, 1), min_time=(0.5, 0.05))
 
     cores = len(os.sched_getaffinity(0))
     if args.child_json and args.child_rf_only:

@@ -87,7 +87,14 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
 
 import numpy as np  # noqa: E402
-from benchlib import Contender, fmt_rate, machine_info, run_child_json, top_processes  # noqa: E402
+from benchlib import (  # noqa: E402
+    Contender,
+    fill_defaults,
+    fmt_rate,
+    machine_info,
+    run_child_json,
+    top_processes,
+)
 from benchlib import cpu_busy as cpu_busy_seconds  # noqa: E402
 
 import recordflow as rf  # noqa: E402
@@ -545,9 +552,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=HERE / "out")
     ap.add_argument("--child-json", type=Path, help=argparse.SUPPRESS)  # child process mode
     args = ap.parse_args()
-    args.runs = args.runs or (3 if args.quick else 7)
-    args.min_time = args.min_time or (0.2 if args.quick else 1.0)
-    args.warmup = args.warmup if args.warmup is not None else 1
+    fill_defaults(args, runs=(7, 3), min_time=(1.0, 0.2), warmup=(1, 1))
 
     import tensorflow as tf  # noqa: E402  (after argument errors, which need no TF)
 

@@ -41,16 +41,13 @@ contender.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import shutil
 import statistics
 import struct
 import subprocess
 import sys
 import time
-import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -71,38 +68,13 @@ def cores() -> int:
 
 # ----------------------------------------------------------------------------- data
 def make_data(images: int, shards: int) -> list[str]:
-    """ImageNet-like JPEG shards with .idx files, generated once and reused."""
+    """ImageNet-like JPEG shards with .idx files, generated once and reused (suite.py's data,
+    in a folder of their own per shard count)."""
+    import suite
     classes = 10
-    per_class = max(1, images // classes)
-    d = HERE / "data" / f"randaug-{classes}x{per_class}-s{shards}"
-    manifest = d / "manifest.json"
-    if manifest.exists():
-        m = json.loads(manifest.read_text())
-        files = [str(d / "shards" / f) for f in m["files"]]
-        if files and all(os.path.exists(f) and os.path.exists(f + ".idx") for f in files):
-            return files
-    if d.exists():
-        shutil.rmtree(d)
-    d.mkdir(parents=True)
-    from recordflow import datasets
-    t = time.perf_counter()
-    info = datasets.make_imagenet_like(str(d / "images"), classes, per_class, seed=0,
-                                       quality=QUALITY)
-    cli = shutil.which("recordflow") or str(Path(sys.executable).parent / "recordflow")
-    r = subprocess.run([cli, "convert", str(d / "images"), str(d / "shards"), "--val-fraction",
-                        "0", "--shards", str(shards), "--seed", "0"], capture_output=True,
-                       text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"recordflow convert failed: {r.stdout[-500:]} {r.stderr[-1000:]}")
-    shutil.rmtree(d / "images")
-    files = sorted(p.name for p in (d / "shards").glob("train-*.tfrecord"))
-    if not files or not all((d / "shards" / (f + ".idx")).exists() for f in files):
-        raise SystemExit(f"recordflow convert wrote no shards or no .idx files in {d}")
-    manifest.write_text(json.dumps({"files": files, "images": info["images"],
-                                    "bytes": info["bytes"], "sources": info["sources"]}))
-    print(f"data: {info['images']} JPEGs (mean {info['bytes'] / info['images'] / 1e3:.0f} KB) "
-          f"in {len(files)} shards, {time.perf_counter() - t:.0f} s", flush=True)
-    return [str(d / "shards" / f) for f in files]
+    m = suite.prepare_data(HERE / "data", classes, max(1, images // classes), shards,
+                           tag=f"randaug-s{shards}")
+    return [str(Path(m["dir"]) / "shards" / f) for f in m["files"]]
 
 
 # ----------------------------------------------------------------------------- contenders
@@ -124,22 +96,13 @@ def rf_stream(files, batch, threads, shuffle, seed):
 
 
 def _import_torchvision_v2():
-    """torchvision.transforms.v2; where torchvision's compiled ops do not load beside this
-    torch (a CPU torch with a CUDA torchvision build), the pure-Python transforms are loaded
-    without torchvision/__init__ (they do not need the compiled ops)."""
-    try:
-        import torchvision.transforms.v2 as T
-        return T
-    except (ImportError, RuntimeError, OSError):
-        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-            del sys.modules[name]
-        spec = importlib.util.find_spec("torchvision")
-        pkg = types.ModuleType("torchvision")
-        pkg.__path__ = list(spec.submodule_search_locations)
-        pkg.__file__ = spec.origin
-        sys.modules["torchvision"] = pkg
-        import torchvision.transforms.v2 as T
-        return T
+    """torchvision.transforms.v2, also where its compiled ops do not load (torchvision_compat)."""
+    sys.path.insert(0, str(HERE.parent / "python" / "tests"))
+    from torchvision_compat import ensure_torchvision
+    if not ensure_torchvision():
+        raise ImportError("torchvision is not installed (scripts/setup.sh --bench)")
+    import torchvision.transforms.v2 as T
+    return T
 
 
 def _example_image_label(payload: bytes) -> tuple[bytes, int]:

@@ -110,6 +110,53 @@ def cpu_busy(cpu: int | None = None) -> float:
     return 0.0
 
 
+def fill_defaults(args, **defaults: tuple) -> None:
+    """Sets each option the command line left out (None) to its default: `name=(full, quick)`,
+    the second under --quick (args.quick). A value given on the command line is kept."""
+    for name, (full, quick) in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+
+
+def write_read_rates(rows: int, cores: int, ours: tuple[str, float, float],
+                     peer: tuple[str, float, float], vs: str) -> dict:
+    """Rows/s per core of writing and reading `rows` rows, each contender a (name, write
+    seconds, read seconds), and ours over the peer (write_ratio_vs_<vs>, read_ratio_vs_<vs>)."""
+    (a, w_a, r_a), (b, w_b, r_b) = ours, peer
+    return {f"write_{a}_rows_per_s_per_core": rows / w_a / cores,
+            f"write_{b}_rows_per_s_per_core": rows / w_b / cores,
+            f"read_{a}_rows_per_s_per_core": rows / r_a / cores,
+            f"read_{b}_rows_per_s_per_core": rows / r_b / cores,
+            f"write_ratio_vs_{vs}": w_b / w_a, f"read_ratio_vs_{vs}": r_b / r_a}
+
+
+def show_results(results: dict, json_path: str = "") -> None:
+    """One line per result, floats with thousands separators, then a blank line; given a path,
+    the results are written there as JSON too."""
+    for k, v in results.items():
+        print(f"{k:45s} {v:,.2f}" if isinstance(v, float) else f"{k:45s} {v}", flush=True)
+    print(flush=True)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+def run_for_result(cmd, env: dict | None, timeout: float, tag: str) -> dict:
+    """Runs `cmd` (a worker) and returns the JSON it printed on a stdout line `<tag> {...}`. A
+    worker that times out, fails or prints no such line gives {"error": ...} with the last lines
+    of its stderr (or stdout), which name the exception."""
+    try:
+        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    for line in r.stdout.splitlines():
+        if line.startswith(tag + " "):
+            return json.loads(line[len(tag) + 1:])
+    err = (r.stderr or r.stdout).strip().splitlines() or ["(no output)"]
+    return {"error": f"exit {r.returncode}: " + " | ".join(err[-6:])[-1500:]}
+
+
 def run_child_json(script: str, child_args: list[str], cpu: int | None) -> dict:
     """Runs `script --child-json FILE child_args...` in a fresh interpreter, pinned to `cpu` when
     it is not None (taskset -c, or sched_setaffinity where taskset is missing), and returns the

@@ -14,7 +14,6 @@ the median of --repeat runs; ratios are recordflow over Ray Data.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -22,6 +21,7 @@ import tempfile
 import time
 
 import numpy as np
+from benchlib import show_results, write_read_rates
 
 
 def _table(rows: int):
@@ -89,21 +89,12 @@ def main() -> None:
         r_rf = _median(read_rf, args.repeat)
         r_ray = _median(read_ray, args.repeat)
         assert counts["rf"] == counts["ray"] == args.rows, counts
-        per_core = lambda sec: args.rows / sec / args.cores  # noqa: E731
-        results.update(
-            write_rf_ray_rows_per_s_per_core=per_core(w_rf),
-            write_ray_tfrecords_rows_per_s_per_core=per_core(w_ray),
-            read_rf_ray_rows_per_s_per_core=per_core(r_rf),
-            read_ray_tfrecords_rows_per_s_per_core=per_core(r_ray),
-            write_ratio_vs_ray=w_ray / w_rf, read_ratio_vs_ray=r_ray / r_rf)
+        results.update(write_read_rates(args.rows, args.cores, ("rf_ray", w_rf, r_rf),
+                                        ("ray_tfrecords", w_ray, r_ray), vs="ray"))
     finally:
         ray.shutdown()
         shutil.rmtree(work, ignore_errors=True)
-    for k, v in results.items():
-        print(f"{k:45s} {v:,.2f}" if isinstance(v, float) else f"{k:45s} {v}", flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    show_results(results, args.json)
 
 
 if __name__ == "__main__":

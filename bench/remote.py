@@ -146,16 +146,8 @@ def _proc_cpu(pid: int) -> float:
 
 
 def _run(cmd, env, timeout, tag) -> dict:
-    try:
-        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    for line in r.stdout.splitlines():
-        if line.startswith(tag + " "):
-            return json.loads(line[len(tag) + 1:])
-    err = (r.stderr or r.stdout).strip().splitlines()
-    return {"error": f"exit {r.returncode}: " + (err[-1][-600:] if err else "no output")}
+    import benchlib  # imports recordflow: for the driver only, not for the workers (see above)
+    return benchlib.run_for_result(cmd, env, timeout, tag)
 
 
 def _python_with(modules: list[str], candidates: list[Path]) -> tuple[Path | None, str]:
@@ -196,12 +188,9 @@ def main() -> int:
     ap.add_argument("--data-dir", type=Path, default=HERE / "data")
     ap.add_argument("--out", type=Path, default=HERE / "out")
     args = ap.parse_args()
-    q = args.quick
-    args.images = args.images or (600 if q else 3000)
-    args.runs = args.runs or (1 if q else 3)
-    args.batches = args.batches or (2 if q else 6)
-    args.warmup_batches = args.warmup_batches if args.warmup_batches is not None else (1 if q else 2)
-    args.shuffle = args.shuffle or (512 if q else 2048)
+    import benchlib
+    benchlib.fill_defaults(args, images=(3000, 600), runs=(3, 1), batches=(6, 2),
+                           warmup_batches=(2, 1), shuffle=(2048, 512))
     peer_pythons = args.peers_python or [Path(sys.executable),
                                          HERE / ".venv-peers" / "bin" / "python"]
     args.out.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,6 @@ With --ray, Ray Data's read_tfrecords / write_tfrecords on the recordflow shards
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -25,6 +24,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+
+from benchlib import show_results as _show  # noqa: E402
+from benchlib import write_read_rates  # noqa: E402
 
 import recordflow as rf  # noqa: E402
 
@@ -89,13 +91,8 @@ def main() -> None:
                       .write.format("noop").mode("overwrite").save(), args.repeat)
         r_pq = _timed(lambda: spark.read.parquet(pq_dir).write.format("noop").mode("overwrite").save(),
                       args.repeat)
-        per_core = lambda sec: args.rows / sec / args.cores  # noqa: E731
-        results.update(
-            write_recordflow_rows_per_s_per_core=per_core(w_rf),
-            write_parquet_rows_per_s_per_core=per_core(w_pq),
-            read_recordflow_rows_per_s_per_core=per_core(r_rf),
-            read_parquet_rows_per_s_per_core=per_core(r_pq),
-            write_ratio_vs_parquet=w_pq / w_rf, read_ratio_vs_parquet=r_pq / r_rf)
+        results.update(write_read_rates(args.rows, args.cores, ("recordflow", w_rf, r_rf),
+                                        ("parquet", w_pq, r_pq), vs="parquet"))
         rf_bytes = sum(os.path.getsize(os.path.join(rf_dir, f)) for f in os.listdir(rf_dir)
                        if f.endswith(".tfrecord"))
         results["recordflow_bytes"] = rf_bytes
@@ -123,16 +120,7 @@ def main() -> None:
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
-    _show(results)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-
-
-def _show(results: dict) -> None:
-    for k, v in results.items():
-        print(f"{k:45s} {v:,.2f}" if isinstance(v, float) else f"{k:45s} {v}", flush=True)
-    print(flush=True)
+    _show(results, args.json)
 
 
 def _ray(rf_dir: str, work: str, rows: int, cores: int, repeat: int) -> dict:

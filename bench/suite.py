@@ -192,9 +192,12 @@ def ensure_decoder(data_root: Path) -> Path | str:
 
 
 # ----------------------------------------------------------------------------- 2. data
-def prepare_data(data_root: Path, classes: int, per_class: int, shards: int) -> dict:
-    tag = f"suite-{classes}x{per_class}"
-    d = data_root / tag
+def prepare_data(data_root: Path, classes: int, per_class: int, shards: int,
+                 tag: str = "suite") -> dict:
+    """ImageNet-like JPEGs converted to `shards` TFRecord shards with .idx files (and the same
+    JPEGs in jpegs.pack for the bare decoder) under data_root/<tag>-<classes>x<per_class>,
+    generated once and reused while the parameters match; returns the manifest and "dir"."""
+    d = data_root / f"{tag}-{classes}x{per_class}"
     params = {"classes": classes, "images_per_class": per_class, "shards": shards,
               "quality": list(QUALITY), "seed": 0, "val_fraction": 0.0, "version": 1}
     manifest = d / "manifest.json"
@@ -257,17 +260,7 @@ def worker_cmd(contender: str, python: Path, mode: str, files: list[str], args, 
 
 def run_worker(cmd, timeout: float) -> dict:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
-    try:
-        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout,
-                           env=env)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    for line in r.stdout.splitlines():
-        if line.startswith("SUITE_RESULT "):
-            return json.loads(line[len("SUITE_RESULT "):])
-    err = (r.stderr.strip().splitlines() or ["(no stderr)"])
-    # The last lines name the exception; keep them whole.
-    return {"error": f"exit {r.returncode}: " + " | ".join(err[-6:])[-1500:]}
+    return benchlib.run_for_result(cmd, env, timeout, "SUITE_RESULT")
 
 
 def run_bare(exe: Path, pack: Path, threads: int, passes: int, timeout: float) -> dict:
@@ -685,11 +678,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=HERE / "out")
     args = ap.parse_args()
     q = args.quick
-    args.runs = args.runs or (3 if q else 5)
-    args.images = args.images or (600 if q else 3000)
-    args.batches = args.batches or (2 if q else 8)
-    args.warmup_batches = args.warmup_batches if args.warmup_batches is not None else (1 if q else 2)
-    args.shuffle = args.shuffle or (512 if q else 2048)
+    benchlib.fill_defaults(args, runs=(5, 3), images=(3000, 600), batches=(8, 2),
+                           warmup_batches=(2, 1), shuffle=(2048, 512))
     classes = 10
     per_class = max(1, args.images // classes)
     args.images = classes * per_class

@@ -10,11 +10,8 @@ batch as a global jax.Array with jax.make_array_from_process_local_data over a 1
 of all devices (one CPU device here; the same code runs data-parallel on many).
 """
 
-import argparse
 import os
 import sys
-import tempfile
-import time
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +21,7 @@ import recordflow as rf
 import recordflow.jax as rfj
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import training  # noqa: E402
 from synthetic_images import NUM_CLASSES, SPEC, decode, write_dataset  # noqa: E402
 
 
@@ -72,11 +70,7 @@ def train_step(params, opt, image, label, lr=2e-3, b1=0.9, b2=0.999, eps=1e-8):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "recordflow-synthetic-images"))
-    args = ap.parse_args()
+    args = training.parse_args(__doc__)
 
     train_files, val_files = write_dataset(args.data)
     train = (rf.Dataset.from_files(train_files, shuffle_files=True)
@@ -92,38 +86,22 @@ def main():
     params = init_params(jax.random.key(0))
     zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
     opt = {"t": jnp.zeros((), jnp.int32), "m": zeros, "v": zeros}
-    step, epoch, seen, window_loss, window_steps = 0, 0, 0, 0.0, 0
+
+    def step(batch):
+        nonlocal params, opt
+        params, opt, loss = train_step(params, opt, batch["image"], batch["label"])
+        return float(loss), batch["label"].shape[0]
+
     print(f"training on {len(train_files)} files, process {jax.process_index()} of "
           f"{jax.process_count()}, {jax.device_count()} device(s), batch {args.batch_size}, "
           f"{args.steps} steps")
-    start = last = time.perf_counter()
-    while step < args.steps:
-        for batch in rfj.loader(train, sharding, epoch=epoch, keys=["image", "label"]):
-            params, opt, loss = train_step(params, opt, batch["image"], batch["label"])
-            step += 1
-            seen += batch["label"].shape[0]
-            window_loss += float(loss)
-            window_steps += 1
-            if step % 50 == 0 or step == args.steps:
-                now = time.perf_counter()
-                print(f"step {step:4d}  epoch {epoch}  loss {window_loss / window_steps:.4f}  "
-                      f"{window_steps * args.batch_size / (now - last):8.0f} images/s")
-                window_loss, window_steps, last = 0.0, 0, now
-            if step == args.steps:
-                break
-        epoch += 1
-    elapsed = time.perf_counter() - start
-    print(f"trained {step} steps, {seen} images in {elapsed:.1f} s (incl. compilation): "
-          f"{seen / elapsed:.0f} images/s")
+    training.train(lambda epoch: rfj.loader(train, sharding, epoch=epoch, keys=["image", "label"]),
+                   step, args.steps, args.batch_size, note=" (incl. compilation)")
 
     val = rf.Dataset.from_files(val_files).batch(500).parse(SPEC).map(decode)
     predict = jax.jit(lambda p, x: jnp.argmax(logits_of(p, x), axis=1))
-    correct = total = 0
-    for batch in rfj.loader(val, keys=["image", "label"]):
-        pred = np.asarray(predict(params, jax.device_put(batch["image"])))
-        correct += int((pred == batch["label"]).sum())
-        total += len(pred)
-    print(f"validation accuracy: {correct / total:.3f} ({total} images)")
+    training.validate(rfj.loader(val, keys=["image", "label"]),
+                      lambda image: np.asarray(predict(params, jax.device_put(image))))
 
 
 if __name__ == "__main__":

@@ -10,10 +10,8 @@ each batch to PyTorch as tensors over recordflow's buffers: no DataLoader worker
 Prints the loss and throughput every 50 steps and the validation accuracy at the end.
 """
 
-import argparse
 import os
 import sys
-import tempfile
 import time
 
 import torch
@@ -23,6 +21,7 @@ import recordflow as rf
 import recordflow.torch as rft
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import training  # noqa: E402
 from synthetic_images import NUM_CLASSES, SPEC, decode, write_dataset  # noqa: E402
 
 
@@ -39,11 +38,7 @@ class SmallCNN(nn.Module):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "recordflow-synthetic-images"))
-    args = ap.parse_args()
+    args = training.parse_args(__doc__)
     torch.manual_seed(0)
 
     train_files, val_files = write_dataset(args.data)
@@ -58,31 +53,21 @@ def main():
     model = SmallCNN()
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
     loss_fn = nn.CrossEntropyLoss()
-    step, epoch, seen, window_loss, window_steps = 0, 0, 0, 0.0, 0
-    start = last = time.perf_counter()
-    print(f"training on {len(train_files)} files, batch {args.batch_size}, {args.steps} steps")
-    while step < args.steps:
+
+    def epoch_batches(epoch):
         loader.set_epoch(epoch)  # a new file order and shuffle each epoch, as DistributedSampler
-        for batch in loader:
-            x = batch["image"].permute(0, 3, 1, 2)  # NHWC -> NCHW, a view
-            loss = loss_fn(model(x), batch["label"])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            step += 1
-            seen += len(x)
-            window_loss += loss.item()
-            window_steps += 1
-            if step % 50 == 0 or step == args.steps:
-                now = time.perf_counter()
-                print(f"step {step:4d}  epoch {epoch}  loss {window_loss / window_steps:.4f}  "
-                      f"{window_steps * args.batch_size / (now - last):8.0f} images/s")
-                window_loss, window_steps, last = 0.0, 0, now
-            if step == args.steps:
-                break
-        epoch += 1
-    elapsed = time.perf_counter() - start
-    print(f"trained {step} steps, {seen} images in {elapsed:.1f} s: {seen / elapsed:.0f} images/s")
+        return loader
+
+    def train_step(batch):
+        x = batch["image"].permute(0, 3, 1, 2)  # NHWC -> NCHW, a view
+        loss = loss_fn(model(x), batch["label"])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item(), len(x)
+
+    print(f"training on {len(train_files)} files, batch {args.batch_size}, {args.steps} steps")
+    training.train(epoch_batches, train_step, args.steps, args.batch_size)
 
     # Input alone: how fast recordflow delivers these batches (the model is the bottleneck).
     t = time.perf_counter()
@@ -90,14 +75,10 @@ def main():
     print(f"input pipeline alone: {n / (time.perf_counter() - t):.0f} images/s")
 
     val = rf.Dataset.from_files(val_files).batch(500).parse(SPEC).map(decode)
-    correct = total = 0
     model.eval()
     with torch.no_grad():
-        for batch in rft.loader(val, keys=["image", "label"]):
-            pred = model(batch["image"].permute(0, 3, 1, 2)).argmax(1)
-            correct += int((pred == batch["label"]).sum())
-            total += len(pred)
-    print(f"validation accuracy: {correct / total:.3f} ({total} images)")
+        training.validate(rft.loader(val, keys=["image", "label"]),
+                 lambda image: model(image.permute(0, 3, 1, 2)).argmax(1))
 
 
 if __name__ == "__main__":

@@ -40,6 +40,29 @@ def bounded(fn, seconds=60.0):
     return box["value"]
 
 
+def in_threads(fn, n=4):
+    """fn(0), ..., fn(n - 1), each on its own thread, all at once; returns when all have."""
+    threads = [threading.Thread(target=fn, args=(t,)) for t in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def error_at_7(it):
+    """The ValueError that iterating `it` (a map of fail_at_7 over parsed()) raises, checked to
+    come after elements 0 to 6, in order, and to carry element index 7."""
+    import pytest  # not in map worker processes, which import this module too
+
+    got = []
+    with pytest.raises(ValueError, match="bad element 7") as e:
+        for x in it:
+            got.append(x)
+    assert got == list(range(7))  # every element before it, in order
+    assert e.value.rf_element_index == 7
+    return e.value
+
+
 def double_id(e):
     return {"id": e["id"] * 2, "pid": os.getpid()}
 

@@ -7,6 +7,8 @@ import time
 
 import numpy as np
 import pytest
+from id_files import all_ids, write_id_files
+from id_files import ids as ids_of
 
 import recordflow as rf
 
@@ -18,30 +20,9 @@ SPEC = {
 
 
 def write_files(tmp_path, counts, suffix=".tfrecord"):
-    paths = []
-    for f, n in enumerate(counts):
-        path = str(tmp_path / f"part-{f:03d}{suffix}")
-        with rf.RecordWriter(path, index=suffix == ".tfrecord") as w:
-            for i in range(n):
-                w.write(rf.Example({"id": f * 1000 + i, "name": f"f{f}r{i}",
-                                    "v": np.arange(i % 4, dtype=np.float32)}).serialize())
-        paths.append(path)
-    return paths
-
-
-def all_ids(counts):
-    return [f * 1000 + i for f, n in enumerate(counts) for i in range(n)]
-
-
-def ids_of(ds):
-    out = []
-    for e in ds:
-        if isinstance(e, dict):
-            out += np.atleast_1d(e["id"]).tolist()
-        else:
-            recs = e if isinstance(e, list) else [e]
-            out += [int(rf.Example.parse(r)["id"][0]) for r in recs]
-    return out
+    return write_id_files(tmp_path, counts, suffix=suffix, index=suffix == ".tfrecord",
+                          features=lambda f, i: {"name": f"f{f}r{i}",
+                                                 "v": np.arange(i % 4, dtype=np.float32)})
 
 
 COUNTS = [40, 0, 75, 33]

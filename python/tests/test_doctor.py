@@ -153,12 +153,17 @@ def test_fast_pipeline_slow_step_is_not_input_bound(plain_files):
     json.dumps(d)  # plain data
 
 
-def test_html_timeline_and_arguments(plain_files, tmp_path):
+def _html_report(plain_files, tmp_path):
+    """A short diagnose of a parsing pipeline: the dataset, the report and its HTML page."""
     ds = rf.Dataset.from_files(plain_files).repeat().batch(32).parse(SPEC).prefetch()
     report = rf.diagnose(ds, step_seconds=0.002, seconds=0.3, try_variants=False)
-    path = tmp_path / "t.html"
+    path = tmp_path / "report.html"
     report.write_html(str(path))
-    page = path.read_text()
+    return ds, report, path.read_text()
+
+
+def test_html_timeline_and_arguments(plain_files, tmp_path):
+    ds, report, page = _html_report(plain_files, tmp_path)
     assert page.count("<rect") == 2 * len(report.timeline) > 0
     assert "recordflow doctor" in page
     with pytest.raises(ValueError):
@@ -313,11 +318,7 @@ def test_python_map_without_a_native_equivalent_gets_no_native_advice(plain_file
 
 
 def test_html_report_is_readable_verdict_first_axes_with_units(plain_files, tmp_path):
-    ds = rf.Dataset.from_files(plain_files).repeat().batch(32).parse(SPEC).prefetch()
-    report = rf.diagnose(ds, step_seconds=0.002, seconds=0.3, try_variants=False)
-    path = tmp_path / "r.html"
-    report.write_html(str(path))
-    page = path.read_text()
+    _, report, page = _html_report(plain_files, tmp_path)
     verdict = page.index("Verdict: " + report["verdict"].upper())
     svg = page.index("<svg")
     assert verdict < page.index("Cause:") < svg

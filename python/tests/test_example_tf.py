@@ -73,6 +73,18 @@ def _sorted_map(map_message: bytes) -> bytes:
     return b"".join(_ld(1, e) for e in sorted(entries, key=_entry_key))
 
 
+def _same_bytes_as_tf(ours: bytes, msg, where: str) -> bool:
+    """Asserts that `ours` is TensorFlow's serialization of `msg` (map entries in bytewise key
+    order) and, where TF's bytes already are in that order, TF's bytes themselves; returns
+    whether that direct comparison ran."""
+    theirs = msg.SerializeToString(deterministic=True)
+    resorted, in_order = _resorted(theirs)
+    assert ours == resorted, where
+    if in_order:
+        assert ours == theirs, where
+    return in_order
+
+
 def _resorted(serialized: bytes) -> tuple[bytes, bool]:
     """TensorFlow's bytes with the entries of every map in bytewise key order (C++ protobuf's
     deterministic order), and whether they already were. Works for Example (field 1 =
@@ -327,12 +339,7 @@ def test_example_serialize_matches_tensorflow(seed):
         parsed = tf.train.Example.FromString(ours)
         assert parsed == msg, where
         assert _norm_tf_example(parsed) == {k: _expected(*f) for k, f in features.items()}, where
-        theirs = msg.SerializeToString(deterministic=True)
-        resorted, in_order = _resorted(theirs)
-        assert ours == resorted, where
-        if in_order:
-            assert ours == theirs, where
-            direct += 1
+        direct += _same_bytes_as_tf(ours, msg, where)
     assert direct > EXAMPLES_PER_SEED // 4  # the direct byte comparison really ran
 
 
@@ -475,12 +482,7 @@ def test_sequence_example_serialize_matches_tensorflow():
         parsed = tf.train.SequenceExample.FromString(ours)
         assert parsed == msg, where
         assert _norm_tf_sequence(parsed) == _expected_sequence(context, lists), where
-        theirs = msg.SerializeToString(deterministic=True)
-        resorted, in_order = _resorted(theirs)
-        assert ours == resorted, where
-        if in_order:
-            assert ours == theirs, where
-            direct += 1
+        direct += _same_bytes_as_tf(ours, msg, where)
     assert direct > N_SEQUENCE // 4
 
 

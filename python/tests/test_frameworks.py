@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from id_files import all_ids, ids, write_id_files
 
 import recordflow as rf
 from recordflow.sharding import ShardingPlan, assign_files
@@ -18,23 +19,9 @@ SPEC = {"id": rf.FixedLen([], "int64"), "name": rf.FixedLen([], "bytes"), "v": r
 
 
 def write_files(tmp_path, counts, index=True):
-    paths = []
-    for f, n in enumerate(counts):
-        path = str(tmp_path / f"part-{f:03d}.tfrecord")
-        with rf.RecordWriter(path, index=index) as w:
-            for i in range(n):
-                w.write(rf.Example({"id": f * 1000 + i, "name": f"f{f}r{i}",
-                                    "v": np.arange(i % 3, dtype=np.float32)}).serialize())
-        paths.append(path)
-    return paths
-
-
-def all_ids(counts):
-    return sorted(f * 1000 + i for f, n in enumerate(counts) for i in range(n))
-
-
-def ids(ds):
-    return [int(i) for b in ds for i in np.atleast_1d(b["id"])]
+    return write_id_files(tmp_path, counts, index=index,
+                          features=lambda f, i: {"name": f"f{f}r{i}",
+                                                 "v": np.arange(i % 3, dtype=np.float32)})
 
 
 COUNTS = [30, 0, 45, 17, 60, 8, 25, 33, 12]  # 9 files, one empty, uneven

@@ -11,7 +11,11 @@ import uuid
 import fsspec
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
-from remote.records import check_glob_global_shuffle_and_checkpoint
+from remote.records import (
+    check_aborted_writer_leaves_no_object,
+    check_glob_global_shuffle_and_checkpoint,
+    remote_part_sizes,
+)
 from remote.records import records as _records
 from remote.records import write as _write
 
@@ -64,11 +68,7 @@ def test_unknown_scheme_is_still_an_error():
 
 
 def test_writer_raising_leaves_nothing_under_the_path(mem):
-    with pytest.raises(RuntimeError):
-        with rf.RecordWriter(f"{mem}/aborted.tfrecord") as w:
-            for r in _records(50, 1000):
-                w.write(r)
-            raise RuntimeError("boom")
+    check_aborted_writer_leaves_no_object(f"{mem}/aborted.tfrecord", 50, 1000)
     fs = fsspec.filesystem("memory")
     assert not fs.exists(f"{mem}/aborted.tfrecord")
     assert fs.find(mem) == []  # the temporary object is gone too
@@ -76,10 +76,8 @@ def test_writer_raising_leaves_nothing_under_the_path(mem):
 
 @pytest.fixture
 def small_parts():
-    from recordflow import _core
-    old = _core._set_remote_part_sizes(256 * 1024, 16 << 20)
-    yield
-    _core._set_remote_part_sizes(*old)
+    with remote_part_sizes(256 * 1024, 16 << 20):
+        yield
 
 
 def test_custom_fsspec_class_large_sequential_read_uses_read_ahead(small_parts):

@@ -115,22 +115,22 @@ def assert_same(ours, theirs, key):
     np.testing.assert_array_equal(a, b, err_msg=key)
 
 
-def check_parse(serialized, spec):
-    theirs = tf.io.parse_example(serialized, tf_specs(spec))
-    ours = rf.parse_example(serialized, spec)
+def _check_same_parse(tf_parse, rf_parse, serialized, spec):
+    theirs = tf_parse(serialized, tf_specs(spec))
+    ours = rf_parse(serialized, spec)
     assert set(ours) == set(theirs)
     for k in theirs:
         assert_same(ours[k], theirs[k], k)
     return ours
+
+
+def check_parse(serialized, spec):
+    return _check_same_parse(tf.io.parse_example, rf.parse_example, serialized, spec)
 
 
 def check_single(serialized, spec):
-    theirs = tf.io.parse_single_example(serialized, tf_specs(spec))
-    ours = rf.parse_single_example(serialized, spec)
-    assert set(ours) == set(theirs)
-    for k in theirs:
-        assert_same(ours[k], theirs[k], k)
-    return ours
+    return _check_same_parse(tf.io.parse_single_example, rf.parse_single_example, serialized,
+                             spec)
 
 
 def check_both_fail(serialized, spec, *needles):

@@ -7,6 +7,7 @@ import pickle
 
 import numpy as np
 import pytest
+from id_files import ids, write_id_files
 
 import recordflow as rf
 from recordflow import stages as st
@@ -15,22 +16,8 @@ SPEC = {"id": rf.FixedLen([], "int64"), "v": rf.VarLen("float32")}
 
 
 def write_files(tmp_path, counts, name="part"):
-    paths = []
-    for f, n in enumerate(counts):
-        path = str(tmp_path / f"{name}-{f:03d}.tfrecord")
-        with rf.RecordWriter(path, index=True) as w:
-            for i in range(n):
-                w.write(rf.Example({"id": f * 1000 + i,
-                                    "v": np.arange(i % 3, dtype=np.float32)}).serialize())
-        paths.append(path)
-    return paths
-
-
-def ids(ds):
-    out = []
-    for e in ds:
-        out += np.atleast_1d(e["id"]).tolist()
-    return out
+    return write_id_files(tmp_path, counts, stem=name,
+                          features=lambda f, i: {"v": np.arange(i % 3, dtype=np.float32)})
 
 
 def _double(e):

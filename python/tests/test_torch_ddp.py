@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from id_files import all_ids, write_id_files
 
 import recordflow as rf
 
@@ -27,19 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def write(tmp_path, counts, big=(), index=True):
     """part-NNN.tfrecord files with ids f*1000+i; files in ``big`` have 20x larger records, so
     that balancing bytes and balancing records differ."""
-    paths = []
-    for f, n in enumerate(counts):
-        path = str(tmp_path / f"part-{f:03d}.tfrecord")
-        pad = b"x" * (2000 if f in big else 100)
-        with rf.RecordWriter(path, index=index) as w:
-            for i in range(n):
-                w.write(rf.Example({"id": f * 1000 + i, "pad": pad}).serialize())
-        paths.append(path)
-    return paths
-
-
-def all_ids(counts):
-    return sorted(f * 1000 + i for f, n in enumerate(counts) for i in range(n))
+    return write_id_files(tmp_path, counts, index=index,
+                          features=lambda f, i: {"pad": b"x" * (2000 if f in big else 100)})
 
 
 def rank_batches(ds, rank, world, **kw):

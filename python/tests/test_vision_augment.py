@@ -14,37 +14,16 @@ registers the compiled ops) when the plain import fails beside the CPU torch.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
-import types
-
 import numpy as np
 import pytest
 import torch
+from torchvision_compat import ensure_torchvision
 
 import recordflow as rf
 
-
-def _import_tv():
-    try:
-        import torchvision.transforms.v2 as T
-        import torchvision.transforms.v2.functional as F
-        return T, F
-    except (ImportError, RuntimeError, OSError):
-        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-            del sys.modules[name]
-        spec = importlib.util.find_spec("torchvision")
-        assert spec is not None, "torchvision is not installed (scripts/setup.sh --test)"
-        pkg = types.ModuleType("torchvision")
-        pkg.__path__ = list(spec.submodule_search_locations)
-        pkg.__file__ = spec.origin
-        sys.modules["torchvision"] = pkg
-        import torchvision.transforms.v2 as T
-        import torchvision.transforms.v2.functional as F
-        return T, F
-
-
-T, F = _import_tv()
+assert ensure_torchvision(), "torchvision is not installed (scripts/setup.sh --test)"
+import torchvision.transforms.v2 as T  # noqa: E402
+import torchvision.transforms.v2.functional as F  # noqa: E402
 from torchvision.transforms import InterpolationMode  # noqa: E402
 
 fn = rf.vision.functional

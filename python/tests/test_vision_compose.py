@@ -13,16 +13,14 @@ Inputs are PNG (decoded exactly by both sides) so that only the ops are compared
   Boxes: 1e-3 pixel.
 """
 
-import importlib.util
 import io
 import pickle
-import sys
-import types
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
+from torchvision_compat import ensure_torchvision
 
 import recordflow as rf
 
@@ -31,17 +29,7 @@ def _import_torchvision():
     """torchvision.transforms.v2. scripts/setup.sh installs torchvision 0.28 beside the CPU
     torch 2.13, whose compiled ops (_C.so) want CUDA torch: then the package is loaded without
     its __init__ (which registers those ops); the transforms and tv_tensors are pure Python."""
-    try:
-        import torchvision  # noqa: F401
-    except (ImportError, RuntimeError, OSError):
-        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-            del sys.modules[name]
-        spec = importlib.util.find_spec("torchvision")
-        assert spec is not None, "torchvision is not installed (scripts/setup.sh --test)"
-        pkg = types.ModuleType("torchvision")
-        pkg.__path__ = list(spec.submodule_search_locations)
-        pkg.__file__ = spec.origin
-        sys.modules["torchvision"] = pkg
+    assert ensure_torchvision(), "torchvision is not installed (scripts/setup.sh --test)"
     from torchvision import tv_tensors
     from torchvision.transforms import v2
     from torchvision.transforms.v2 import functional

@@ -14,8 +14,8 @@ Files written (see README.md):
                                and the `offset size` index lines of the uncompressed file
   manifest.txt                 the same facts in a line format that C++ tests parse trivially
 
-The payloads' checksums are computed here from the payload bytes (hashlib.sha256 and a
-bit-wise CRC32C), independently of TensorFlow; the script then checks that TensorFlow's framing
+The payloads' checksums are computed here from the payload bytes (hashlib.sha256 and the
+CRC32C of tfrecord_ref.py), independently of TensorFlow; the script then checks that TensorFlow's framing
 agrees and that tf.data reads every file back unchanged.
 """
 
@@ -36,31 +36,9 @@ INLINE_LIMIT = 64
 COMPRESSIONS = {"": ("NONE", ""), "GZIP": ("GZIP", ".gz"), "ZLIB": ("ZLIB", ".zz")}
 
 
-# --- CRC32C (Castagnoli), bit-wise: slow, obviously correct, no dependency. ----------------------
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = _TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def mask_crc(crc: int) -> int:
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
+# CRC32C from the pure-Python reference beside this script (independent of TensorFlow).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tfrecord_ref import crc32c, masked  # noqa: E402
 
 assert crc32c(b"123456789") == 0xE3069283, "CRC32C known answer"
 
@@ -139,9 +117,9 @@ def check_framing(path: str, payloads: list[bytes]) -> list[tuple[int, int]]:
         (payload_crc,) = struct.unpack_from("<I", data, offset + 12 + length)
         if length != len(p) or payload != p:
             sys.exit(f"{path}: record {i} at offset {offset}: payload differs")
-        if length_crc != mask_crc(crc32c(data[offset:offset + 8])):
+        if length_crc != masked(data[offset:offset + 8]):
             sys.exit(f"{path}: record {i} at offset {offset}: length CRC disagrees")
-        if payload_crc != mask_crc(crc32c(p)):
+        if payload_crc != masked(p):
             sys.exit(f"{path}: record {i} at offset {offset}: payload CRC disagrees")
         index.append((offset, 16 + length))
         offset += 16 + length

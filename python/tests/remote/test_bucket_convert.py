@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -23,19 +22,13 @@ import pytest
 import recordflow as rf
 
 from . import sigv4
+from .records import cli as _cli
+from .records import write as _write
 from .servers import ACCESS_KEY, SECRET_KEY
 
 Image = pytest.importorskip("PIL.Image")
 
 CLASSES = ("cat", "dog", "eel")
-
-
-def _cli() -> str:
-    # RF_TEST_CLI runs these tests against another build of the CLI (e.g. an older one).
-    if os.environ.get("RF_TEST_CLI"):
-        return os.environ["RF_TEST_CLI"]
-    exe = Path(sys.executable).with_name("recordflow")
-    return str(exe) if exe.exists() else "recordflow"
 
 
 def _run(*args, env=None, check=0, timeout=120):
@@ -246,12 +239,6 @@ def test_convert_to_bucket_killed_mid_run_leaves_no_half_object_and_resumes(
 
 # ---- 2. extract, reshard, index, count, cat, verify, inspect -------------------------------
 
-def _put_records(url: str, recs: list[bytes]) -> None:
-    with rf.RecordWriter(url) as w:
-        for r in recs:
-            w.write(r)
-
-
 def test_extract_from_bucket_to_bucket_matches_local(s3, reference, tmp_path):
     tree, src, _ = reference
     conv = s3.url(f"{s3.prefix}/conv")
@@ -277,11 +264,11 @@ def test_reshard_between_buckets_and_local_is_identical(s3, gcs, tmp_path):
     recs = [bytes([i % 251]) * (50 + i) for i in range(120)]
     inputs = [s3.url(f"{s3.prefix}/in/part-{i}.tfrecord") for i in range(3)]
     for i, url in enumerate(inputs):
-        _put_records(url, recs[i * 40:(i + 1) * 40])
+        _write(url, recs[i * 40:(i + 1) * 40])
     local_in = tmp_path / "in"
     local_in.mkdir()
     for i in range(3):
-        _put_records(str(local_in / f"part-{i}.tfrecord"), recs[i * 40:(i + 1) * 40])
+        _write(str(local_in / f"part-{i}.tfrecord"), recs[i * 40:(i + 1) * 40])
     flags = ("--shards", 4, "--shuffle", "--seed", 5)
     _run("reshard", *sorted(local_in.glob("*.tfrecord")), tmp_path / "out", *flags)
     expected = {p.name: p.read_bytes() for p in sorted((tmp_path / "out").glob("shard-*"))}
@@ -309,7 +296,7 @@ def test_every_reading_command_takes_s3_and_gs_urls(s3, gcs):
     recs = [rf.Example({"x": [i], "name": f"r{i}"}).serialize() for i in range(30)]
     urls = [s3.url(f"{s3.prefix}/r/a-{i}.tfrecord") for i in range(2)]
     for url in urls:
-        _put_records(url, recs)
+        _write(url, recs)
     pattern = s3.url(f"{s3.prefix}/r/a-*.tfrecord")
     count = json.loads(_run("count", pattern, "--json").stdout)
     assert json.dumps(count).count("30") >= 2 and "60" in json.dumps(count)
@@ -324,7 +311,7 @@ def test_every_reading_command_takes_s3_and_gs_urls(s3, gcs):
     idx = _s3_get(s3, f"{s3.prefix}/r/a-0.tfrecord.idx").decode().splitlines()
     assert len(idx) == 30 and idx[0].startswith("0 ")
     g = f"gs://{gcs.bucket}/{gcs.prefix}/r/a.tfrecord"
-    _put_records(g, recs)
+    _write(g, recs)
     assert "30" in _run("count", g).stdout
     _run("verify", g)
     _run("index", g)
@@ -338,7 +325,7 @@ def test_every_reading_command_takes_s3_and_gs_urls(s3, gcs):
 def _doctor_shards(s3) -> str:
     recs = [rf.Example({"x": [i], "y": [float(i)]}).serialize() for i in range(400)]
     for i in range(2):
-        _put_records(s3.url(f"{s3.prefix}/d/p-{i}.tfrecord"), recs)
+        _write(s3.url(f"{s3.prefix}/d/p-{i}.tfrecord"), recs)
     return s3.url(f"{s3.prefix}/d/p-*.tfrecord")
 
 

@@ -7,9 +7,6 @@ import base64
 import http.client
 import http.server
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -19,7 +16,14 @@ from urllib.parse import parse_qs
 import pytest
 
 import recordflow as rf
-from remote.records import check_glob_global_shuffle_and_checkpoint, check_round_trip_gzip_and_index
+from remote.records import (
+    check_aborted_writer_leaves_no_object,
+    check_cli_count_cat_verify_index,
+    check_glob_global_shuffle_and_checkpoint,
+    check_read_through_fault_proxy,
+    check_round_trip_gzip_and_index,
+    remote_part_sizes,
+)
 from remote.records import records as _records
 from remote.records import write as _write
 
@@ -45,48 +49,17 @@ def test_gcs_glob_from_files_global_shuffle_and_checkpoint(gcs):
 
 @pytest.fixture
 def small_chunks():
-    from recordflow import _core
-    old = _core._set_remote_part_sizes(64 * 1024, 256 * 1024)
-    yield
-    _core._set_remote_part_sizes(*old)
+    with remote_part_sizes(64 * 1024, 256 * 1024):
+        yield
 
 
 def test_gcs_writer_closed_by_an_exception_leaves_no_object(gcs, small_chunks):
-    url = _url(gcs, "aborted.tfrecord")
-    with pytest.raises(RuntimeError):
-        with rf.RecordWriter(url) as w:
-            for r in _records(6, 300_000):  # 1.8 MB in 256 KiB chunks: a session with chunks
-                w.write(r)
-            raise RuntimeError("boom")
-    with pytest.raises(rf.NotFoundError):
-        rf.RecordReader(url)
-
-
-def _cli() -> str:
-    exe = Path(sys.executable).with_name("recordflow")
-    return str(exe) if exe.exists() else "recordflow"
+    # 1.8 MB in 256 KiB chunks: a session with chunks.
+    check_aborted_writer_leaves_no_object(_url(gcs, "aborted.tfrecord"), 6, 300_000)
 
 
 def test_cli_count_cat_verify_on_gcs(gcs):
-    recs = _records(25, 10)
-    url = _url(gcs, "cli.tfrecord")
-    _write(url, recs)
-    out = subprocess.run([_cli(), "count", url], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert "25" in out.stdout
-    for cmd in (["verify", url], ["cat", url]):
-        r = subprocess.run([_cli(), *cmd], capture_output=True, timeout=60)
-        assert r.returncode == 0, (cmd, r.stderr)
-    missing = subprocess.run([_cli(), "count", _url(gcs, "missing.tfrecord")],
-                             capture_output=True, text=True, timeout=60)
-    assert missing.returncode != 0 and "missing.tfrecord" in missing.stderr
-
-
-_READ_ALL = """
-import sys, recordflow as rf
-recs = list(rf.RecordReader(sys.argv[1]))
-sys.stdout.write(repr([len(recs), sum(len(r) for r in recs), recs[0][:4], recs[-1][:4]]))
-"""
+    check_cli_count_cat_verify_index(_url(gcs, "cli.tfrecord"), _url(gcs, "missing.tfrecord"))
 
 
 @pytest.mark.parametrize("fault", [
@@ -94,17 +67,9 @@ sys.stdout.write(repr([len(recs), sum(len(r) for r in recs), recs[0][:4], recs[-
     dict(match_method="GET", match_path="/download/", drop_after_bytes=150_000, drop_count=2),
 ])
 def test_gcs_retries_through_the_fault_proxy(gcs, fault_proxy_factory, fault):
-    recs = _records(400, 3000)
-    url = _url(gcs, "faults.tfrecord")
-    _write(url, recs)
     proxy = fault_proxy_factory(gcs.endpoint)
-    proxy.configure(**fault)
-    out = subprocess.run([sys.executable, "-c", _READ_ALL, url], capture_output=True, text=True,
-                         timeout=120, env=dict(os.environ, STORAGE_EMULATOR_HOST=proxy.url))
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout == repr([400, 400 * 3000, recs[0][:4], recs[-1][:4]])
-    stats = proxy.stats()
-    assert (stats["failed"] if "fail_count" in fault else stats["dropped"]) == 2, stats
+    check_read_through_fault_proxy(_url(gcs, "faults.tfrecord"), proxy,
+                                   {"STORAGE_EMULATOR_HOST": proxy.url}, fault)
 
 
 def test_gcs_upload_chunk_failures_resume_the_session(gcs, fault_proxy_factory, monkeypatch,

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import recordflow as rf
-from remote.records import check_glob_global_shuffle_and_checkpoint, check_round_trip_gzip_and_index
+from remote.records import (
+    check_aborted_writer_leaves_no_object,
+    check_cli_count_cat_verify_index,
+    check_glob_global_shuffle_and_checkpoint,
+    check_read_through_fault_proxy,
+    check_round_trip_gzip_and_index,
+    remote_part_sizes,
+)
 from remote.records import records as _records
 from remote.records import write as _write
 
@@ -48,14 +53,8 @@ def test_s3_cache_to_a_bucket(s3):
 
 
 def test_s3_writer_closed_by_an_exception_leaves_no_object(s3):
-    url = _url(s3, "aborted.tfrecord")
-    with pytest.raises(RuntimeError):
-        with rf.RecordWriter(url) as w:
-            for r in _records(20, 1 << 20):  # 20 MiB: a multipart upload was started
-                w.write(r)
-            raise RuntimeError("boom")
-    with pytest.raises(rf.NotFoundError):
-        rf.RecordReader(url)
+    # 20 MiB: a multipart upload was started.
+    check_aborted_writer_leaves_no_object(_url(s3, "aborted.tfrecord"), 20, 1 << 20)
 
 
 def test_http_ranged_reads(http_server):
@@ -70,30 +69,8 @@ def test_http_ranged_reads(http_server):
         rf.RecordReader(http_server.url("missing.tfrecord"))
 
 
-def _cli() -> str:
-    exe = Path(sys.executable).with_name("recordflow")
-    return str(exe) if exe.exists() else "recordflow"
-
-
 def test_cli_count_cat_verify_index_on_s3(s3):
-    recs = _records(25, 10)
-    url = _url(s3, "cli.tfrecord")
-    _write(url, recs)
-    env = dict(os.environ)
-    out = subprocess.run([_cli(), "count", url], env=env, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert "25" in out.stdout
-    for cmd in (["verify", url], ["index", url], ["cat", url]):
-        r = subprocess.run([_cli(), *cmd], env=env, capture_output=True, timeout=60)
-        assert r.returncode == 0, (cmd, r.stderr)
-    assert len(rf.IndexedRecordReader(url)) == 25
-
-
-_READ_ALL = """
-import sys, recordflow as rf
-recs = list(rf.RecordReader(sys.argv[1]))
-sys.stdout.write(repr([len(recs), sum(len(r) for r in recs), recs[0][:4], recs[-1][:4]]))
-"""
+    check_cli_count_cat_verify_index(_url(s3, "cli.tfrecord"), _url(s3, "missing.tfrecord"))
 
 
 @pytest.mark.parametrize("fault", [
@@ -105,19 +82,8 @@ def test_retries_through_the_fault_proxy_lose_and_duplicate_nothing(s3, fault_pr
     # A 1.2 MB object read through a proxy that answers 503 / 429 or cuts the connection
     # mid-body: the reader retries (resuming at the byte it reached) and every record arrives
     # once, in order, its CRC checked. A subprocess, so the endpoint is the proxy's from the start.
-    recs = _records(400, 3000)
-    url = _url(s3, "faults.tfrecord")
-    _write(url, recs)
-    fault_proxy.configure(match_method="GET", **fault)
-    out = subprocess.run([sys.executable, "-c", _READ_ALL, url], capture_output=True, text=True,
-                         timeout=120, env=dict(os.environ, **fault_proxy.env))
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout == repr([400, 400 * 3000, recs[0][:4], recs[-1][:4]])
-    stats = fault_proxy.stats()
-    if "fail_count" in fault:
-        assert stats["failed"] == 2
-    else:
-        assert stats["dropped"] == 2, stats
+    check_read_through_fault_proxy(_url(s3, "faults.tfrecord"), fault_proxy, fault_proxy.env,
+                                   dict(match_method="GET", **fault))
 
 
 def test_s3_object_overwritten_mid_read_fails_naming_url_and_offset_never_mixing(s3):
@@ -131,17 +97,16 @@ def test_s3_object_overwritten_mid_read_fails_naming_url_and_offset_never_mixing
     _write(url, old)
     # Small, fixed parts: the read-ahead window (4 parts) cannot hold the object before the
     # overwrite, so later parts are fetched after it.
-    saved = _core._set_remote_part_sizes(64 << 10, 16 << 20)
     saved_max = _core._set_remote_part_size_max(0)
     try:
-        reader = rf.RecordReader(url, buffer_size=64 << 10)
-        got = [next(reader) for _ in range(3)]
-        _write(url, new)
-        with pytest.raises(rf.FailedPreconditionError) as e:
-            for r in reader:
-                got.append(r)
+        with remote_part_sizes(64 << 10, 16 << 20):
+            reader = rf.RecordReader(url, buffer_size=64 << 10)
+            got = [next(reader) for _ in range(3)]
+            _write(url, new)
+            with pytest.raises(rf.FailedPreconditionError) as e:
+                for r in reader:
+                    got.append(r)
     finally:
-        _core._set_remote_part_sizes(*saved)
         _core._set_remote_part_size_max(saved_max)
     msg = str(e.value)
     assert url in msg and "changed while it was read" in msg and "at byte" in msg, msg
@@ -155,8 +120,7 @@ def test_s3_deferred_completion_publishes_only_when_completed(s3):
     open (nothing under the keys); complete_upload makes the object appear whole, abort_upload
     removes the upload; a writer dropped before close() leaves no upload."""
     from recordflow import _core
-    old = _core._set_remote_part_sizes(8 << 20, 5 << 20)  # 5 MiB: the S3 minimum part size
-    try:
+    with remote_part_sizes(8 << 20, 5 << 20):  # 5 MiB: the S3 minimum part size
         url = _url(s3, "deferred/part-0.tfrecord")
         recs = [os.urandom(1 << 20) for _ in range(7)]  # two parts
         with rf.RecordWriter(url, index=True, defer_completion=True) as w:
@@ -189,8 +153,6 @@ def test_s3_deferred_completion_publishes_only_when_completed(s3):
                 raise RuntimeError("task dies")
         assert _core.list_uploads(prefix) == []
         assert _core.file_size(_url(s3, "deferred/b.tfrecord")) is None
-    finally:
-        _core._set_remote_part_sizes(*old)
 
 
 def test_deferred_completion_refused_for_local_paths(tmp_path):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from remote.records import records
+from remote.records import records, write_shards
 from remote.records import write as _write
 
 
@@ -52,13 +52,8 @@ def test_object_smaller_than_a_part_is_read_with_one_request(s3, fault_proxy, n,
 
 def test_several_objects_each_cost_at_most_two_requests(s3, fault_proxy):
     import hashlib
-    urls, all_recs = [], []
-    for i in range(4):
-        recs = _records(300, 5000, seed=i)  # 1.5 MB each
-        url = s3.url(f"{s3.prefix}/part-{i}.tfrecord")
-        _write(url, recs)
-        urls.append(url)
-        all_recs += recs
+    urls, all_recs = write_shards(lambda i: s3.url(f"{s3.prefix}/part-{i}.tfrecord"), 4,
+                                  300, 5000, step=7)  # 1.5 MB each
     fault_proxy.reset()
     got = _run(_READ, urls, fault_proxy)
     assert got == [len(all_recs), hashlib.sha256(b"".join(all_recs)).hexdigest()]

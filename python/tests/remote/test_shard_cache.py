@@ -18,7 +18,8 @@ import pytest
 
 import recordflow as rf
 from recordflow import _core
-from remote.records import records
+from remote.records import cli as _cli
+from remote.records import records, remote_part_sizes, write_shards
 from remote.records import write as _write
 
 
@@ -27,15 +28,13 @@ def _records(n: int, size: int, seed: int = 0) -> list[bytes]:
 
 
 @pytest.fixture
-def s3p(s3_server, fault_proxy, monkeypatch):
-    """S3 through the fault proxy (so its counters see every request); the process-wide cache
-    is switched off again after the test."""
-    for k, v in fault_proxy.env.items():
-        if k.startswith("AWS_"):
-            monkeypatch.setenv(k, v)
-    s3_server.prefix = f"sc-{uuid.uuid4().hex[:8]}"
+def s3p(s3, fault_proxy, monkeypatch):
+    """The s3 fixture (credentials, a fresh key prefix) through the fault proxy, so its counters
+    see every request; the process-wide cache is switched off again after the test."""
+    for k in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.setenv(k, fault_proxy.env[k])
     before = _core.shard_cache()
-    yield s3_server
+    yield s3
     _core.set_shard_cache("", before[1])
     if before[0]:
         _core.set_shard_cache(*before)
@@ -54,13 +53,8 @@ def _gets(proxy) -> int:
 
 
 def test_warm_epoch_makes_no_data_gets(s3p, fault_proxy, tmp_path):
-    urls, all_recs = [], []
-    for i in range(3):
-        recs = _records(200, 1000, seed=i)
-        url = s3p.url(f"{s3p.prefix}/part-{i}.tfrecord")
-        _write(url, recs)
-        urls.append(url)
-        all_recs += recs
+    urls, all_recs = write_shards(lambda i: s3p.url(f"{s3p.prefix}/part-{i}.tfrecord"), 3,
+                                  200, 1000, step=7)
     cache = tmp_path / "cache"
     ds = rf.Dataset.from_files(urls, cache_dir=str(cache), cache_size="1G")
     fault_proxy.reset()
@@ -225,13 +219,8 @@ def test_two_processes_filling_the_same_shard_get_correct_data(s3p, fault_proxy,
 
 
 def test_checkpoint_restores_with_the_cache(s3p, fault_proxy, tmp_path):
-    urls, all_recs = [], []
-    for i in range(2):
-        recs = _records(100, 700, seed=i)
-        url = s3p.url(f"{s3p.prefix}/ck-{i}.tfrecord")
-        _write(url, recs)
-        urls.append(url)
-        all_recs += recs
+    urls, all_recs = write_shards(lambda i: s3p.url(f"{s3p.prefix}/ck-{i}.tfrecord"), 2,
+                                  100, 700, step=7)
     cache = tmp_path / "cache"
     ds = rf.Dataset.from_files(urls, cache_dir=str(cache)).shuffle(50, seed=3)
     it = ds.iterator()
@@ -250,16 +239,15 @@ def test_object_changed_while_filling_is_not_committed(s3p, fault_proxy, tmp_pat
     old, new = _records(2000, 1000, seed=1), _records(1500, 1000, seed=2)
     _write(url, old)
     cache = tmp_path / "cache"
-    old_parts = _core._set_remote_part_sizes(256 << 10, 16 << 20)
     try:
-        fault_proxy.configure(latency_ms=50, match_method="GET")
-        # Overwrite after the fill has started (its first GETs are slowed down).
-        t = threading.Timer(0.12, lambda: _write(url, new))
-        t.start()
-        got = list(rf.RecordReader(url, cache_dir=str(cache)))
-        t.join()
+        with remote_part_sizes(256 << 10, 16 << 20):
+            fault_proxy.configure(latency_ms=50, match_method="GET")
+            # Overwrite after the fill has started (its first GETs are slowed down).
+            t = threading.Timer(0.12, lambda: _write(url, new))
+            t.start()
+            got = list(rf.RecordReader(url, cache_dir=str(cache)))
+            t.join()
     finally:
-        _core._set_remote_part_sizes(*old_parts)
         fault_proxy.reset()
     assert got in (old, new)  # one version, never a mix
     # Whatever was committed is the object as it is now: a fresh read gives `new`.
@@ -283,11 +271,6 @@ def test_cache_options_are_checked(tmp_path):
     assert _core.parse_byte_size("20G") == 20 << 30
     assert _core.parse_byte_size("512M") == 512 << 20
     assert _core.parse_byte_size("1000") == 1000
-
-
-def _cli() -> str:
-    exe = Path(sys.executable).with_name("recordflow")
-    return str(exe) if exe.exists() else "recordflow"
 
 
 def test_cli_cache_dir_serves_the_second_run_without_gets(s3p, fault_proxy, tmp_path):
