@@ -8,8 +8,19 @@ Same image (a natural photo from scikit-image resized to the size, or a noisy gr
 scikit-image is missing) and same parameters for every contender; torch runs with one thread.
 Prints CPU microseconds per image (process time: a loaded machine's other work is not
 counted) and the ratio peer / recordflow (> 1: recordflow is faster).
-rf's time includes the NumPy copy in and the array out; torchvision's tensor time excludes the
-HWC -> CHW conversion (its ops take CHW tensors as they come from a decoder).
+
+recordflow is timed two ways:
+- "rf call": one rf.vision.functional call from Python per image, the NumPy copy in and the
+  array out included;
+- "rf map": the op as it runs in training, inside the native map of an rf.vision.Compose
+  recipe (`Dataset.from_records(...).batch(64).map(Compose([CenterCrop(size)] + [op] * 8))`,
+  one engine thread): the CPU time of that pipeline minus the same pipeline without the ops,
+  per image and application (median of 5 alternated pairs; records hold the image as BMP, so
+  the decode both pipelines share is a copy). The
+  ratios are taken against "rf map", the cost a training run pays; "rf call" shows what a
+  Python call adds.
+torchvision's tensor time excludes the HWC -> CHW conversion (its ops take CHW tensors as they
+come from a decoder); DALI's is per image of its batched pipeline.
 """
 from __future__ import annotations
 
@@ -106,6 +117,74 @@ def ops(img, T, F, torch):
     }
 
 
+def map_ops(img):
+    """name -> the rf.vision.Compose op that runs the same op in a native map."""
+    V = rf.vision
+    h, w = img.shape[:2]
+    return {
+        "adjust_brightness(1.3)": V.ColorJitter(brightness=(1.3, 1.3)),
+        "adjust_contrast(1.3)": V.ColorJitter(contrast=(1.3, 1.3)),
+        "adjust_saturation(1.3)": V.ColorJitter(saturation=(1.3, 1.3)),
+        "adjust_hue(0.1)": V.ColorJitter(hue=(0.1, 0.1)),
+        "rgb_to_grayscale": V.Grayscale(3),
+        "gaussian_blur(5, 1.0)": V.GaussianBlur(5, sigma=(1.0, 1.0)),
+        "posterize(4)": V.RandomPosterize(4, p=1.0),
+        "solarize(128)": V.RandomSolarize(128, p=1.0),
+        "invert": V.RandomInvert(p=1.0),
+        "autocontrast": V.RandomAutocontrast(p=1.0),
+        "equalize": V.RandomEqualize(p=1.0),
+        "adjust_sharpness(1.5)": V.RandomAdjustSharpness(1.5, p=1.0),
+        "rotate(15)": V.RandomRotation((15.0, 15.0)),
+        "affine shear(17)": V.RandomAffine(0, shear=(17.0, 17.0)),
+        # a shift drawn in [-20, 20] pixels: the same work as a fixed 20
+        "affine translate(20)": V.RandomAffine(0, translate=(20.0 / w, 0.0)),
+        "ColorJitter(.4,.4,.4,.1)": V.ColorJitter(.4, .4, .4, .1),
+        "GaussianBlur(5)": V.GaussianBlur(5),
+        "RandomErasing(p=1)": V.RandomErasing(p=1.0),
+        "AutoAugment": V.AutoAugment(),
+        "RandAugment": V.RandAugment(),
+        "TrivialAugmentWide": V.TrivialAugmentWide(),
+    }
+
+
+def in_map_timer(img, n: int = 256, batch: int = 64, repeat: int = 8, runs: int = 5):
+    """A function op -> CPU seconds per image that `op` adds inside a native Compose map, on
+    one engine thread. The op is chained `repeat` times in the recipe so that its cost stands
+    out of the pipeline's own (parse, decode, crop, output): per image and application it is
+    (CPU with the chain - CPU without) / (n * repeat), the median over `runs` alternated pairs
+    of runs after a warm-up of each."""
+    import io
+
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, "BMP")
+    rec = rf.Example({"image/encoded": buf.getvalue(), "image/class/label": 0}).serialize()
+    recs = [rec] * n
+    h, w = img.shape[:2]
+    crop = rf.vision.CenterCrop((h, w))
+
+    def pipeline(ops):
+        return rf.Dataset.from_records(recs).batch(batch).map(
+            rf.vision.Compose([crop] + ops, layout="HWC", seed=0))
+
+    def cpu(ds) -> float:
+        t0 = time.process_time()
+        for _ in ds.iterator(max_threads=1):
+            pass
+        return time.process_time() - t0
+
+    base = pipeline([])
+    cpu(base)
+
+    def per_image(op) -> float:
+        chained = pipeline([op] * repeat)
+        cpu(chained)
+        diffs = sorted(cpu(chained) - cpu(base) for _ in range(runs))
+        return max(diffs[len(diffs) // 2], 0.0) / (n * repeat)
+
+    return per_image
+
+
 def dali_ops(img):
     """DALI CPU pipelines (one thread, batches of 32 of the image) for the ops DALI has, with
     the same parameters, or {} when nvidia.dali is not installed. Random ops draw per sample as
@@ -197,14 +276,18 @@ def main() -> None:
         tensor = torch.from_numpy(img.copy()).permute(2, 0, 1).contiguous() if torch else None
         pil = Image.fromarray(img) if torch else None
         dali = dali_ops(img)
-        print(f"\n{w}x{h} (us per image; ratio = peer / recordflow)")
-        print(f"{'op':26s} {'rf':>8s} {'tv tensor':>10s} {'ratio':>6s} {'tv PIL':>9s} "
-              f"{'ratio':>6s} {'DALI cpu':>9s} {'ratio':>6s}")
+        in_map = in_map_timer(img)
+        native = map_ops(img)
+        print(f"\n{w}x{h} (us per image; ratio = peer / rf map)")
+        print(f"{'op':26s} {'rf call':>8s} {'rf map':>7s} {'tv tensor':>10s} {'ratio':>6s} "
+              f"{'tv PIL':>9s} {'ratio':>6s} {'DALI cpu':>9s} {'ratio':>6s}")
         for name, (ours, theirs) in ops(img, T, F, torch).items():
             if only and not any(s in name for s in only):
                 continue
-            t_rf = per_call(ours, args.min_time)
-            row = f"{name:26s} {t_rf * 1e6:8.0f}"
+            t_call = per_call(ours, args.min_time)
+            t_rf = in_map(native[name])
+            row = f"{name:26s} {t_call * 1e6:8.0f} {t_rf * 1e6:7.0f}"
+            t_rf = max(t_rf, 1e-7)  # an op below the timer's resolution
             for inp in (tensor, pil):
                 if theirs is None or inp is None:
                     row += f" {'-':>9s} {'-':>6s}"
@@ -228,8 +311,8 @@ def main() -> None:
         labels = np.arange(32) % 10
         t_rf = per_call(lambda: fn.mixup(batch, labels, 10, lam=0.3), args.min_time) / 32
         t_cut = per_call(lambda: fn.cutmix(batch, labels, 10, seed=1), args.min_time) / 32
-        line_m = f"{'MixUp (float32, B=32)':26s} {t_rf * 1e6:8.0f}"
-        line_c = f"{'CutMix (float32, B=32)':26s} {t_cut * 1e6:8.0f}"
+        line_m = f"{'MixUp (float32, B=32)':26s} {t_rf * 1e6:8.0f} {'-':>7s}"
+        line_c = f"{'CutMix (float32, B=32)':26s} {t_cut * 1e6:8.0f} {'-':>7s}"
         if T is not None:
             tb = torch.from_numpy(batch).permute(0, 3, 1, 2).contiguous()
             tl = torch.from_numpy(labels)

@@ -332,6 +332,116 @@ class RandomErasing(_Op):
                                   "value": value})
 
 
+def _probability(p, what: str) -> float:
+    p = float(p)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{what}: p must be in [0, 1], got {p!r}")
+    return p
+
+
+class RandomInvert(_Op):
+    """torchvision.transforms.v2.RandomInvert(p=0.5)."""
+
+    def __init__(self, p: float = 0.5):
+        self.p = _probability(p, "RandomInvert")
+
+    def _spec(self):
+        return ("RandomInvert", {"p": self.p})
+
+
+class RandomPosterize(_Op):
+    """torchvision.transforms.v2.RandomPosterize(bits, p=0.5): keeps the high ``bits`` bits."""
+
+    def __init__(self, bits: int, p: float = 0.5):
+        self.bits = int(bits)
+        self.p = _probability(p, "RandomPosterize")
+
+    def _spec(self):
+        return ("RandomPosterize", {"bits": self.bits, "p": self.p})
+
+
+class RandomSolarize(_Op):
+    """torchvision.transforms.v2.RandomSolarize(threshold, p=0.5): pixels >= threshold
+    inverted (threshold in pixel units, 0..255)."""
+
+    def __init__(self, threshold: float, p: float = 0.5):
+        self.threshold = float(threshold)
+        self.p = _probability(p, "RandomSolarize")
+
+    def _spec(self):
+        return ("RandomSolarize", {"threshold": self.threshold, "p": self.p})
+
+
+class RandomAdjustSharpness(_Op):
+    """torchvision.transforms.v2.RandomAdjustSharpness(sharpness_factor, p=0.5)."""
+
+    def __init__(self, sharpness_factor: float, p: float = 0.5):
+        self.sharpness_factor = float(sharpness_factor)
+        self.p = _probability(p, "RandomAdjustSharpness")
+
+    def _spec(self):
+        return ("RandomAdjustSharpness", {"sharpness_factor": self.sharpness_factor, "p": self.p})
+
+
+class RandomAutocontrast(_Op):
+    """torchvision.transforms.v2.RandomAutocontrast(p=0.5)."""
+
+    def __init__(self, p: float = 0.5):
+        self.p = _probability(p, "RandomAutocontrast")
+
+    def _spec(self):
+        return ("RandomAutocontrast", {"p": self.p})
+
+
+class RandomEqualize(_Op):
+    """torchvision.transforms.v2.RandomEqualize(p=0.5)."""
+
+    def __init__(self, p: float = 0.5):
+        self.p = _probability(p, "RandomEqualize")
+
+    def _spec(self):
+        return ("RandomEqualize", {"p": self.p})
+
+
+def _symmetric(v, what: str, sizes=(2,)) -> tuple[float, ...]:
+    """torchvision's _setup_angle: a number d means (-d, d); else 2 (or 4) numbers."""
+    if isinstance(v, numbers.Number):
+        if v < 0:
+            raise ValueError(f"{what}: must be non-negative when a number")
+        return (-float(v), float(v))
+    if not isinstance(v, Sequence) or len(v) not in sizes:
+        raise ValueError(f"{what}: must be a number or a sequence of {' or '.join(map(str, sizes))}"
+                         f" numbers, got {v!r}")
+    return tuple(float(x) for x in v)
+
+
+class RandomAffine(_Op):
+    """torchvision.transforms.v2.RandomAffine(degrees, translate=None, scale=None, shear=None,
+    interpolation="nearest", fill=0, center=None): angle uniform in ``degrees`` (a number d
+    means (-d, d)); translation up to ``translate`` = (fx, fy) of the width / height, rounded
+    to whole pixels; scale uniform in ``scale``; shear x uniform in shear[0:2] (a number s
+    means (-s, s)) and y in shear[2:4] when four values are given. The output keeps the input's
+    size; boxes take the box around their transformed corners (clipped)."""
+
+    def __init__(self, degrees, translate=None, scale=None, shear=None, interpolation="nearest",
+                 fill=0, center=None):
+        self.degrees = _symmetric(degrees, "RandomAffine: degrees")
+        self.translate = None if translate is None else _pair(translate,
+                                                              "RandomAffine: translate")
+        self.scale = None if scale is None else _pair(scale, "RandomAffine: scale")
+        shear4 = (0.0, 0.0, 0.0, 0.0)
+        if shear is not None:
+            sh = _symmetric(shear, "RandomAffine: shear", sizes=(2, 4))
+            shear4 = sh + (0.0, 0.0) if len(sh) == 2 else sh
+        self.shear = shear4
+        self.interpolation = _policy_interpolation(interpolation, "RandomAffine")
+        self.fill = _policy_fill(fill)
+        self.center = None if center is None else _pair(center, "RandomAffine: center")
+
+    def _spec(self):
+        return ("RandomAffine", dict(self.__dict__))
+
+
 def _policy_fill(fill):
     if fill is None:
         return []
@@ -402,7 +512,9 @@ class CutMix(MixUp):
 
 _OPS = (RandomResizedCrop, Resize, CenterCrop, Pad, RandomHorizontalFlip, RandomVerticalFlip,
         RandomRotation, Rotate90, ToDtype, Normalize, ColorJitter, RandomGrayscale, Grayscale,
-        GaussianBlur, RandomErasing, AutoAugment, RandAugment, TrivialAugmentWide)
+        GaussianBlur, RandomErasing, RandomInvert, RandomPosterize, RandomSolarize,
+        RandomAdjustSharpness, RandomAutocontrast, RandomEqualize, RandomAffine, AutoAugment,
+        RandAugment, TrivialAugmentWide)
 
 
 def Compose(transforms: Sequence[_Op], *, image_key: str = "image/encoded",

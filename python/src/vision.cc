@@ -176,6 +176,32 @@ vision::OpSpec ToOpSpec(const std::string& name, nb::dict d) {
     }
     return o;
   }
+  if (name == "RandomInvert") return vision::RandomInvertOp{nb::cast<double>(d["p"])};
+  if (name == "RandomPosterize") {
+    return vision::RandomPosterizeOp{nb::cast<int>(d["bits"]), nb::cast<double>(d["p"])};
+  }
+  if (name == "RandomSolarize") {
+    return vision::RandomSolarizeOp{nb::cast<double>(d["threshold"]), nb::cast<double>(d["p"])};
+  }
+  if (name == "RandomAdjustSharpness") {
+    return vision::RandomAdjustSharpnessOp{nb::cast<double>(d["sharpness_factor"]),
+                                           nb::cast<double>(d["p"])};
+  }
+  if (name == "RandomAutocontrast") return vision::RandomAutocontrastOp{nb::cast<double>(d["p"])};
+  if (name == "RandomEqualize") return vision::RandomEqualizeOp{nb::cast<double>(d["p"])};
+  if (name == "RandomAffine") {
+    vision::RandomAffineOp o;
+    o.degrees = nb::cast<std::array<double, 2>>(d["degrees"]);
+    o.translate = range("translate");
+    o.scale = range("scale");
+    o.shear = nb::cast<std::array<double, 4>>(d["shear"]);
+    o.interpolation = nb::cast<std::string>(d["interpolation"]) == "bilinear"
+                          ? image::AffineInterpolation::kBilinear
+                          : image::AffineInterpolation::kNearest;
+    o.fill = nb::cast<std::vector<double>>(d["fill"]);
+    if (!d["center"].is_none()) o.center = nb::cast<std::array<double, 2>>(d["center"]);
+    return o;
+  }
   if (name == "AutoAugment") return vision::AutoAugmentOp{policy()};
   if (name == "RandAugment") {
     vision::RandAugmentOp o;

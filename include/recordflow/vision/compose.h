@@ -143,6 +143,44 @@ struct RandomErasingOp {
   // refuses a recipe with no Normalize after it.
   bool random_value = false;
 };
+// torchvision.transforms.v2's RandomInvert, RandomPosterize(bits), RandomSolarize(threshold),
+// RandomAdjustSharpness(sharpness_factor), RandomAutocontrast and RandomEqualize: the kernel,
+// applied with probability p (one uniform draw per record, as torchvision's rand(1) < p).
+struct RandomInvertOp {
+  double p = 0.5;
+};
+struct RandomPosterizeOp {
+  int bits = 4;
+  double p = 0.5;
+};
+struct RandomSolarizeOp {
+  double threshold = 128;
+  double p = 0.5;
+};
+struct RandomAdjustSharpnessOp {
+  double sharpness_factor = 2;
+  double p = 0.5;
+};
+struct RandomAutocontrastOp {
+  double p = 0.5;
+};
+struct RandomEqualizeOp {
+  double p = 0.5;
+};
+// torchvision.transforms.v2.RandomAffine(degrees, translate, scale, shear, interpolation, fill,
+// center), drawn as its get_params: angle uniform in `degrees`; translation round(uniform(
+// -translate[0] * width, +...)) pixels (and height for y) when given; scale uniform in `scale`
+// when given, else 1; shear x uniform in shear[0..1], y in shear[2..3]. The output keeps the
+// input's size; boxes take the box around their transformed corners (clipped).
+struct RandomAffineOp {
+  std::array<double, 2> degrees = {0, 0};
+  std::optional<std::array<double, 2>> translate;  // fractions of width, height
+  std::optional<std::array<double, 2>> scale;
+  std::array<double, 4> shear = {0, 0, 0, 0};  // x range, y range (degrees)
+  image::AffineInterpolation interpolation = image::AffineInterpolation::kNearest;
+  std::vector<double> fill;                     // one value or one per channel; empty: 0
+  std::optional<std::array<double, 2>> center;  // pixels from the top-left; none: the center
+};
 struct AutoAugmentOp {
   image::PolicyOptions options;
 };
@@ -159,7 +197,9 @@ using OpSpec =
     std::variant<RandomResizedCropOp, ResizeOp, CenterCropOp, PadOp, RandomHorizontalFlipOp,
                  RandomVerticalFlipOp, RandomRotationOp, Rotate90Op, ToDtypeOp, NormalizeOp,
                  ColorJitterOp, RandomGrayscaleOp, GrayscaleOp, GaussianBlurOp, RandomErasingOp,
-                 AutoAugmentOp, RandAugmentOp, TrivialAugmentWideOp>;
+                 RandomInvertOp, RandomPosterizeOp, RandomSolarizeOp, RandomAdjustSharpnessOp,
+                 RandomAutocontrastOp, RandomEqualizeOp, RandomAffineOp, AutoAugmentOp,
+                 RandAugmentOp, TrivialAugmentWideOp>;
 
 // How the label feature becomes the label output.
 enum class LabelMode : uint8_t {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -333,6 +334,40 @@ void MapBoxCorners(std::vector<float>& b, int width, int height, F f) {
   }
 }
 
+// RandomAffine's draw, in torchvision's get_params order: angle, translation, scale, shear.
+image::AffineOptions SampleAffine(const RandomAffineOp& op, int width, int height,
+                                  image::Rng& rng) {
+  auto uniform = [&](double lo, double hi) { return lo == hi ? lo : rng.Uniform(lo, hi); };
+  image::AffineOptions a;
+  a.angle = uniform(op.degrees[0], op.degrees[1]);
+  if (op.translate) {
+    const double dx = (*op.translate)[0] * width, dy = (*op.translate)[1] * height;
+    a.translate = {std::nearbyint(uniform(-dx, dx)), std::nearbyint(uniform(-dy, dy))};
+  }
+  if (op.scale) a.scale = uniform((*op.scale)[0], (*op.scale)[1]);
+  a.shear = {uniform(op.shear[0], op.shear[1]), uniform(op.shear[2], op.shear[3])};
+  a.interpolation = op.interpolation;
+  a.fill = op.fill;
+  a.center = op.center;
+  return a;
+}
+
+// The forward map (x', y') = (m0 x + m1 y + m2, m3 x + m4 y + m5) of an affine transform in
+// pixel coordinates: torchvision's rotation-scale-shear matrix about the center, then the
+// translation (what its affine does to bounding boxes).
+std::array<double, 6> AffineForward(const image::AffineOptions& a, int width, int height) {
+  const double rad = std::numbers::pi / 180.0;
+  const double rot = a.angle * rad, sx = a.shear[0] * rad, sy = a.shear[1] * rad;
+  const double cx = a.center ? (*a.center)[0] : width * 0.5;
+  const double cy = a.center ? (*a.center)[1] : height * 0.5;
+  const double m0 = a.scale * std::cos(rot - sy) / std::cos(sy);
+  const double m1 = a.scale * (-std::cos(rot - sy) * std::tan(sx) / std::cos(sy) - std::sin(rot));
+  const double m3 = a.scale * std::sin(rot - sy) / std::cos(sy);
+  const double m4 = a.scale * (-std::sin(rot - sy) * std::tan(sx) / std::cos(sy) + std::cos(rot));
+  return {m0, m1, cx + a.translate[0] - m0 * cx - m1 * cy,
+          m3, m4, cy + a.translate[1] - m3 * cx - m4 * cy};
+}
+
 // ---- one record ----------------------------------------------------------------------------
 
 // Per pool thread, reused between records.
@@ -596,6 +631,46 @@ Status ApplyOp(const OpSpec& spec, image::Rng& rng, bool has_boxes, Scratch& s, 
     }
     RF_RETURN_IF_ERROR(Materialize(st, s));
     RF_ASSIGN_OR_RETURN(s.img, image::RandomErasing(s.img, op->options, rng));
+  } else if (const auto* op = std::get_if<RandomInvertOp>(&spec)) {
+    if (rng.Uniform(0.0, 1.0) < op->p) {
+      RF_RETURN_IF_ERROR(Materialize(st, s));
+      s.img = image::Invert(s.img);
+    }
+  } else if (const auto* op = std::get_if<RandomPosterizeOp>(&spec)) {
+    if (rng.Uniform(0.0, 1.0) < op->p) {
+      RF_RETURN_IF_ERROR(Materialize(st, s));
+      RF_ASSIGN_OR_RETURN(s.img, image::Posterize(s.img, op->bits));
+    }
+  } else if (const auto* op = std::get_if<RandomSolarizeOp>(&spec)) {
+    if (rng.Uniform(0.0, 1.0) < op->p) {
+      RF_RETURN_IF_ERROR(Materialize(st, s));
+      RF_ASSIGN_OR_RETURN(s.img, image::Solarize(s.img, op->threshold));
+    }
+  } else if (const auto* op = std::get_if<RandomAdjustSharpnessOp>(&spec)) {
+    if (rng.Uniform(0.0, 1.0) < op->p) {
+      RF_RETURN_IF_ERROR(Materialize(st, s));
+      RF_ASSIGN_OR_RETURN(s.img, image::AdjustSharpness(s.img, op->sharpness_factor));
+    }
+  } else if (const auto* op = std::get_if<RandomAutocontrastOp>(&spec)) {
+    if (rng.Uniform(0.0, 1.0) < op->p) {
+      RF_RETURN_IF_ERROR(Materialize(st, s));
+      s.img = image::AutoContrast(s.img);
+    }
+  } else if (const auto* op = std::get_if<RandomEqualizeOp>(&spec)) {
+    if (rng.Uniform(0.0, 1.0) < op->p) {
+      RF_RETURN_IF_ERROR(Materialize(st, s));
+      s.img = image::Equalize(s.img);
+    }
+  } else if (const auto* op = std::get_if<RandomAffineOp>(&spec)) {
+    RF_RETURN_IF_ERROR(Materialize(st, s));
+    const image::AffineOptions a = SampleAffine(*op, st.width, st.height, rng);
+    RF_ASSIGN_OR_RETURN(s.img, image::Affine(s.img, a));
+    if (has_boxes) {
+      const auto m = AffineForward(a, st.width, st.height);
+      MapBoxCorners(st.boxes, st.width, st.height, [&](double x, double y) {
+        return std::pair{m[0] * x + m[1] * y + m[2], m[3] * x + m[4] * y + m[5]};
+      });
+    }
   } else if (const auto* op = std::get_if<AutoAugmentOp>(&spec)) {
     RF_RETURN_IF_ERROR(Materialize(st, s));
     RF_ASSIGN_OR_RETURN(s.img, image::AutoAugment(s.img, op->options, rng));
@@ -1074,12 +1149,36 @@ Status CheckSize(int h, int w, const std::string& where) {
   return Status::OK();
 }
 
+// The p of the photometric ops torchvision applies with a probability; none for the others.
+std::optional<double> ApplyProbability(const OpSpec& op) {
+  return std::visit(
+      [](const auto& o) -> std::optional<double> {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, RandomInvertOp> || std::is_same_v<T, RandomPosterizeOp> ||
+                      std::is_same_v<T, RandomSolarizeOp> ||
+                      std::is_same_v<T, RandomAdjustSharpnessOp> ||
+                      std::is_same_v<T, RandomAutocontrastOp> ||
+                      std::is_same_v<T, RandomEqualizeOp>) {
+          return o.p;
+        } else {
+          return std::nullopt;
+        }
+      },
+      op);
+}
+
 bool IsPhotometric(const OpSpec& op) {
   return std::holds_alternative<ColorJitterOp>(op) ||
          std::holds_alternative<RandomGrayscaleOp>(op) || std::holds_alternative<GrayscaleOp>(op) ||
          std::holds_alternative<GaussianBlurOp>(op) ||
-         std::holds_alternative<RandomErasingOp>(op) || std::holds_alternative<AutoAugmentOp>(op) ||
-         std::holds_alternative<RandAugmentOp>(op) ||
+         std::holds_alternative<RandomErasingOp>(op) ||
+         std::holds_alternative<RandomInvertOp>(op) ||
+         std::holds_alternative<RandomPosterizeOp>(op) ||
+         std::holds_alternative<RandomSolarizeOp>(op) ||
+         std::holds_alternative<RandomAdjustSharpnessOp>(op) ||
+         std::holds_alternative<RandomAutocontrastOp>(op) ||
+         std::holds_alternative<RandomEqualizeOp>(op) ||
+         std::holds_alternative<AutoAugmentOp>(op) || std::holds_alternative<RandAugmentOp>(op) ||
          std::holds_alternative<TrivialAugmentWideOp>(op);
 }
 
@@ -1136,6 +1235,13 @@ std::string_view OpName(const OpSpec& op) {
                                                 "Grayscale",
                                                 "GaussianBlur",
                                                 "RandomErasing",
+                                                "RandomInvert",
+                                                "RandomPosterize",
+                                                "RandomSolarize",
+                                                "RandomAdjustSharpness",
+                                                "RandomAutocontrast",
+                                                "RandomEqualize",
+                                                "RandomAffine",
                                                 "AutoAugment",
                                                 "RandAugment",
                                                 "TrivialAugmentWide"};
@@ -1261,6 +1367,42 @@ Result<std::array<int, 2>> OutputSize(const std::vector<OpSpec>& ops) {
       RF_RETURN_IF_ERROR(CheckRange(g.ratio, w + ": ratio"));
       if (g.value.size() != 1 && g.value.size() != 3) {
         return InvalidArgumentError(w + ": value must be one number or three");
+      }
+    } else if (const std::optional<double> p = ApplyProbability(spec); p && !(*p >= 0 && *p <= 1)) {
+      return InvalidArgumentError(w + ": p must be in [0, 1]");
+    } else if (const auto* op = std::get_if<RandomPosterizeOp>(&spec);
+               op != nullptr && (op->bits < 0 || op->bits > 8)) {
+      return InvalidArgumentError(w + ": bits must be in 0..8");
+    } else if (const auto* op = std::get_if<RandomSolarizeOp>(&spec);
+               op != nullptr && !(op->threshold >= 0 && op->threshold <= 255)) {
+      return InvalidArgumentError(w + ": threshold must be in 0..255 (uint8 image)");
+    } else if (const auto* op = std::get_if<RandomAdjustSharpnessOp>(&spec);
+               op != nullptr &&
+               !(op->sharpness_factor >= 0 && std::isfinite(op->sharpness_factor))) {
+      return InvalidArgumentError(w + ": sharpness_factor must be a non-negative number");
+    } else if (const auto* op = std::get_if<RandomAffineOp>(&spec)) {
+      const bool finite = std::all_of(op->degrees.begin(), op->degrees.end(),
+                                      [](double v) { return std::isfinite(v); }) &&
+                          std::all_of(op->shear.begin(), op->shear.end(),
+                                      [](double v) { return std::isfinite(v); });
+      if (!finite || op->degrees[0] > op->degrees[1] || op->shear[0] > op->shear[1] ||
+          op->shear[2] > op->shear[3]) {
+        return InvalidArgumentError(w + ": degrees and shear must be increasing finite ranges");
+      }
+      if (std::any_of(op->shear.begin(), op->shear.end(),
+                      [](double v) { return std::abs(v) >= 90; })) {
+        return InvalidArgumentError(w + ": shear must be within (-90, 90) degrees");
+      }
+      if (op->translate && !((*op->translate)[0] >= 0 && (*op->translate)[0] <= 1 &&
+                             (*op->translate)[1] >= 0 && (*op->translate)[1] <= 1)) {
+        return InvalidArgumentError(w + ": translate values must be in [0, 1]");
+      }
+      if (op->scale) RF_RETURN_IF_ERROR(CheckRange(*op->scale, w + ": scale"));
+      if (op->center && !(std::isfinite((*op->center)[0]) && std::isfinite((*op->center)[1]))) {
+        return InvalidArgumentError(w + ": center must be two finite numbers");
+      }
+      if (op->fill.size() > 1 && op->fill.size() != 3) {
+        return InvalidArgumentError(w + ": fill must be one number or three");
       }
     } else if (const auto* op = std::get_if<RandAugmentOp>(&spec)) {
       if (op->rand.num_ops < 0 || op->rand.num_magnitude_bins < 2 || op->rand.magnitude < 0 ||
