@@ -13,10 +13,11 @@ recordflow is timed two ways:
 - "rf call": one rf.vision.functional call from Python per image, the NumPy copy in and the
   array out included;
 - "rf map": the op as it runs in training, inside the native map of an rf.vision.Compose
-  recipe (`Dataset.from_records(...).batch(64).map(Compose([CenterCrop(size)] + [op] * 8))`,
-  one engine thread): the CPU time of that pipeline minus the same pipeline without the ops,
-  per image and application (median of 5 alternated pairs; records hold the image as BMP, so
-  the decode both pipelines share is a copy). The
+  recipe (`Dataset.from_records(...).batch(64).map(Compose([CenterCrop(size)] + [op] * k))`,
+  one engine thread, k = 8..64 so that the chain costs about what the rest of the pipeline
+  does): the CPU time of that pipeline minus the same pipeline without the ops, per image and
+  application (median of 5 alternated pairs; records hold the image as BMP, so the decode both
+  pipelines share is a copy). The
   ratios are taken against "rf map", the cost a training run pays; "rf call" shows what a
   Python call adds.
 torchvision's tensor time excludes the HWC -> CHW conversion (its ops take CHW tensors as they
@@ -147,12 +148,13 @@ def map_ops(img):
     }
 
 
-def in_map_timer(img, n: int = 256, batch: int = 64, repeat: int = 8, runs: int = 5):
-    """A function op -> CPU seconds per image that `op` adds inside a native Compose map, on
-    one engine thread. The op is chained `repeat` times in the recipe so that its cost stands
-    out of the pipeline's own (parse, decode, crop, output): per image and application it is
-    (CPU with the chain - CPU without) / (n * repeat), the median over `runs` alternated pairs
-    of runs after a warm-up of each."""
+def in_map_timer(img, n: int = 256, batch: int = 64, runs: int = 5):
+    """A function (op, its call time) -> CPU seconds per image that `op` adds inside a native
+    Compose map, on one engine thread. The op is chained in the recipe enough times (8 to 64)
+    that the chain costs about what the pipeline itself does (parse, decode, crop, output), so
+    that it stands out of that pipeline's noise: per image and application it is (CPU with the
+    chain - CPU without) / (n * times), the median over `runs` alternated pairs of runs after a
+    warm-up of each."""
     import io
 
     from PIL import Image
@@ -175,12 +177,14 @@ def in_map_timer(img, n: int = 256, batch: int = 64, repeat: int = 8, runs: int 
 
     base = pipeline([])
     cpu(base)
+    base_per_image = min(cpu(base) for _ in range(3)) / n
 
-    def per_image(op) -> float:
-        chained = pipeline([op] * repeat)
+    def per_image(op, call_seconds: float) -> float:
+        times = int(min(64, max(8, base_per_image / max(call_seconds, 1e-7))))
+        chained = pipeline([op] * times)
         cpu(chained)
         diffs = sorted(cpu(chained) - cpu(base) for _ in range(runs))
-        return max(diffs[len(diffs) // 2], 0.0) / (n * repeat)
+        return max(diffs[len(diffs) // 2], 0.0) / (n * times)
 
     return per_image
 
@@ -285,7 +289,7 @@ def main() -> None:
             if only and not any(s in name for s in only):
                 continue
             t_call = per_call(ours, args.min_time)
-            t_rf = in_map(native[name])
+            t_rf = in_map(native[name], t_call)
             row = f"{name:26s} {t_call * 1e6:8.0f} {t_rf * 1e6:7.0f}"
             t_rf = max(t_rf, 1e-7)  # an op below the timer's resolution
             for inp in (tensor, pil):
