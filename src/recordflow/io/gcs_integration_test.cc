@@ -18,8 +18,8 @@
 namespace recordflow::io {
 namespace {
 
-using testing_util::DroppingProxy;
 using testing_util::ExpectIndexedReads;
+using testing_util::ExpectReadsResumeAfterDroppedConnections;
 
 using testing_util::Env;
 using testing_util::Payload;
@@ -141,17 +141,7 @@ TEST_F(GcsIntegrationTest, MissingObjectAndBucketAreNotFoundNamingTheUrl) {
 }
 
 TEST_F(GcsIntegrationTest, DroppedConnectionsResumeWithoutLosingOrDuplicatingRecords) {
-  const auto written = WriteShard(Url("f/r.tfrecord"), 300, 1000, false);
-  const io::Url u = ParseUrl(emulator_);
-  const int port = std::stoi(u.authority.substr(u.authority.rfind(':') + 1));
-  DroppingProxy proxy(port, 100 * 1000, 4);
-  setenv("STORAGE_EMULATOR_HOST", ("http://127.0.0.1:" + std::to_string(proxy.port())).c_str(), 1);
-  Status s;
-  const auto read = ReadAll(Url("f/r.tfrecord"), &s);
-  setenv("STORAGE_EMULATOR_HOST", emulator_.c_str(), 1);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_GE(proxy.drops_done(), 1);
-  EXPECT_EQ(read, written);
+  ExpectReadsResumeAfterDroppedConnections(Url("f/r.tfrecord"), emulator_, "STORAGE_EMULATOR_HOST");
 }
 
 TEST_F(GcsIntegrationTest, UnreachableEndpointGivesUpNamingUrlAndOffset) {

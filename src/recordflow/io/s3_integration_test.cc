@@ -30,8 +30,8 @@ std::string Endpoint() {
   return e == nullptr ? "" : e;
 }
 
-using testing_util::DroppingProxy;
 using testing_util::ExpectIndexedReads;
+using testing_util::ExpectReadsResumeAfterDroppedConnections;
 using testing_util::Payload;
 using testing_util::ReadAll;
 using testing_util::WriteShard;
@@ -128,17 +128,7 @@ TEST_F(S3IntegrationTest, MissingObjectIsNotFoundAndBadSecretIsPermissionDenied)
 }
 
 TEST_F(S3IntegrationTest, DroppedConnectionsResumeWithoutLosingOrDuplicatingRecords) {
-  const auto written = WriteShard(Url("f/r.tfrecord"), 300, 1000, false);
-  const io::Url u = ParseUrl(Endpoint());
-  const int port = std::stoi(u.authority.substr(u.authority.rfind(':') + 1));
-  DroppingProxy proxy(port, 100 * 1000, 4);  // each dropped response stops after ~100 KB
-  setenv("AWS_ENDPOINT_URL_S3", ("http://127.0.0.1:" + std::to_string(proxy.port())).c_str(), 1);
-  Status s;
-  const auto read = ReadAll(Url("f/r.tfrecord"), &s);
-  setenv("AWS_ENDPOINT_URL_S3", Endpoint().c_str(), 1);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_GE(proxy.drops_done(), 1);
-  EXPECT_EQ(read, written);
+  ExpectReadsResumeAfterDroppedConnections(Url("f/r.tfrecord"), Endpoint(), "AWS_ENDPOINT_URL_S3");
 }
 
 TEST_F(S3IntegrationTest, UnreachableEndpointGivesUpNamingUrlAndOffset) {
