@@ -30,7 +30,9 @@ std::string Endpoint() {
   return e == nullptr ? "" : e;
 }
 
+using testing_util::ExpectGlobMatchesKeysOnly;
 using testing_util::ExpectIndexedReads;
+using testing_util::ExpectReadAheadAcrossParts;
 using testing_util::ExpectReadsResumeAfterDroppedConnections;
 using testing_util::Payload;
 using testing_util::ReadAll;
@@ -66,15 +68,7 @@ class S3IntegrationTest : public ::testing::Test {
 };
 
 TEST_F(S3IntegrationTest, WriteThenReadRecordsWithReadAheadAcrossParts) {
-  RemoteOptions o = GetRemoteOptions();
-  o.part_size = 64 * 1024;  // many parts, several in flight
-  o.read_ahead_parts = 3;
-  SetRemoteOptions(o);
-  const auto written = WriteShard(Url("d/a.tfrecord"), 200, 3000, false);
-  Status s;
-  const auto read = ReadAll(Url("d/a.tfrecord"), &s);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(read, written);
+  ExpectReadAheadAcrossParts(Url("d/a.tfrecord"));
 }
 
 TEST_F(S3IntegrationTest, MultipartWriteCompletesOnCloseOnly) {
@@ -98,15 +92,7 @@ TEST_F(S3IntegrationTest, MultipartWriteCompletesOnCloseOnly) {
 }
 
 TEST_F(S3IntegrationTest, GlobListsMatchingKeysOnly) {
-  WriteShard(Url("g/train-0.tfrecord"), 2, 10, false);
-  WriteShard(Url("g/train-1.tfrecord"), 2, 10, false);
-  WriteShard(Url("g/val-0.tfrecord"), 2, 10, false);
-  WriteShard(Url("g/sub/train-2.tfrecord"), 2, 10, false);
-  auto m = GlobPaths(Url("g/train-*.tfrecord"));
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  EXPECT_EQ(*m, (std::vector<std::string>{Url("g/train-0.tfrecord"), Url("g/train-1.tfrecord")}));
-  auto none = GlobPaths(Url("g/test-*.tfrecord"));
-  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  ExpectGlobMatchesKeysOnly([this](const std::string& key) { return Url(key); });
 }
 
 TEST_F(S3IntegrationTest, IndexedReaderUsesTheRemoteIndex) {
