@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -14,6 +15,14 @@
 #include "recordflow/io/file.h"
 
 namespace recordflow::format::testing {
+
+// The value of `r`, failing the test when it is an error (the value is then not usable: keep
+// such calls where a failure ends the test anyway).
+template <typename T>
+T Ok(Result<T> r) {
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return std::move(r).value();
+}
 
 // True in ASan and TSan builds: they reserve terabytes of address space, so a test that limits
 // RLIMIT_AS cannot run there.

@@ -27,6 +27,7 @@ namespace {
 
 using format::testing::Bytes;
 using format::testing::MakeTempDir;
+using format::testing::Ok;
 
 // Record j of file f is the Example {"id": f * 1000 + j, "name": "f<f>r<j>"}.
 std::string Record(int f, int j) {
@@ -132,12 +133,6 @@ std::vector<std::vector<int64_t>> RunAll(const Dataset& ds) {
   EXPECT_TRUE(it.ok()) << it.status().ToString();
   if (!it.ok()) return {};
   return Drain(**it);
-}
-
-template <typename T>
-T Ok(Result<T> r) {
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return std::move(r).value();
 }
 
 // Every pipeline of the battery: a name and a builder over the same files.

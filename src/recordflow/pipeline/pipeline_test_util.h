@@ -10,17 +10,13 @@
 #include <gtest/gtest.h>
 
 #include "recordflow/core/status.h"
+#include "recordflow/format/record_test_util.h"
 #include "recordflow/image/image.h"
 #include "recordflow/pipeline/dataset.h"
 
 namespace recordflow::pipeline::testing_util {
 
-// The value of `r`, failing the test (and returning a default value) when it is an error.
-template <typename T>
-T Ok(Result<T> r) {
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return std::move(r).value();
-}
+using format::testing::Ok;
 
 // A w x h RGB JPEG whose pixels are a pattern seeded by `seed`.
 inline std::string JpegOf(int w, int h, int seed) {
