@@ -111,23 +111,30 @@ std::function<int()> AfterExpandingFiles(std::vector<std::string>* files,
   };
 }
 
-void FileTally::Add(const Status& error, uint64_t corrupt_regions) {
+void FileTally::Add(const Status& error, uint64_t file_records, uint64_t file_corrupt_regions,
+                    uint64_t file_bytes_skipped) {
   if (!error.ok()) {
     ++failed;
-  } else if (corrupt_regions > 0) {
+  } else if (file_corrupt_regions > 0) {
     ++corrupt;
   } else {
     ++ok;
   }
+  records += file_records;
+  corrupt_regions += file_corrupt_regions;
+  bytes_skipped += file_bytes_skipped;
 }
 
-JsonWriter FileTally::Json(uint64_t files) const {
-  JsonWriter json;
-  json.AddUint("files", files)
+std::string FileTally::Json(uint64_t files, std::string_view records_key) const {
+  return JsonWriter()
+      .AddUint("files", files)
       .AddUint("files_ok", ok)
       .AddUint("files_corrupt", corrupt)
-      .AddUint("files_failed", failed);
-  return json;
+      .AddUint("files_failed", failed)
+      .AddUint(records_key, records)
+      .AddUint("corrupt_regions", corrupt_regions)
+      .AddUint("bytes_skipped", bytes_skipped)
+      .str();
 }
 
 namespace {

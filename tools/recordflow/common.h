@@ -95,17 +95,22 @@ int ExpandFileArguments(std::vector<std::string>* files);
 // a member of the options `run` holds).
 std::function<int()> AfterExpandingFiles(std::vector<std::string>* files, std::function<int()> run);
 
-// How the files of a per-file command (count, verify) ended, for its "total" object.
+// The totals of a per-file command that reads whole files (count, verify).
 struct FileTally {
   uint64_t ok = 0;
   uint64_t corrupt = 0;  // read to the end, with corrupt regions skipped
   uint64_t failed = 0;   // stopped by an error
+  uint64_t records = 0;  // read intact, in all files
+  uint64_t corrupt_regions = 0;
+  uint64_t bytes_skipped = 0;
 
-  // Counts one file: failed when `error` is not OK, else corrupt when `corrupt_regions` > 0.
-  void Add(const Status& error, uint64_t corrupt_regions);
-  // {"files":N,"files_ok":..,"files_corrupt":..,"files_failed":..}, open for the caller's
-  // record counts.
-  JsonWriter Json(uint64_t files) const;
+  // Adds one file: failed when `error` is not OK, else corrupt when `corrupt_regions` > 0; its
+  // counts are added either way (a failed file's are those read before the error).
+  void Add(const Status& error, uint64_t file_records, uint64_t file_corrupt_regions,
+           uint64_t file_bytes_skipped);
+  // The "total" object: {"files":N,"files_ok":..,"files_corrupt":..,"files_failed":..,
+  // <records_key>:..,"corrupt_regions":..,"bytes_skipped":..}.
+  std::string Json(uint64_t files, std::string_view records_key) const;
 };
 
 // Writes `text` to stdout; when that fails, prints the error. Returns kExitOk or kExitError.

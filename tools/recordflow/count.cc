@@ -43,22 +43,19 @@ int RunCount(const CountOptions& options) {
   reader_options.verify_checksums = !options.no_verify;
   reader_options.on_corruption = options.on_corruption;
 
-  FileCount total;
-  FileTally tally;
+  FileTally total;
   const PerFileResult files = RunPerFile(options.files, options.json, [&](const std::string& path) {
     FileOutcome out;
     Result<FileCount> count = CountRecords(path, reader_options);
     out.json.AddString("path", path)
         .AddString("compression", CompressionLabel(path, options.compression));
-    tally.Add(count.status(), count.ok() ? count->corrupt_regions : 0);
     if (!count.ok()) {
+      total.Add(count.status(), 0, 0, 0);
       out.status = count.status();
       out.json.AddString("status", "error").AddRaw("error", JsonStatus(count.status()));
       return out;
     }
-    total.records += count->records;
-    total.corrupt_regions += count->corrupt_regions;
-    total.bytes_skipped += count->bytes_skipped;
+    total.Add(Status::OK(), count->records, count->corrupt_regions, count->bytes_skipped);
     const bool corrupt = count->corrupt_regions > 0;
     out.json.AddString("status", corrupt ? "corrupt" : "ok")
         .AddUint("records", count->records)
@@ -78,13 +75,11 @@ int RunCount(const CountOptions& options) {
 
   std::string summary;
   if (options.json) {
-    const std::string total_json = tally.Json(options.files.size())
-                                       .AddUint("records", total.records)
-                                       .AddUint("corrupt_regions", total.corrupt_regions)
-                                       .AddUint("bytes_skipped", total.bytes_skipped)
-                                       .str();
-    summary =
-        JsonWriter().AddRaw("files", files.json_files).AddRaw("total", total_json).str() + "\n";
+    summary = JsonWriter()
+                  .AddRaw("files", files.json_files)
+                  .AddRaw("total", total.Json(options.files.size(), "records"))
+                  .str() +
+              "\n";
   } else if (options.files.size() > 1) {
     // As wc(1): a total line only when there is something to add up.
     summary = std::to_string(total.records) + " total\n";

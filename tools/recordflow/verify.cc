@@ -94,8 +94,7 @@ int RunVerify(const VerifyOptions& options) {
   reader_options.compression = options.compression;
 
   int exit_code = kExitOk;
-  FileResult total;
-  FileTally tally;
+  FileTally total;
   if (options.json) WriteOut("{\"files\":[\n").IgnoreError();
   for (size_t i = 0; i < options.files.size(); ++i) {
     const std::string& path = options.files[i];
@@ -107,9 +106,7 @@ int RunVerify(const VerifyOptions& options) {
     }
     PrintingReporter reporter(options.json, path);
     FileResult result = VerifyFile(path, reader_options, &reporter);
-    total.records_ok += result.records_ok;
-    total.corrupt_regions += result.corrupt_regions;
-    total.bytes_skipped += result.bytes_skipped;
+    total.Add(result.error, result.records_ok, result.corrupt_regions, result.bytes_skipped);
 
     const std::string_view verdict = Verdict(result);
     if (options.json) {
@@ -134,7 +131,6 @@ int RunVerify(const VerifyOptions& options) {
       WriteOut(line + "\n").IgnoreError();
     }
 
-    tally.Add(result.error, result.corrupt_regions);
     if (!result.error.ok()) {
       exit_code = PrintAndFold(exit_code, result.error);
     } else if (result.corrupt_regions > 0) {
@@ -146,16 +142,12 @@ int RunVerify(const VerifyOptions& options) {
   }
 
   if (options.json) {
-    const std::string total_json = tally.Json(options.files.size())
-                                       .AddUint("records_ok", total.records_ok)
-                                       .AddUint("corrupt_regions", total.corrupt_regions)
-                                       .AddUint("bytes_skipped", total.bytes_skipped)
-                                       .str();
-    WriteOut("\n],\"total\":" + total_json + "}\n").IgnoreError();
+    WriteOut("\n],\"total\":" + total.Json(options.files.size(), "records_ok") + "}\n")
+        .IgnoreError();
   } else if (options.files.size() > 1) {
-    WriteOut("total: " + CountOf(options.files.size(), "file") + " (" + std::to_string(tally.ok) +
-             " ok, " + std::to_string(tally.corrupt) + " corrupt, " + std::to_string(tally.failed) +
-             " failed), " + CountOf(total.records_ok, "record") + " ok, " +
+    WriteOut("total: " + CountOf(options.files.size(), "file") + " (" + std::to_string(total.ok) +
+             " ok, " + std::to_string(total.corrupt) + " corrupt, " + std::to_string(total.failed) +
+             " failed), " + CountOf(total.records, "record") + " ok, " +
              CountOf(total.corrupt_regions, "corrupt region") + ", " +
              CountOf(total.bytes_skipped, "byte") + " skipped\n")
         .IgnoreError();
