@@ -41,19 +41,9 @@ bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
+// At zlib's highest level, for the bombs' ratio.
 std::string Deflate(const std::string& data, Compression compression) {
-  z_stream z{};
-  const int bits = compression == Compression::kGzip ? MAX_WBITS + 16 : MAX_WBITS;
-  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, bits, 9, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, data.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = static_cast<uInt>(data.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
+  return testing::Deflate(data, compression, 9, 9);
 }
 
 void WriteFile(const std::string& path, const std::string& data) {

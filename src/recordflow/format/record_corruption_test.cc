@@ -165,16 +165,7 @@ TEST(CorruptionTest, LyingLengthInCompressedStreamIsBounded) {
   std::string data(kHeaderSize, '\0');
   EncodeHeader(reinterpret_cast<std::byte*>(data.data()), uint64_t{500} << 20);
   data += std::string(1000, 'p');
-  z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, MAX_WBITS + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string gz(deflateBound(&z, data.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(data.data());
-  z.avail_in = data.size();
-  z.next_out = reinterpret_cast<Bytef*>(gz.data());
-  z.avail_out = gz.size();
-  ASSERT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  gz.resize(z.total_out);
-  deflateEnd(&z);
+  const std::string gz = testing::Deflate(data, Compression::kGzip);
   auto result = ReadAllFromMemory(gz, {}, Compression::kGzip);
   EXPECT_EQ(result.status.code(), StatusCode::kDataLoss);
   EXPECT_TRUE(Contains(result.status.message(), "decompressed stream"));
@@ -240,17 +231,7 @@ namespace recordflow::format {
 namespace {
 
 std::string GzipBytes(const std::string& data) {
-  z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, MAX_WBITS + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string gz(deflateBound(&z, data.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = data.size();
-  z.next_out = reinterpret_cast<Bytef*>(gz.data());
-  z.avail_out = gz.size();
-  deflate(&z, Z_FINISH);
-  gz.resize(z.total_out);
-  deflateEnd(&z);
-  return gz;
+  return testing::Deflate(data, Compression::kGzip);
 }
 
 class CompressedDamageTest : public ::testing::TestWithParam<Inflater> {};
