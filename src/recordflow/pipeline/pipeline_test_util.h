@@ -43,6 +43,16 @@ inline std::vector<Element> RunAll(const Dataset& ds) {
   return out;
 }
 
+// Expects the first GetNext of `it` to fail with kDataLoss naming `where` (e.g. "record 4 of
+// file #0"). Call under ASSERT_NO_FATAL_FAILURE.
+inline void ExpectFirstElementIsDataLossAt(Iterator& it, const std::string& where) {
+  Element e;
+  Result<bool> r = it.GetNext(&e);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find(where), std::string::npos) << r.status().message();
+}
+
 // Same count of elements, and each element's first tensor has the same shape and bytes.
 inline void ExpectSameFirstTensors(const std::vector<Element>& a, const std::vector<Element>& b) {
   ASSERT_EQ(a.size(), b.size());
