@@ -13,22 +13,17 @@
 #include <jpeglib.h>
 
 #include "recordflow/image/image.h"
+#include "recordflow/image/image_test_util.h"
 #include "recordflow/image/kernels_internal.h"
 
 namespace recordflow::image {
 namespace {
 
-std::span<const std::byte> Bytes(const std::string& s) {
-  return std::as_bytes(std::span(s.data(), s.size()));
-}
+using testing_util::Bytes;
 
 // Texture, edges and gradients: a JPEG of it has real high-frequency content and chroma.
 Image Photo(int w, int h, int channels, uint32_t seed = 1) {
-  Image img;
-  img.width = w;
-  img.height = h;
-  img.channels = channels;
-  img.pixels.resize(img.row_bytes() * h);
+  Image img = testing_util::BlankImage(w, h, channels);
   uint32_t r = seed;
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
