@@ -11,6 +11,13 @@
 
 using namespace recordflow::example;
 
+// A parser for `specs` that lives as long as the process (the fuzzer keeps it in a static); the
+// specs are valid, so Create cannot fail.
+template <typename Parser>
+const Parser* NewParser(std::vector<FeatureSpec> specs) {
+  return new Parser(Parser::Create(std::move(specs)).value());
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const std::byte> record(reinterpret_cast<const std::byte*>(data), size);
   auto e = ParseExample(record);
@@ -22,48 +29,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto se = ParseSequenceExample(record);
   (void)se;
-  static const ExampleParser* parser = [] {
-    auto p = ExampleParser::Create({
-        FeatureSpec::FixedLen("label", DType::kInt64, {}, Feature::Int64s({0})),
-        FeatureSpec::FixedLen("xy", DType::kFloat32, {2}, Feature::Floats({0})),
-        FeatureSpec::FixedLen("name", DType::kBytes, {}, Feature::Bytes({""})),
-        FeatureSpec::VarLen("a", DType::kInt64),
-        FeatureSpec::VarLen("b", DType::kFloat32),
-        FeatureSpec::VarLen("c", DType::kBytes),
-    });
-    return new ExampleParser(std::move(p).value());
-  }();
+  static const ExampleParser* parser = NewParser<ExampleParser>({
+      FeatureSpec::FixedLen("label", DType::kInt64, {}, Feature::Int64s({0})),
+      FeatureSpec::FixedLen("xy", DType::kFloat32, {2}, Feature::Floats({0})),
+      FeatureSpec::FixedLen("name", DType::kBytes, {}, Feature::Bytes({""})),
+      FeatureSpec::VarLen("a", DType::kInt64),
+      FeatureSpec::VarLen("b", DType::kFloat32),
+      FeatureSpec::VarLen("c", DType::kBytes),
+  });
   std::vector<std::span<const std::byte>> batch(3, record);
   std::vector<Column> columns;
   ParseOptions options;
   options.max_parallelism = 1;
   (void)parser->Parse(batch, &columns, options);
   // FixedLenSequence items (stride checks, required feature) and required feature lists.
-  static const ExampleParser* items = [] {
-    auto p = ExampleParser::Create({
-        FeatureSpec::FixedLenSequence("seq", DType::kInt64, {2}, /*allow_missing=*/true),
-        FeatureSpec::FixedLenSequence("s", DType::kBytes, {}, /*allow_missing=*/false),
-    });
-    return new ExampleParser(std::move(p).value());
-  }();
+  static const ExampleParser* items = NewParser<ExampleParser>({
+      FeatureSpec::FixedLenSequence("seq", DType::kInt64, {2}, /*allow_missing=*/true),
+      FeatureSpec::FixedLenSequence("s", DType::kBytes, {}, /*allow_missing=*/false),
+  });
   (void)items->Parse(batch, &columns, options);
-  static const SequenceParser* lists = [] {
-    auto p = SequenceParser::Create({
-        FeatureSpec::FixedLenSequence("seq", DType::kFloat32, {2}, /*allow_missing=*/false),
-        FeatureSpec::FixedLenSequence("s", DType::kBytes, {}, /*allow_missing=*/true),
-    });
-    return new SequenceParser(std::move(p).value());
-  }();
+  static const SequenceParser* lists = NewParser<SequenceParser>({
+      FeatureSpec::FixedLenSequence("seq", DType::kFloat32, {2}, /*allow_missing=*/false),
+      FeatureSpec::FixedLenSequence("s", DType::kBytes, {}, /*allow_missing=*/true),
+  });
   (void)lists->Parse(batch, &columns, options);
   // SparseFeature / RaggedFeature built from VarLen columns: every partition kind.
-  static const ExampleParser* composite = [] {
-    auto p = ExampleParser::Create({
-        FeatureSpec::VarLen("v", DType::kFloat32),
-        FeatureSpec::VarLen("p", DType::kInt64),
-        FeatureSpec::VarLen("q", DType::kInt64),
-    });
-    return new ExampleParser(std::move(p).value());
-  }();
+  static const ExampleParser* composite = NewParser<ExampleParser>({
+      FeatureSpec::VarLen("v", DType::kFloat32),
+      FeatureSpec::VarLen("p", DType::kInt64),
+      FeatureSpec::VarLen("q", DType::kInt64),
+  });
   if (composite->Parse(batch, &columns, options).ok()) {
     const Int64Rows p{columns[1].int64s, columns[1].row_splits};
     const Int64Rows q{columns[2].int64s, columns[2].row_splits};

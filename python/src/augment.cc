@@ -41,12 +41,7 @@ nb::object Run(const U8Array& a, Fn&& fn) {
   scratch.height = shape.height;
   scratch.channels = shape.channels;
   scratch.pixels.assign(a.data(), a.data() + scratch.row_bytes() * scratch.height);
-  Result<Image> out = CancelledError("not run");
-  {
-    nb::gil_scoped_release release;
-    out = fn(static_cast<const Image&>(scratch));
-  }
-  return ToArray(ValueOrThrow(std::move(out)));
+  return ToArray(ValueOrThrow(WithoutGil([&] { return fn(static_cast<const Image&>(scratch)); })));
 }
 
 // Runs a pointwise `fn(in, out, n) -> Status` from `a`'s buffer straight into a new array of
@@ -57,12 +52,7 @@ nb::object RunPointwise(const U8Array& a, Fn&& fn) {
   Image shape = ToImageShape(a);
   const size_t n = shape.row_bytes() * static_cast<size_t>(shape.height);
   std::unique_ptr<uint8_t[]> out(new uint8_t[n]);  // default-initialised: no memset
-  Status st;
-  {
-    nb::gil_scoped_release release;
-    st = fn(a.data(), out.get(), n);
-  }
-  ThrowIfError(st);
+  ThrowIfError(WithoutGil([&] { return fn(a.data(), out.get(), n); }));
   nb::capsule owner(out.get(), [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
   uint8_t* data = out.release();
   size_t dims[3] = {static_cast<size_t>(shape.height), static_cast<size_t>(shape.width),
@@ -300,18 +290,14 @@ void RegisterAugment(nb::module_& parent) {
     const std::span<const int64_t> l(labels.data(), labels.size());
     std::vector<float> soft(static_cast<size_t>(b.view.batch) *
                             static_cast<size_t>(std::max(num_classes, 0)));
-    Result<double> used = CancelledError("not run");
-    {
-      nb::gil_scoped_release release;
+    const double value = ValueOrThrow(WithoutGil([&]() -> Result<double> {
       if (lam) {
-        const Status s = image::MixUpWithLambda(b.view, l, num_classes, *lam, soft);
-        used = s.ok() ? Result<double>(*lam) : Result<double>(s);
-      } else {
-        image::Rng rng(seed);
-        used = image::MixUp(b.view, l, num_classes, alpha, soft, rng);
+        RF_RETURN_IF_ERROR(image::MixUpWithLambda(b.view, l, num_classes, *lam, soft));
+        return *lam;
       }
-    }
-    const double value = ValueOrThrow(std::move(used));
+      image::Rng rng(seed);
+      return image::MixUp(b.view, l, num_classes, alpha, soft, rng);
+    }));
     return nb::make_tuple(b.array, SoftLabels(std::move(soft), b.view.batch, num_classes), value);
   });
   // (mixed batch, soft labels, lambda, (x, y, w, h)). box given: that box; else drawn.
@@ -322,22 +308,19 @@ void RegisterAugment(nb::module_& parent) {
           const std::span<const int64_t> l(labels.data(), labels.size());
           std::vector<float> soft(static_cast<size_t>(b.view.batch) *
                                   static_cast<size_t>(std::max(num_classes, 0)));
-          Status s;
           image::Rect r;
-          {
-            nb::gil_scoped_release release;
+          ThrowIfError(WithoutGil([&] {
             if (box) {
               r = image::Rect{(*box)[0], (*box)[1], (*box)[2], (*box)[3]};
             } else if (!(alpha > 0)) {
-              s = InvalidArgumentError("cutmix: alpha must be positive");
+              return InvalidArgumentError("cutmix: alpha must be positive");
             } else {
               image::Rng rng(seed);
               const double lam = image::SampleBeta(alpha, rng);
               r = image::CutMixBox(b.view.width, b.view.height, lam, rng);
             }
-            if (s.ok()) s = image::CutMixWithBox(b.view, l, num_classes, r, soft);
-          }
-          ThrowIfError(s);
+            return image::CutMixWithBox(b.view, l, num_classes, r, soft);
+          }));
           const double lam = 1.0 - static_cast<double>(r.width) * r.height /
                                        (static_cast<double>(b.view.width) * b.view.height);
           return nb::make_tuple(b.array, SoftLabels(std::move(soft), b.view.batch, num_classes),

@@ -86,12 +86,7 @@ std::string Convert(const std::string& src, const std::string& dst, const nb::di
                     nb::object progress) {
   convert::ConvertOptions o = ToOptions(options);
   SetProgress(std::move(progress), &o);
-  Result<convert::ConvertSummary> summary = InternalError("not run");
-  {
-    nb::gil_scoped_release release;
-    summary = convert::Convert(src, dst, o);
-  }
-  return ValueOrThrow(std::move(summary)).ToJson();
+  return ValueOrThrow(WithoutGil([&] { return convert::Convert(src, dst, o); })).ToJson();
 }
 
 // Python data: `items` yields (image bytes or None, labels, serialized Example of the other
@@ -110,21 +105,13 @@ std::string ConvertItems(nb::iterable items, const std::string& dst, const nb::d
     std::optional<std::string_view> image_view;
     if (image) image_view = std::string_view(image->c_str(), image->size());
     const std::string_view extra_view(extra.c_str(), extra.size());
-    Status added;
-    {
-      // The bytes objects stay referenced by this frame, so their buffers outlive the write.
-      nb::gil_scoped_release release;
-      added = source->Add(image_view, std::move(labels), extra_view, transcoded);
-    }
-    ThrowIfError(added);
+    // The bytes objects stay referenced by this frame, so their buffers outlive the write.
+    ThrowIfError(WithoutGil([&, labels = std::move(labels), transcoded = transcoded]() mutable {
+      return source->Add(image_view, std::move(labels), extra_view, transcoded);
+    }));
   }
   SetProgress(std::move(progress), &o);
-  Result<convert::ConvertSummary> summary = InternalError("not run");
-  {
-    nb::gil_scoped_release release;
-    summary = convert::Convert(*source, dst, o);
-  }
-  return ValueOrThrow(std::move(summary)).ToJson();
+  return ValueOrThrow(WithoutGil([&] { return convert::Convert(*source, dst, o); })).ToJson();
 }
 
 std::string Extract(const std::vector<std::string>& files, const std::string& out_dir,
@@ -135,12 +122,7 @@ std::string Extract(const std::vector<std::string>& files, const std::string& ou
   }
   o.overwrite = overwrite;
   o.labels_csv = labels_csv;
-  Result<convert::ExtractSummary> summary = InternalError("not run");
-  {
-    nb::gil_scoped_release release;
-    summary = convert::Extract(files, out_dir, o);
-  }
-  return ValueOrThrow(std::move(summary)).ToJson();
+  return ValueOrThrow(WithoutGil([&] { return convert::Extract(files, out_dir, o); })).ToJson();
 }
 
 nb::dict ProbeImage(nb::bytes data) {
@@ -170,12 +152,7 @@ nb::bytes EncodeJpeg(nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu> a
   image::JpegEncodeOptions o;
   o.quality = quality;
   o.subsampling = ValueOrThrow(image::ParseChromaSubsampling(subsampling));
-  Result<std::string> jpeg = InternalError("not run");
-  {
-    nb::gil_scoped_release release;
-    jpeg = image::EncodeJpeg(img, o);
-  }
-  std::string out = ValueOrThrow(std::move(jpeg));
+  std::string out = ValueOrThrow(WithoutGil([&] { return image::EncodeJpeg(img, o); }));
   return nb::bytes(out.data(), out.size());
 }
 

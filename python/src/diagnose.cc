@@ -302,18 +302,10 @@ std::tuple<std::string, std::vector<double>, std::vector<double>> DiagnoseNative
       }
     };
   }
-  Result<DiagnoseReport> report = InternalError("not run");
-  {
-    nb::gil_scoped_release release;
-    Result<std::vector<std::string>> files = io::ExpandGlobs(paths);
-    if (files.ok()) {
-      plan.files = std::move(files).value();
-      report = pipeline::Diagnose(plan, options);
-    } else {
-      report = files.status();
-    }
-  }
-  DiagnoseReport r = ValueOrThrow(std::move(report));
+  DiagnoseReport r = ValueOrThrow(WithoutGil([&]() -> Result<DiagnoseReport> {
+    RF_ASSIGN_OR_RETURN(plan.files, io::ExpandGlobs(paths));
+    return pipeline::Diagnose(plan, options);
+  }));
   std::vector<double> waits, computes;
   if (r.measurements.step) {
     waits = r.measurements.step->waits;

@@ -3,6 +3,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include <utility>
+
 #include "recordflow/core/status.h"
 
 namespace recordflow::python {
@@ -19,6 +21,16 @@ template <typename T>
 T ValueOrThrow(Result<T> result) {
   if (!result.ok()) ThrowStatus(result.status());
   return std::move(result).value();
+}
+
+// Runs `call` with the GIL released and returns what it returns (a Status or a Result, to pass
+// to ThrowIfError / ValueOrThrow once the GIL is held again): how a binding makes a blocking
+// call into the library. `call` must not touch Python objects. The result is built before the
+// GIL is taken back, and its destructor (which may free large buffers) runs with the GIL held.
+template <typename Call>
+auto WithoutGil(Call&& call) {
+  nanobind::gil_scoped_release release;
+  return std::forward<Call>(call)();
 }
 
 // As ThrowStatus, but kInvalidArgument becomes recordflow.SchemaError (a feature missing or of

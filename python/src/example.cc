@@ -353,11 +353,7 @@ class PyParser {
     example::ParseOptions options;
     options.first_record_index = first_record_index;
     options.bytes_as_views = true;  // values are copied once, into Python bytes, below
-    Status s;
-    {
-      nb::gil_scoped_release release;
-      s = parser_->Parse(spans, &columns, options);
-    }
+    const Status s = WithoutGil([&] { return parser_->Parse(spans, &columns, options); });
     if (!s.ok()) ThrowSchemaStatus(s);
     nb::list out;
     for (Column& c : columns) {
@@ -581,11 +577,9 @@ nb::list RaggedRowSplits(const std::string& key, nb::list partitions,
   options.first_record_index = first_record_index;
   if (record_splits) options.record_splits = SpanOf(*record_splits);
   std::vector<std::vector<int64_t>> levels;
-  Status s;
-  {
-    nb::gil_scoped_release release;
-    s = example::BuildRaggedRowSplits(key, parts, SpanOf(value_splits), rows, options, &levels);
-  }
+  const Status s = WithoutGil([&] {
+    return example::BuildRaggedRowSplits(key, parts, SpanOf(value_splits), rows, options, &levels);
+  });
   if (!s.ok()) ThrowSchemaStatus(s);
   nb::list out;
   for (auto& level : levels) {
@@ -609,11 +603,10 @@ nb::tuple SparseIndices(const std::string& key, std::vector<std::string> index_k
   std::vector<Int64Array> held;
   std::vector<example::Int64Rows> rows = ToInt64Rows(index_columns, &held);
   example::SparseIndices result;
-  Status s;
-  {
-    nb::gil_scoped_release release;
-    s = example::BuildSparseIndices(spec, rows, SpanOf(value_splits), first_record_index, &result);
-  }
+  const Status s = WithoutGil([&] {
+    return example::BuildSparseIndices(spec, rows, SpanOf(value_splits), first_record_index,
+                                       &result);
+  });
   if (!s.ok()) ThrowSchemaStatus(s);
   const size_t width = spec.index_keys.size() + 1;
   const size_t n = result.indices.size() / width;

@@ -106,6 +106,39 @@ void AppendRecord(std::span<const std::byte> record, std::vector<int64_t>* offse
   offsets->push_back(static_cast<int64_t>(data->size()));
 }
 
+// Reads up to `n` records with the GIL released, handing each to `take` (the view lives until
+// the next read). Returns the error that stopped the reads (the records before it were handed
+// over), or OK at the end of the file or after `n` records.
+template <typename Take>
+Status ReadWithoutGil(format::RecordReader& reader, size_t n, Take&& take) {
+  return WithoutGil([&]() -> Status {
+    std::span<const std::byte> record;
+    for (size_t i = 0; i < n; ++i) {
+      Result<bool> more = reader.ReadRecord(&record);
+      if (!more.ok()) return more.status();
+      if (!*more) break;
+      take(record);
+    }
+    return Status::OK();
+  });
+}
+
+// As ReadWithoutGil, for records [start, end) of an indexed file. `scratch` is per call: threads
+// reading one reader at once must not share a buffer.
+template <typename Take>
+Status ReadRangeWithoutGil(const format::IndexedRecordReader& reader, uint64_t start, uint64_t end,
+                           Take&& take) {
+  return WithoutGil([&]() -> Status {
+    std::vector<std::byte> scratch;
+    for (uint64_t i = start; i < end; ++i) {
+      Result<std::span<const std::byte>> record = reader.ReadRecord(i, &scratch);
+      if (!record.ok()) return record.status();
+      take(*record);
+    }
+    return Status::OK();
+  });
+}
+
 nb::dict EventToDict(const format::CorruptionEvent& e) {
   nb::dict d;
   d["path"] = e.path;
@@ -129,12 +162,8 @@ class PyRecordReader {
     options.verify_checksums = verify_checksums;
     options.buffer_size = buffer_size;
     options.max_record_size = max_record_size;
-    Result<std::unique_ptr<format::RecordReader>> reader = InternalError("not opened");
-    {
-      nb::gil_scoped_release release;
-      reader = format::RecordReader::Open(path.string(), options);
-    }
-    reader_ = ValueOrThrow(std::move(reader));
+    reader_ = ValueOrThrow(
+        WithoutGil([&] { return format::RecordReader::Open(path.string(), options); }));
     remote_ = io::IsRemotePath(path.string());
   }
 
@@ -142,15 +171,10 @@ class PyRecordReader {
     ObjectLock lock(mu_);  // one call at a time
     std::span<const std::byte> record;
     format::RecordReader& reader = Reader();
-    Result<bool> more = InternalError("not read");
-    if (remote_) {
-      // A remote refill waits on the network, or on read-ahead threads that call into Python
-      // (the fsspec bridge): never with the GIL held.
-      nb::gil_scoped_release release;
-      more = reader.ReadRecord(&record);
-    } else {
-      more = reader.ReadRecord(&record);
-    }
+    auto read = [&] { return reader.ReadRecord(&record); };
+    // A remote refill waits on the network, or on read-ahead threads that call into Python (the
+    // fsspec bridge): never with the GIL held.
+    Result<bool> more = remote_ ? WithoutGil(read) : read();
     if (!more.ok()) ThrowStatus(more.status());
     if (!*more) throw nb::stop_iteration();
     return ToBytes(record);
@@ -167,26 +191,15 @@ class PyRecordReader {
     // For each record in order: a bytes object already made, or the end of its arena slice.
     std::vector<std::pair<nb::object, size_t>> items;
     items.reserve(std::min<size_t>(n, 1 << 16));
-    Status status;
-    {
-      nb::gil_scoped_release release;
-      std::span<const std::byte> record;
-      for (size_t i = 0; i < n; ++i) {
-        Result<bool> more = reader.ReadRecord(&record);
-        if (!more.ok()) {
-          status = more.status();
-          break;
-        }
-        if (!*more) break;
-        if (record.size() >= kDirect) {
-          nb::gil_scoped_acquire acquire;
-          items.emplace_back(ToBytes(record), 0);
-        } else {
-          arena.insert(arena.end(), record.begin(), record.end());
-          items.emplace_back(nb::object(), arena.size());
-        }
+    const Status status = ReadWithoutGil(reader, n, [&](std::span<const std::byte> record) {
+      if (record.size() >= kDirect) {
+        nb::gil_scoped_acquire acquire;
+        items.emplace_back(ToBytes(record), 0);
+      } else {
+        arena.insert(arena.end(), record.begin(), record.end());
+        items.emplace_back(nb::object(), arena.size());
       }
-    }
+    });
     // Records read before an error are not lost: they are returned, and the (sticky) error
     // is raised by the next call.
     if (!status.ok() && items.empty()) ThrowStatus(status);
@@ -211,20 +224,9 @@ class PyRecordReader {
     format::RecordReader& reader = Reader();
     std::vector<int64_t> offsets{0};
     std::vector<uint8_t> data;
-    Status status;
-    {
-      nb::gil_scoped_release release;
-      std::span<const std::byte> record;
-      for (size_t i = 0; i < n; ++i) {
-        Result<bool> more = reader.ReadRecord(&record);
-        if (!more.ok()) {
-          status = more.status();
-          break;
-        }
-        if (!*more) break;
-        AppendRecord(record, &offsets, &data);
-      }
-    }
+    const Status status = ReadWithoutGil(reader, n, [&](std::span<const std::byte> record) {
+      AppendRecord(record, &offsets, &data);
+    });
     if (offsets.size() == 1) {
       if (!status.ok()) ThrowStatus(status);
       return nb::none();
@@ -276,12 +278,7 @@ class PyRecordWriter {
     options.sync = sync;
     options.buffer_size = buffer_size;
     options.defer_completion = defer_completion;
-    Result<std::unique_ptr<format::RecordWriter>> writer = InternalError("not opened");
-    {
-      nb::gil_scoped_release release;
-      writer = format::RecordWriter::Open(path_, options);
-    }
-    writer_ = ValueOrThrow(std::move(writer));
+    writer_ = ValueOrThrow(WithoutGil([&] { return format::RecordWriter::Open(path_, options); }));
   }
 
   ~PyRecordWriter() {
@@ -301,14 +298,8 @@ class PyRecordWriter {
     BytesArg bytes(data);
     ObjectLock lock(mu_);  // one call at a time
     format::RecordWriter& writer = Writer();
-    Status s;
-    if (bytes.span().size() >= (64 << 10)) {
-      nb::gil_scoped_release release;
-      s = writer.WriteRecord(bytes.span());
-    } else {
-      s = writer.WriteRecord(bytes.span());
-    }
-    ThrowIfError(s);
+    auto write = [&] { return writer.WriteRecord(bytes.span()); };
+    ThrowIfError(bytes.span().size() >= (64 << 10) ? WithoutGil(write) : write());
   }
 
   // Records i = data[offsets[i], offsets[i + 1]) (an Arrow binary column's buffers, or
@@ -328,37 +319,26 @@ class PyRecordWriter {
                                   .c_str());
       }
     }
-    Status s;
-    {
-      nb::gil_scoped_release release;
+    ThrowIfError(WithoutGil([&] {
+      Status s;
       const auto* bytes = reinterpret_cast<const std::byte*>(data.data());
       for (size_t i = 0; i + 1 < n && s.ok(); ++i) {
         s = writer.WriteRecord(std::span(bytes + o[i], static_cast<size_t>(o[i + 1] - o[i])));
       }
-    }
-    ThrowIfError(s);
+      return s;
+    }));
   }
 
   void Flush() {
     ObjectLock lock(mu_);  // one call at a time
     format::RecordWriter& writer = Writer();
-    Status s;
-    {
-      nb::gil_scoped_release release;
-      s = writer.Flush();
-    }
-    ThrowIfError(s);
+    ThrowIfError(WithoutGil([&] { return writer.Flush(); }));
   }
 
   void Close() {
     ObjectLock lock(mu_);  // one call at a time
     if (!writer_) return;
-    Status s;
-    {
-      nb::gil_scoped_release release;
-      s = writer_->Close();
-    }
-    ThrowIfError(s);
+    ThrowIfError(WithoutGil([&] { return writer_->Close(); }));
   }
 
   void Abort() {
@@ -412,13 +392,10 @@ class PyIndexedRecordReader {
  public:
   PyIndexedRecordReader(const std::filesystem::path& path,
                         const std::optional<std::filesystem::path>& index_path) {
-    Result<std::unique_ptr<format::IndexedRecordReader>> reader = InternalError("not opened");
-    {
-      nb::gil_scoped_release release;
-      reader =
-          format::IndexedRecordReader::Open(path.string(), index_path ? index_path->string() : "");
-    }
-    reader_ = ValueOrThrow(std::move(reader));
+    reader_ = ValueOrThrow(WithoutGil([&] {
+      return format::IndexedRecordReader::Open(path.string(),
+                                               index_path ? index_path->string() : "");
+    }));
   }
   size_t size() const { return reader_->size(); }
   nb::bytes Get(int64_t i) {
@@ -428,12 +405,8 @@ class PyIndexedRecordReader {
     // Per call, not per reader: ReadRecord is const and thread-safe, and threads reading one
     // reader at once (the GIL is released during the read) must not share a buffer.
     std::vector<std::byte> scratch;
-    Result<std::span<const std::byte>> rec = InternalError("unread");
-    {
-      nb::gil_scoped_release release;
-      rec = reader_->ReadRecord(static_cast<uint64_t>(i), &scratch);
-    }
-    return ToBytes(ValueOrThrow(std::move(rec)));
+    return ToBytes(ValueOrThrow(
+        WithoutGil([&] { return reader_->ReadRecord(static_cast<uint64_t>(i), &scratch); })));
   }
   // Records [start, start + count) clipped to the file, read with the GIL released (one
   // call per range keeps a partition's reads out of the interpreter loop).
@@ -441,21 +414,10 @@ class PyIndexedRecordReader {
     const uint64_t n = reader_->size();
     const uint64_t end = start >= n ? start : std::min(n, start + count);
     std::vector<std::string> records;
-    std::vector<std::byte> scratch;  // per call (see Get)
-    Status status;
-    {
-      nb::gil_scoped_release release;
-      records.reserve(end > start ? end - start : 0);
-      for (uint64_t i = start; i < end; ++i) {
-        Result<std::span<const std::byte>> rec = reader_->ReadRecord(i, &scratch);
-        if (!rec.ok()) {
-          status = rec.status();
-          break;
-        }
-        records.emplace_back(reinterpret_cast<const char*>(rec->data()), rec->size());
-      }
-    }
-    ThrowIfError(status);
+    records.reserve(end > start ? end - start : 0);
+    ThrowIfError(ReadRangeWithoutGil(*reader_, start, end, [&](std::span<const std::byte> record) {
+      records.emplace_back(reinterpret_cast<const char*>(record.data()), record.size());
+    }));
     nb::list out;
     for (const std::string& r : records) out.append(nb::bytes(r.data(), r.size()));
     return out;
@@ -467,21 +429,10 @@ class PyIndexedRecordReader {
     const uint64_t end = start >= n ? start : std::min(n, start + count);
     std::vector<int64_t> offsets{0};
     std::vector<uint8_t> data;
-    std::vector<std::byte> scratch;  // per call (see Get)
-    Status status;
-    {
-      nb::gil_scoped_release release;
-      offsets.reserve(end - start + 1);
-      for (uint64_t i = start; i < end; ++i) {
-        Result<std::span<const std::byte>> rec = reader_->ReadRecord(i, &scratch);
-        if (!rec.ok()) {
-          status = rec.status();
-          break;
-        }
-        AppendRecord(*rec, &offsets, &data);
-      }
-    }
-    ThrowIfError(status);
+    offsets.reserve(end - start + 1);
+    ThrowIfError(ReadRangeWithoutGil(*reader_, start, end, [&](std::span<const std::byte> record) {
+      AppendRecord(record, &offsets, &data);
+    }));
     return ArrowRecordBuffers(std::move(offsets), std::move(data));
   }
   nb::list Entries() const {
@@ -599,19 +550,14 @@ void RegisterFormat(nb::module_& m) {
         options.compression = ToCompression(compression);
         options.verify_checksums = verify_checksums;
         options.on_corruption = ValueOrThrow(format::ParseCorruptionPolicy(on_corruption));
-        Result<uint64_t> count = InternalError("uncounted");
-        {
-          nb::gil_scoped_release release;
-          count = [&]() -> Result<uint64_t> {
-            RF_ASSIGN_OR_RETURN(auto reader, format::RecordReader::Open(path.string(), options));
-            std::span<const std::byte> record;
-            while (true) {
-              RF_ASSIGN_OR_RETURN(bool more, reader->ReadRecord(&record));
-              if (!more) return reader->records_read();
-            }
-          }();
-        }
-        return ValueOrThrow(std::move(count));
+        return ValueOrThrow(WithoutGil([&]() -> Result<uint64_t> {
+          RF_ASSIGN_OR_RETURN(auto reader, format::RecordReader::Open(path.string(), options));
+          std::span<const std::byte> record;
+          while (true) {
+            RF_ASSIGN_OR_RETURN(bool more, reader->ReadRecord(&record));
+            if (!more) return reader->records_read();
+          }
+        }));
       },
       "path"_a, "compression"_a = nb::none(), nb::kw_only(), "verify_checksums"_a = true,
       "on_corruption"_a = "raise",
@@ -620,13 +566,10 @@ void RegisterFormat(nb::module_& m) {
   m.def(
       "build_index",
       [](const std::filesystem::path& path) {
-        Result<std::vector<format::IndexEntry>> entries = InternalError("unbuilt");
-        {
-          nb::gil_scoped_release release;
-          entries = format::BuildIndex(path.string());
-        }
+        const std::vector<format::IndexEntry> entries =
+            ValueOrThrow(WithoutGil([&] { return format::BuildIndex(path.string()); }));
         nb::list out;
-        for (const auto& e : ValueOrThrow(std::move(entries))) {
+        for (const auto& e : entries) {
           out.append(nb::make_tuple(e.offset, e.size));
         }
         return out;
@@ -637,21 +580,12 @@ void RegisterFormat(nb::module_& m) {
       "write_index",
       [](const std::filesystem::path& path,
          const std::optional<std::filesystem::path>& index_path) {
-        Status s;
-        size_t n = 0;
-        {
-          nb::gil_scoped_release release;
-          auto entries = format::BuildIndex(path.string());
-          if (!entries.ok()) {
-            s = entries.status();
-          } else {
-            n = entries->size();
-            s = format::WriteIndexFile(index_path ? index_path->string() : path.string() + ".idx",
-                                       *entries);
-          }
-        }
-        ThrowIfError(s);
-        return n;
+        return ValueOrThrow(WithoutGil([&]() -> Result<size_t> {
+          RF_ASSIGN_OR_RETURN(auto entries, format::BuildIndex(path.string()));
+          RF_RETURN_IF_ERROR(format::WriteIndexFile(
+              index_path ? index_path->string() : path.string() + ".idx", entries));
+          return entries.size();
+        }));
       },
       "path"_a, "index_path"_a = nb::none(),
       "Writes the index file (DALI's `offset size` format); returns the record count.");

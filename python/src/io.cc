@@ -79,33 +79,20 @@ void RegisterIo(nb::module_& m) {
       "complete_upload",
       [](std::string url, std::string upload_id, std::vector<std::string> etags) {
         io::PendingUpload u{std::move(url), std::move(upload_id), std::move(etags), 0};
-        Status s;
-        {
-          nb::gil_scoped_release release;
-          s = io::CompletePendingUpload(u);
-        }
-        ThrowIfError(s);
+        ThrowIfError(WithoutGil([&] { return io::CompletePendingUpload(u); }));
       },
       "url"_a, "upload_id"_a, "etags"_a, "Completes an open multipart upload: `url` appears.");
   m.def(
       "abort_upload",
       [](const std::string& url, const std::string& upload_id) {
-        Status s;
-        {
-          nb::gil_scoped_release release;
-          s = io::AbortPendingUpload(url, upload_id);
-        }
-        ThrowIfError(s);
+        ThrowIfError(WithoutGil([&] { return io::AbortPendingUpload(url, upload_id); }));
       },
       "url"_a, "upload_id"_a, "Aborts an open multipart upload (an unknown one is OK).");
   m.def(
       "list_uploads",
       [](const std::string& prefix) {
-        Result<std::vector<io::PendingUpload>> r = InternalError("not run");
-        {
-          nb::gil_scoped_release release;
-          r = io::ListPendingUploads(prefix);
-        }
+        Result<std::vector<io::PendingUpload>> r =
+            WithoutGil([&] { return io::ListPendingUploads(prefix); });
         std::vector<std::pair<std::string, std::string>> out;
         for (io::PendingUpload& u : ValueOrThrow(std::move(r))) {
           out.emplace_back(std::move(u.url), std::move(u.upload_id));
@@ -116,34 +103,19 @@ void RegisterIo(nb::module_& m) {
   m.def(
       "list_prefix",
       [](const std::string& prefix) {
-        Result<std::vector<std::string>> r = InternalError("not run");
-        {
-          nb::gil_scoped_release release;
-          r = io::ListPath(prefix);
-        }
-        return ValueOrThrow(std::move(r));
+        return ValueOrThrow(WithoutGil([&] { return io::ListPath(prefix); }));
       },
       "prefix"_a, "Every file / object whose path starts with `prefix`, sorted.");
   m.def(
       "delete_path",
       [](const std::string& path) {
-        Status s;
-        {
-          nb::gil_scoped_release release;
-          s = io::DeletePath(path);
-        }
-        ThrowIfError(s);
+        ThrowIfError(WithoutGil([&] { return io::DeletePath(path); }));
       },
       "path"_a, "Removes one file or object; a missing one is OK.");
   m.def(
       "read_file",
       [](const std::string& path) {
-        Result<std::string> r = InternalError("not run");
-        {
-          nb::gil_scoped_release release;
-          r = io::ReadFileToString(path);
-        }
-        std::string data = ValueOrThrow(std::move(r));
+        std::string data = ValueOrThrow(WithoutGil([&] { return io::ReadFileToString(path); }));
         return nb::bytes(data.data(), data.size());
       },
       "path"_a, "A whole (small) file or object as bytes.");
@@ -151,22 +123,13 @@ void RegisterIo(nb::module_& m) {
       "write_file",
       [](const std::string& path, nb::bytes data) {
         std::string_view view(data.c_str(), data.size());
-        Status s;
-        {
-          nb::gil_scoped_release release;
-          s = io::WriteStringToFileAtomic(path, view);
-        }
-        ThrowIfError(s);
+        ThrowIfError(WithoutGil([&] { return io::WriteStringToFileAtomic(path, view); }));
       },
       "path"_a, "data"_a, "Writes a whole file or object atomically.");
   m.def(
       "file_size",
       [](const std::string& path) -> std::optional<uint64_t> {
-        Result<io::FileInfo> r = InternalError("not run");
-        {
-          nb::gil_scoped_release release;
-          r = io::StatPath(path);
-        }
+        Result<io::FileInfo> r = WithoutGil([&] { return io::StatPath(path); });
         if (!r.ok() && r.status().code() == StatusCode::kNotFound) return std::nullopt;
         io::FileInfo info = ValueOrThrow(std::move(r));
         if (info.is_directory) return std::nullopt;
@@ -176,12 +139,7 @@ void RegisterIo(nb::module_& m) {
   m.def(
       "copy_file",
       [](const std::string& src, const std::string& dst) {
-        Status s;
-        {
-          nb::gil_scoped_release release;
-          s = CopyFile(src, dst);
-        }
-        ThrowIfError(s);
+        ThrowIfError(WithoutGil([&] { return CopyFile(src, dst); }));
       },
       "src"_a, "dst"_a,
       "Copies a file or object to another (local or URL), streaming; `dst` appears whole or "

@@ -309,12 +309,8 @@ void RegisterPipeline(nb::module_& m) {
   m.def(
       "expand_globs",
       [](const std::vector<std::string>& paths) {
-        Result<std::vector<std::string>> files = NotFoundError("not run");
-        {
-          nb::gil_scoped_release release;  // listing a large or remote folder takes a while
-          files = io::ExpandGlobs(paths);
-        }
-        return ValueOrThrow(std::move(files));
+        // Listing a large or remote folder takes a while.
+        return ValueOrThrow(WithoutGil([&] { return io::ExpandGlobs(paths); }));
       },
       "paths"_a,
       "Each path with every glob pattern replaced by its matches (sorted); plain paths kept.");
@@ -338,13 +334,8 @@ void RegisterPipeline(nb::module_& m) {
             o.seed = seed;
             o.on_corruption = ValueOrThrow(format::ParseCorruptionPolicy(on_corruption));
             o.verify_checksums = verify_checksums;
-            Result<Dataset> d = CancelledError("not run");
-            {
-              // Opening may stat or list remote files; errors are raised with the GIL held.
-              nb::gil_scoped_release release;
-              d = Dataset::FromFiles(std::move(paths), o);
-            }
-            return Check(std::move(d));
+            // Opening may stat or list remote files; errors are raised with the GIL held.
+            return Check(WithoutGil([&] { return Dataset::FromFiles(std::move(paths), o); }));
           },
           "paths"_a, "compression"_a = nb::none(), "shuffle_files"_a = false, "seed"_a = nb::none(),
           "on_corruption"_a = "raise", "verify_checksums"_a = true)
@@ -400,12 +391,7 @@ void RegisterPipeline(nb::module_& m) {
             o.iteration = iteration;
             o.max_threads = max_threads;
             o.max_cpu_fraction = max_cpu_fraction;
-            Result<std::unique_ptr<Iterator>> it = CancelledError("not run");
-            {
-              nb::gil_scoped_release release;
-              it = d.MakeIterator(o);
-            }
-            return new PyIterator(ValueOrThrow(std::move(it)));
+            return new PyIterator(ValueOrThrow(WithoutGil([&] { return d.MakeIterator(o); })));
           },
           "memory_budget"_a = size_t{1} << 30, "iteration"_a = uint64_t{0}, "max_threads"_a = 0,
           "max_cpu_fraction"_a = 0.0, nb::rv_policy::take_ownership)
@@ -418,12 +404,8 @@ void RegisterPipeline(nb::module_& m) {
             o.max_threads = max_threads;
             o.max_cpu_fraction = max_cpu_fraction;
             std::string s(state.c_str(), state.size());
-            Result<std::unique_ptr<Iterator>> it = CancelledError("not run");
-            {
-              nb::gil_scoped_release release;
-              it = d.Restore(std::as_bytes(std::span(s.data(), s.size())), o);
-            }
-            return new PyIterator(ValueOrThrow(std::move(it)));
+            return new PyIterator(ValueOrThrow(WithoutGil(
+                [&] { return d.Restore(std::as_bytes(std::span(s.data(), s.size())), o); })));
           },
           "state"_a, "memory_budget"_a = size_t{1} << 30, "max_threads"_a = 0,
           "max_cpu_fraction"_a = 0.0, nb::rv_policy::take_ownership);

@@ -39,12 +39,7 @@ std::string Reshard(const std::vector<std::string>& files, const std::string& ds
   o.write_index = index;
   o.resume = resume;
   o.sync = sync;
-  Result<convert::ReshardSummary> summary = InternalError("not run");
-  {
-    nb::gil_scoped_release release;
-    summary = convert::Reshard(files, dst, o);
-  }
-  return ValueOrThrow(std::move(summary)).ToJson();
+  return ValueOrThrow(WithoutGil([&] { return convert::Reshard(files, dst, o); })).ToJson();
 }
 
 }  // namespace

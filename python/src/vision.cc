@@ -325,33 +325,18 @@ void RegisterVision(nb::module_& m) {
   m.def(
       "decode_image",
       [](nb::bytes data, uint64_t max_pixels, int channels, bool sixteen, int max_scans) {
-        if (sixteen) {
-          Result<image::Image16> img = CancelledError("not run");
-          {
-            nb::gil_scoped_release release;
-            image::DecodeOptions o;
-            o.desired_channels = channels;
-            o.max_pixels = max_pixels;
-            o.max_scans = max_scans;
-            img = image::Decode16(BytesSpan(data), o);
-          }
-          return ToArray16(ValueOrThrow(std::move(img)));
-        }
-        Result<Image> img = CancelledError("not run");
+        image::DecodeOptions o;
+        o.desired_channels = channels;
+        o.max_pixels = max_pixels;
+        o.max_scans = max_scans;
         const std::span<const std::byte> bytes = BytesSpan(data);  // a C-API call: GIL held
-        {
-          nb::gil_scoped_release release;
-          if (channels == 3) {
-            img = image::DecodeImageRgb(bytes, max_pixels, max_scans);
-          } else {
-            image::DecodeOptions o;
-            o.desired_channels = channels;
-            o.max_pixels = max_pixels;
-            o.max_scans = max_scans;
-            img = image::Decode(bytes, o);
-          }
+        if (sixteen) {
+          return ToArray16(ValueOrThrow(WithoutGil([&] { return image::Decode16(bytes, o); })));
         }
-        return ToArray(ValueOrThrow(std::move(img)));
+        return ToArray(ValueOrThrow(WithoutGil([&] {
+          return channels == 3 ? image::DecodeImageRgb(bytes, max_pixels, max_scans)
+                               : image::Decode(bytes, o);
+        })));
       },
       "data"_a, "max_pixels"_a = uint64_t{1} << 28, "channels"_a = 3, "sixteen"_a = false,
       "max_scans"_a = image::kDefaultMaxScans);
@@ -374,14 +359,11 @@ void RegisterVision(nb::module_& m) {
         o.max_pixels = max_pixels;
         o.max_scans = max_scans;
         image::DecodedRegion region;
-        Status s;
         const std::span<const std::byte> bytes = BytesSpan(data);  // a C-API call: GIL held
-        {
-          nb::gil_scoped_release release;
+        ThrowIfError(WithoutGil([&] {
           thread_local image::ImageDecoder decoder;
-          s = decoder.DecodeRegion(bytes, o, &region);
-        }
-        ThrowIfError(s);
+          return decoder.DecodeRegion(bytes, o, &region);
+        }));
         const image::Box b = region.box;
         return nb::make_tuple(ToArray(std::move(region.image)),
                               nb::make_tuple(b.x, b.y, b.width, b.height), region.scale_denom);
@@ -398,12 +380,8 @@ void RegisterVision(nb::module_& m) {
         const image::Interpolation mode = ValueOrThrow(image::ParseInterpolation(interpolation));
         image::Box b;
         if (box) b = {std::get<0>(*box), std::get<1>(*box), std::get<2>(*box), std::get<3>(*box)};
-        Result<Image> out = CancelledError("not run");
-        {
-          nb::gil_scoped_release release;
-          out = image::Resample(img, width, height, mode, box ? &b : nullptr);
-        }
-        return ToArray(ValueOrThrow(std::move(out)));
+        return ToArray(ValueOrThrow(WithoutGil(
+            [&] { return image::Resample(img, width, height, mode, box ? &b : nullptr); })));
       },
       "image"_a, "width"_a, "height"_a, "interpolation"_a = "bilinear", "box"_a = nb::none());
 
@@ -433,13 +411,10 @@ void RegisterVision(nb::module_& m) {
         o.flip = flip;
         std::vector<float> f(img.pixels.begin(), img.pixels.end());
         std::string out(f.size() * DTypeSize(o.type), '\0');
-        Status s;
-        {
-          nb::gil_scoped_release release;
-          s = image::NormalizeInto(f, img.width, img.height, o,
-                                   std::as_writable_bytes(std::span(out.data(), out.size())));
-        }
-        ThrowIfError(s);
+        ThrowIfError(WithoutGil([&] {
+          return image::NormalizeInto(f, img.width, img.height, o,
+                                      std::as_writable_bytes(std::span(out.data(), out.size())));
+        }));
         return nb::bytes(out.data(), out.size());
       },
       "image"_a, "mean"_a, "std"_a, "dtype"_a = "float32", "layout"_a = "HWC", "flip"_a = false);

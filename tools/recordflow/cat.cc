@@ -62,22 +62,12 @@ int RunCat(CatOptions options) {
   reader_options.on_corruption = options.on_corruption;
   Result<std::unique_ptr<format::RecordReader>> reader =
       format::RecordReader::Open(options.file, reader_options);
-  if (!reader.ok()) {
-    PrintError(reader.status());
-    return ExitCodeFor(reader.status());
-  }
-  Status status = CatRecords(options, **reader);
-  if (!status.ok()) {
-    PrintError(status);
-    return ExitCodeFor(status);
-  }
+  if (!reader.ok()) return FailWith(reader.status());
+  if (Status status = CatRecords(options, **reader); !status.ok()) return FailWith(status);
   const format::CorruptionStats& stats = (*reader)->corruption_stats();
   if (stats.records_skipped > 0) {
-    Status loss = DataLossError("skipped " + CountOf(stats.records_skipped, "corrupt region") +
-                                " (" + CountOf(stats.bytes_skipped, "byte") + ") in '" +
-                                options.file + "'; run 'recordflow verify' to list them");
-    PrintError(loss);
-    return ExitCodeFor(loss);
+    return FailWith(
+        SkippedCorruptionError(options.file, stats.records_skipped, stats.bytes_skipped));
   }
   return kExitOk;
 }

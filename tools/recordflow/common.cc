@@ -43,6 +43,22 @@ void PrintError(const Status& status) {
                status.message().c_str());
 }
 
+int FailWith(const Status& status) {
+  PrintError(status);
+  return ExitCodeFor(status);
+}
+
+int PrintAndFold(int exit_code, const Status& status) {
+  PrintError(status);
+  return CombineExitCodes(exit_code, ExitCodeFor(status));
+}
+
+Status SkippedCorruptionError(std::string_view path, uint64_t regions, uint64_t bytes) {
+  return DataLossError("skipped " + CountOf(regions, "corrupt region") + " (" +
+                       CountOf(bytes, "byte") + ") in '" + std::string(path) +
+                       "'; run 'recordflow verify' to list them");
+}
+
 int UsageError(std::string_view message) {
   std::fflush(stdout);
   std::fprintf(stderr, "recordflow: usage error: %.*s\n", static_cast<int>(message.size()),
@@ -82,12 +98,43 @@ int ExitForParseError(const CLI::App& app, const CLI::ParseError& error) {
 
 int ExpandFileArguments(std::vector<std::string>* files) {
   Result<std::vector<std::string>> expanded = io::ExpandGlobs(*files);
-  if (!expanded.ok()) {
-    PrintError(expanded.status());
-    return ExitCodeFor(expanded.status());
-  }
+  if (!expanded.ok()) return FailWith(expanded.status());
   *files = std::move(*expanded);
   return kExitOk;
+}
+
+std::function<int()> AfterExpandingFiles(std::vector<std::string>* files,
+                                         std::function<int()> run) {
+  return [files, run = std::move(run)] {
+    if (int rc = ExpandFileArguments(files); rc != kExitOk) return rc;
+    return run();
+  };
+}
+
+void FileTally::Add(const Status& error, uint64_t file_records, uint64_t file_corrupt_regions,
+                    uint64_t file_bytes_skipped) {
+  if (!error.ok()) {
+    ++failed;
+  } else if (file_corrupt_regions > 0) {
+    ++corrupt;
+  } else {
+    ++ok;
+  }
+  records += file_records;
+  corrupt_regions += file_corrupt_regions;
+  bytes_skipped += file_bytes_skipped;
+}
+
+std::string FileTally::Json(uint64_t files, std::string_view records_key) const {
+  return JsonWriter()
+      .AddUint("files", files)
+      .AddUint("files_ok", ok)
+      .AddUint("files_corrupt", corrupt)
+      .AddUint("files_failed", failed)
+      .AddUint(records_key, records)
+      .AddUint("corrupt_regions", corrupt_regions)
+      .AddUint("bytes_skipped", bytes_skipped)
+      .str();
 }
 
 namespace {
@@ -118,10 +165,7 @@ int RunCommand(const Command& command) {
     io::ShardCacheOptions cache = io::GetShardCache();
     if (!Cache().dir.empty()) cache.dir = Cache().dir;
     if (!Cache().size.empty()) cache.max_bytes = *io::ParseByteSize(Cache().size);  // checked
-    if (Status s = io::SetShardCache(cache); !s.ok()) {
-      PrintError(s);
-      return ExitCodeFor(s);
-    }
+    if (Status s = io::SetShardCache(cache); !s.ok()) return FailWith(s);
   }
   // Over `ulimit -f` the kernel sends SIGXFSZ, whose default action kills the process and
   // leaves its temporary files behind. Ignored, the write fails with EFBIG instead, which the
@@ -137,9 +181,8 @@ int RunCommand(const Command& command) {
     return kExitError;
   }
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    Status status = IOError(std::string("writing to standard output: ") + std::strerror(errno));
-    PrintError(status);
-    exit_code = CombineExitCodes(exit_code, ExitCodeFor(status));
+    exit_code = PrintAndFold(
+        exit_code, IOError(std::string("writing to standard output: ") + std::strerror(errno)));
   }
   return exit_code;
 }
@@ -278,10 +321,7 @@ PerFileResult RunPerFile(const std::vector<std::string>& files, bool json,
       result.stdout_failed = true;
       return result;
     }
-    if (!outcome.status.ok()) {
-      PrintError(outcome.status);
-      result.exit_code = CombineExitCodes(result.exit_code, ExitCodeFor(outcome.status));
-    }
+    if (!outcome.status.ok()) result.exit_code = PrintAndFold(result.exit_code, outcome.status);
     if (!objects.empty()) objects += ',';
     objects += outcome.json.str();
   }

@@ -40,6 +40,17 @@ int CombineExitCodes(int a, int b);
 // Prints "recordflow: <StatusCodeName>: <message>" to stderr.
 void PrintError(const Status& status);
 
+// Prints the error and returns its exit code (ExitCodeFor): how a command gives up.
+int FailWith(const Status& status);
+
+// Prints a per-file error and returns `exit_code` folded with the error's code
+// (CombineExitCodes): how a command over several files goes on after one of them failed.
+int PrintAndFold(int exit_code, const Status& status);
+
+// The DataLoss a reader under --on-corruption skip leaves behind in `path`: corruption is
+// never silent, and scripts see it in the exit status, while `verify` lists the regions.
+Status SkippedCorruptionError(std::string_view path, uint64_t regions, uint64_t bytes);
+
 // Prints "recordflow: usage error: <message>" to stderr and returns kExitUsage, for command
 // lines that CLI11 accepts but that make no sense together.
 int UsageError(std::string_view message);
@@ -78,6 +89,29 @@ int ExitForParseError(const CLI::App& app, const CLI::ParseError& error);
 // sorted; a quoted pattern reaches the command unexpanded by the shell). Returns kExitOk, or
 // prints the error (a pattern matching nothing: NotFound naming it) and returns its exit code.
 int ExpandFileArguments(std::vector<std::string>* files);
+
+// The `run` of a command over FILE arguments: expands the glob patterns among `*files` first
+// (ExpandFileArguments), then runs `run`. `files` must outlive the returned function (it is
+// a member of the options `run` holds).
+std::function<int()> AfterExpandingFiles(std::vector<std::string>* files, std::function<int()> run);
+
+// The totals of a per-file command that reads whole files (count, verify).
+struct FileTally {
+  uint64_t ok = 0;
+  uint64_t corrupt = 0;  // read to the end, with corrupt regions skipped
+  uint64_t failed = 0;   // stopped by an error
+  uint64_t records = 0;  // read intact, in all files
+  uint64_t corrupt_regions = 0;
+  uint64_t bytes_skipped = 0;
+
+  // Adds one file: failed when `error` is not OK, else corrupt when `corrupt_regions` > 0; its
+  // counts are added either way (a failed file's are those read before the error).
+  void Add(const Status& error, uint64_t file_records, uint64_t file_corrupt_regions,
+           uint64_t file_bytes_skipped);
+  // The "total" object: {"files":N,"files_ok":..,"files_corrupt":..,"files_failed":..,
+  // <records_key>:..,"corrupt_regions":..,"bytes_skipped":..}.
+  std::string Json(uint64_t files, std::string_view records_key) const;
+};
 
 // Writes `text` to stdout; when that fails, prints the error. Returns kExitOk or kExitError.
 int WriteOutOrFail(std::string_view text);

@@ -138,10 +138,7 @@ int RunConvert(ConvertCliOptions& cli) {
   const bool progress = cli.progress.value_or(isatty(STDERR_FILENO) == 1);
   if (progress) options.progress = DrawProgress;
   Result<convert::ConvertSummary> summary = convert::Convert(cli.src, cli.dst, options);
-  if (!summary.ok()) {
-    PrintError(summary.status());
-    return ExitCodeFor(summary.status());
-  }
+  if (!summary.ok()) return FailWith(summary.status());
   if (WriteOutOrFail(cli.json ? summary->ToJson() + "\n" : TextSummary(*summary)) != kExitOk) {
     return kExitError;
   }

@@ -37,36 +37,25 @@ Result<FileCount> CountRecords(const std::string& path,
   return FileCount{reader->records_read(), stats.records_skipped, stats.bytes_skipped};
 }
 
-// Under --on-corruption skip the count is still printed, but skipped data is reported as data
-// loss: corruption is never silent, and scripts see it in the exit status.
-Status SkippedDataLoss(const std::string& path, const FileCount& count) {
-  return DataLossError("skipped " + CountOf(count.corrupt_regions, "corrupt region") + " (" +
-                       CountOf(count.bytes_skipped, "byte") + ") in '" + path +
-                       "'; run 'recordflow verify' to list them");
-}
-
 int RunCount(const CountOptions& options) {
   format::RecordReaderOptions reader_options;
   reader_options.compression = options.compression;
   reader_options.verify_checksums = !options.no_verify;
   reader_options.on_corruption = options.on_corruption;
 
-  FileCount total;
-  uint64_t files_ok = 0, files_corrupt = 0, files_failed = 0;
+  FileTally total;
   const PerFileResult files = RunPerFile(options.files, options.json, [&](const std::string& path) {
     FileOutcome out;
     Result<FileCount> count = CountRecords(path, reader_options);
     out.json.AddString("path", path)
         .AddString("compression", CompressionLabel(path, options.compression));
     if (!count.ok()) {
-      ++files_failed;
+      total.Add(count.status(), 0, 0, 0);
       out.status = count.status();
       out.json.AddString("status", "error").AddRaw("error", JsonStatus(count.status()));
       return out;
     }
-    total.records += count->records;
-    total.corrupt_regions += count->corrupt_regions;
-    total.bytes_skipped += count->bytes_skipped;
+    total.Add(Status::OK(), count->records, count->corrupt_regions, count->bytes_skipped);
     const bool corrupt = count->corrupt_regions > 0;
     out.json.AddString("status", corrupt ? "corrupt" : "ok")
         .AddUint("records", count->records)
@@ -76,37 +65,26 @@ int RunCount(const CountOptions& options) {
     if (corrupt) {
       out.text += " (skipped " + CountOf(count->corrupt_regions, "corrupt region") + ", " +
                   CountOf(count->bytes_skipped, "byte") + ")";
-      ++files_corrupt;
-      out.status = SkippedDataLoss(path, *count);
-    } else {
-      ++files_ok;
+      // Under --on-corruption skip the count is still printed, and the skip is data loss.
+      out.status = SkippedCorruptionError(path, count->corrupt_regions, count->bytes_skipped);
     }
     out.text += "\n";
     return out;
   });
   if (files.stdout_failed) return kExitError;
 
-  Status written;
+  std::string summary;
   if (options.json) {
-    const std::string total_json = JsonWriter()
-                                       .AddUint("files", options.files.size())
-                                       .AddUint("files_ok", files_ok)
-                                       .AddUint("files_corrupt", files_corrupt)
-                                       .AddUint("files_failed", files_failed)
-                                       .AddUint("records", total.records)
-                                       .AddUint("corrupt_regions", total.corrupt_regions)
-                                       .AddUint("bytes_skipped", total.bytes_skipped)
-                                       .str();
-    written = WriteOut(
-        JsonWriter().AddRaw("files", files.json_files).AddRaw("total", total_json).str() + "\n");
+    summary = JsonWriter()
+                  .AddRaw("files", files.json_files)
+                  .AddRaw("total", total.Json(options.files.size(), "records"))
+                  .str() +
+              "\n";
   } else if (options.files.size() > 1) {
     // As wc(1): a total line only when there is something to add up.
-    written = WriteOut(std::to_string(total.records) + " total\n");
+    summary = std::to_string(total.records) + " total\n";
   }
-  if (!written.ok()) {
-    PrintError(written);
-    return kExitError;
-  }
+  if (WriteOutOrFail(summary) != kExitOk) return kExitError;
   return files.exit_code;
 }
 
@@ -122,10 +100,7 @@ Command AddCountCommand(CLI::App& app) {
   AddCorruptionPolicyOption(*command, &options->on_corruption);
   AddCompressionOption(*command, &options->compression);
   AddCacheOptions(*command);
-  return {command, [options] {
-            if (int rc = ExpandFileArguments(&options->files); rc != kExitOk) return rc;
-            return RunCount(*options);
-          }};
+  return {command, AfterExpandingFiles(&options->files, [options] { return RunCount(*options); })};
 }
 
 }  // namespace recordflow::cli

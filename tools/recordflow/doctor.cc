@@ -155,10 +155,7 @@ int RunDoctor(const DoctorCliOptions& cli) {
       // One HEAD: a missing object or bucket (NotFound), or no access (PermissionDenied),
       // is reported naming the URL before any timing starts.
       const Result<io::FileInfo> info = io::StatPath(path);
-      if (!info.ok()) {
-        PrintError(info.status());
-        return ExitCodeFor(info.status());
-      }
+      if (!info.ok()) return FailWith(info.status());
       continue;
     }
     std::error_code error;
@@ -169,10 +166,7 @@ int RunDoctor(const DoctorCliOptions& cli) {
     }
   }
   Result<pipeline::PipelinePlan> plan = BuildPreset(cli);
-  if (!plan.ok()) {
-    PrintError(plan.status());
-    return ExitCodeFor(plan.status());
-  }
+  if (!plan.ok()) return FailWith(plan.status());
   pipeline::DiagnoseOptions options;
   options.seconds = cli.seconds;
   if (cli.step_ms) options.step_seconds = *cli.step_ms / 1e3;
@@ -184,10 +178,7 @@ int RunDoctor(const DoctorCliOptions& cli) {
     };
   }
   Result<pipeline::DiagnoseReport> report = pipeline::Diagnose(*plan, options);
-  if (!report.ok()) {
-    PrintError(report.status());
-    return ExitCodeFor(report.status());
-  }
+  if (!report.ok()) return FailWith(report.status());
   if (!cli.html.empty()) {
     const Status written = WriteFile(cli.html, pipeline::RenderHtml(*report));
     if (!written.ok()) {
@@ -204,12 +195,7 @@ int RunDoctor(const DoctorCliOptions& cli) {
     out = pipeline::RenderText(*report);
     if (!cli.html.empty()) out += "timeline: " + cli.html + "\n";
   }
-  const Status written = WriteOut(out);
-  if (!written.ok()) {
-    PrintError(written);
-    return kExitError;
-  }
-  return kExitOk;
+  return WriteOutOrFail(out);
 }
 
 }  // namespace

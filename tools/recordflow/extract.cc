@@ -21,10 +21,7 @@ int RunExtract(ExtractCliOptions& cli) {
   if (int rc = ExpandFileArguments(&files); rc != kExitOk) return rc;
   const std::string out_dir = cli.args.back();
   Result<convert::ExtractSummary> summary = convert::Extract(files, out_dir, cli.options);
-  if (!summary.ok()) {
-    PrintError(summary.status());
-    return ExitCodeFor(summary.status());
-  }
+  if (!summary.ok()) return FailWith(summary.status());
   std::string text;
   if (cli.json) {
     text = summary->ToJson() + "\n";

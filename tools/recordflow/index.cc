@@ -180,10 +180,7 @@ Command AddIndexCommand(CLI::App& app) {
   command->add_flag("--json", options->json, "Print one JSON document instead of text");
   AddCompressionOption(*command, &options->compression);
   AddCacheOptions(*command);
-  return {command, [options] {
-            if (int rc = ExpandFileArguments(&options->files); rc != kExitOk) return rc;
-            return RunIndex(*options);
-          }};
+  return {command, AfterExpandingFiles(&options->files, [options] { return RunIndex(*options); })};
 }
 
 }  // namespace recordflow::cli

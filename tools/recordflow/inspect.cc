@@ -359,10 +359,7 @@ int RunInspect(const InspectOptions& options) {
     if (!had_malformed && inference.malformed_records() > 0) {
       origin = MalformedOrigin{path, inference.schema().first_malformed_record - first_record};
     }
-    if (!scan.error.ok()) {
-      PrintError(scan.error);
-      exit_code = CombineExitCodes(exit_code, ExitCodeFor(scan.error));
-    }
+    if (!scan.error.ok()) exit_code = PrintAndFold(exit_code, scan.error);
   }
   const Schema schema = inference.schema();
   // The scan stopped at --limit records; whether more followed is not known, because finding
@@ -392,10 +389,8 @@ Command AddInspectCommand(CLI::App& app) {
   command->add_flag("--json", options->json, "Print one JSON document instead of text");
   AddCompressionOption(*command, &options->compression);
   AddCacheOptions(*command);
-  return {command, [options] {
-            if (int rc = ExpandFileArguments(&options->files); rc != kExitOk) return rc;
-            return RunInspect(*options);
-          }};
+  return {command,
+          AfterExpandingFiles(&options->files, [options] { return RunInspect(*options); })};
 }
 
 }  // namespace recordflow::cli

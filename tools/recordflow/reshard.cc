@@ -39,10 +39,7 @@ int RunReshard(const ReshardCliOptions& cli) {
   options.write_index = !cli.no_index;
   options.sync = !cli.no_sync;
   Result<convert::ReshardSummary> summary = convert::Reshard(files, dst, options);
-  if (!summary.ok()) {
-    PrintError(summary.status());
-    return ExitCodeFor(summary.status());
-  }
+  if (!summary.ok()) return FailWith(summary.status());
   std::string out;
   if (cli.json) {
     out = summary->ToJson() + "\n";

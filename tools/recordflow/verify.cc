@@ -94,8 +94,7 @@ int RunVerify(const VerifyOptions& options) {
   reader_options.compression = options.compression;
 
   int exit_code = kExitOk;
-  FileResult total;
-  uint64_t files_ok = 0, files_corrupt = 0, files_failed = 0;
+  FileTally total;
   if (options.json) WriteOut("{\"files\":[\n").IgnoreError();
   for (size_t i = 0; i < options.files.size(); ++i) {
     const std::string& path = options.files[i];
@@ -107,9 +106,7 @@ int RunVerify(const VerifyOptions& options) {
     }
     PrintingReporter reporter(options.json, path);
     FileResult result = VerifyFile(path, reader_options, &reporter);
-    total.records_ok += result.records_ok;
-    total.corrupt_regions += result.corrupt_regions;
-    total.bytes_skipped += result.bytes_skipped;
+    total.Add(result.error, result.records_ok, result.corrupt_regions, result.bytes_skipped);
 
     const std::string_view verdict = Verdict(result);
     if (options.json) {
@@ -135,36 +132,22 @@ int RunVerify(const VerifyOptions& options) {
     }
 
     if (!result.error.ok()) {
-      ++files_failed;
-      PrintError(result.error);
-      exit_code = CombineExitCodes(exit_code, ExitCodeFor(result.error));
+      exit_code = PrintAndFold(exit_code, result.error);
     } else if (result.corrupt_regions > 0) {
-      ++files_corrupt;
-      Status loss =
+      exit_code = PrintAndFold(
+          exit_code,
           DataLossError("'" + path + "' has " + CountOf(result.corrupt_regions, "corrupt region") +
-                        " (" + CountOf(result.bytes_skipped, "byte") + " skipped)");
-      PrintError(loss);
-      exit_code = CombineExitCodes(exit_code, ExitCodeFor(loss));
-    } else {
-      ++files_ok;
+                        " (" + CountOf(result.bytes_skipped, "byte") + " skipped)"));
     }
   }
 
   if (options.json) {
-    const std::string total_json = JsonWriter()
-                                       .AddUint("files", options.files.size())
-                                       .AddUint("files_ok", files_ok)
-                                       .AddUint("files_corrupt", files_corrupt)
-                                       .AddUint("files_failed", files_failed)
-                                       .AddUint("records_ok", total.records_ok)
-                                       .AddUint("corrupt_regions", total.corrupt_regions)
-                                       .AddUint("bytes_skipped", total.bytes_skipped)
-                                       .str();
-    WriteOut("\n],\"total\":" + total_json + "}\n").IgnoreError();
+    WriteOut("\n],\"total\":" + total.Json(options.files.size(), "records_ok") + "}\n")
+        .IgnoreError();
   } else if (options.files.size() > 1) {
-    WriteOut("total: " + CountOf(options.files.size(), "file") + " (" + std::to_string(files_ok) +
-             " ok, " + std::to_string(files_corrupt) + " corrupt, " + std::to_string(files_failed) +
-             " failed), " + CountOf(total.records_ok, "record") + " ok, " +
+    WriteOut("total: " + CountOf(options.files.size(), "file") + " (" + std::to_string(total.ok) +
+             " ok, " + std::to_string(total.corrupt) + " corrupt, " + std::to_string(total.failed) +
+             " failed), " + CountOf(total.records, "record") + " ok, " +
              CountOf(total.corrupt_regions, "corrupt region") + ", " +
              CountOf(total.bytes_skipped, "byte") + " skipped\n")
         .IgnoreError();
@@ -182,10 +165,7 @@ Command AddVerifyCommand(CLI::App& app) {
   command->add_flag("--json", options->json, "Print one JSON document instead of text");
   AddCompressionOption(*command, &options->compression);
   AddCacheOptions(*command);
-  return {command, [options] {
-            if (int rc = ExpandFileArguments(&options->files); rc != kExitOk) return rc;
-            return RunVerify(*options);
-          }};
+  return {command, AfterExpandingFiles(&options->files, [options] { return RunVerify(*options); })};
 }
 
 }  // namespace recordflow::cli

@@ -20,6 +20,7 @@
 #include "recordflow/format/record_test_util.h"
 #include "recordflow/format/record_writer.h"
 #include "recordflow/image/image.h"
+#include "recordflow/image/image_test_util.h"
 #include "recordflow/image/ops.h"
 #include "recordflow/io/file.h"
 
@@ -39,11 +40,7 @@ class ConvertTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(root_); }
 
   std::string Jpeg(int w, int h) {
-    image::Image img;
-    img.width = w;
-    img.height = h;
-    img.channels = 3;
-    img.pixels.resize(img.row_bytes() * h);
+    image::Image img = image::testing_util::BlankImage(w, h, 3);
     for (size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = static_cast<uint8_t>(i * 7 + w);
     return *image::EncodeJpeg(img);
   }

@@ -11,6 +11,7 @@
 #include "recordflow/example/example.h"
 #include "recordflow/format/record_reader.h"
 #include "recordflow/image/image.h"
+#include "recordflow/image/image_test_util.h"
 #include "recordflow/io/file.h"
 
 namespace recordflow::convert {
@@ -30,11 +31,7 @@ class SpooledSourceTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(root_); }
 
   static std::string Jpeg(int w, int h) {
-    image::Image img;
-    img.width = w;
-    img.height = h;
-    img.channels = 3;
-    img.pixels.resize(img.row_bytes() * h);
+    image::Image img = image::testing_util::BlankImage(w, h, 3);
     for (size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = static_cast<uint8_t>(i * 5);
     return *image::EncodeJpeg(img);
   }

@@ -22,12 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using format::testing::Bytes;
 using format::testing::MakeTempDir;
-
-template <typename T>
-T Ok(Result<T> r) {
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return std::move(r).value();
-}
+using format::testing::Ok;
 
 // Payloads of varied sizes (0 to a few KB), all distinct.
 std::string Payload(int file, int i) {

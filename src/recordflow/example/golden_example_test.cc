@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -215,6 +216,20 @@ std::string Trace(const GoldenRecord& r) {
          r.source + ")";
 }
 
+// Runs `check` on each golden record with its manifest entry, traced with the entry; stops at
+// the first fatal failure, as an ASSERT in a loop over the records would.
+void ForEachGoldenRecord(
+    const std::function<void(const GoldenRecord& want, const std::string& record)>& check) {
+  const auto& manifest = Manifest();
+  const auto& records = GoldenRecords();
+  ASSERT_EQ(records.size(), manifest.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    SCOPED_TRACE(Trace(manifest[i]));
+    check(manifest[i], records[i]);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
 // ---- tests ------------------------------------------------------------------------------------
 
 TEST(GoldenExampleTest, ManifestDescribesEveryRecord) {
@@ -238,35 +253,27 @@ TEST(GoldenExampleTest, ManifestDescribesEveryRecord) {
 }
 
 TEST(GoldenExampleTest, ParsesAsTensorFlowDoes) {
-  const auto& manifest = Manifest();
-  const auto& records = GoldenRecords();
-  ASSERT_EQ(records.size(), manifest.size());
-  for (size_t i = 0; i < records.size(); ++i) {
-    const GoldenRecord& want = manifest[i];
-    SCOPED_TRACE(Trace(want));
-    if (want.sequence) {
-      auto got = ParseSequenceExample(AsBytes(records[i]));
-      ASSERT_TRUE(got.ok()) << got.status().ToString();
-      ExpectFeaturesEqual(got->context, want.features);
-      ExpectListsEqual(got->feature_lists, want.feature_lists);
-    } else {
-      auto got = ParseExample(AsBytes(records[i]));
-      ASSERT_TRUE(got.ok()) << got.status().ToString();
-      ExpectFeaturesEqual(*got, want.features);
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachGoldenRecord([&](const GoldenRecord& want, const std::string& record) {
+        if (want.sequence) {
+          auto got = ParseSequenceExample(AsBytes(record));
+          ASSERT_TRUE(got.ok()) << got.status().ToString();
+          ExpectFeaturesEqual(got->context, want.features);
+          ExpectListsEqual(got->feature_lists, want.feature_lists);
+        } else {
+          auto got = ParseExample(AsBytes(record));
+          ASSERT_TRUE(got.ok()) << got.status().ToString();
+          ExpectFeaturesEqual(*got, want.features);
+        }
+      }));
 }
 
 TEST(GoldenExampleTest, ReserializesToEqualRecords) {
-  const auto& manifest = Manifest();
-  const auto& records = GoldenRecords();
-  ASSERT_EQ(records.size(), manifest.size());
-  for (size_t i = 0; i < records.size(); ++i) {
-    const GoldenRecord& want = manifest[i];
-    SCOPED_TRACE(Trace(want));
+  ASSERT_NO_FATAL_FAILURE(ForEachGoldenRecord([&](const GoldenRecord& want,
+                                                  const std::string& record) {
     std::string again, from_manifest;
     if (want.sequence) {
-      auto parsed = ParseSequenceExample(AsBytes(records[i]));
+      auto parsed = ParseSequenceExample(AsBytes(record));
       ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
       again = SerializeSequenceExample(*parsed);
       auto back = ParseSequenceExample(AsBytes(again));
@@ -275,7 +282,7 @@ TEST(GoldenExampleTest, ReserializesToEqualRecords) {
       ExpectListsEqual(back->feature_lists, want.feature_lists);
       from_manifest = SerializeSequenceExample(SequenceExample{want.features, want.feature_lists});
     } else {
-      auto parsed = ParseExample(AsBytes(records[i]));
+      auto parsed = ParseExample(AsBytes(record));
       ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
       again = SerializeExample(*parsed);
       auto back = ParseExample(AsBytes(again));
@@ -285,21 +292,17 @@ TEST(GoldenExampleTest, ReserializesToEqualRecords) {
     }
     // The encoding depends on the values only, not on how the record spelled them.
     EXPECT_EQ(Hex(again), Hex(from_manifest));
-    if (want.canonical) EXPECT_EQ(Hex(again), Hex(records[i]));
-  }
+    if (want.canonical) EXPECT_EQ(Hex(again), Hex(record));
+  }));
 }
 
 // The batch parser sees the same values: every feature of every Example as VarLen, and as
 // FixedLen of its exact size; a feature with no list has no values, and is missing to FixedLen.
 TEST(GoldenExampleTest, BatchParserAgrees) {
-  const auto& manifest = Manifest();
-  const auto& records = GoldenRecords();
-  ASSERT_EQ(records.size(), manifest.size());
   size_t checked = 0;
-  for (size_t i = 0; i < records.size(); ++i) {
-    const GoldenRecord& want = manifest[i];
-    if (want.sequence) continue;
-    SCOPED_TRACE(Trace(want));
+  ASSERT_NO_FATAL_FAILURE(ForEachGoldenRecord([&](const GoldenRecord& want,
+                                                  const std::string& record) {
+    if (want.sequence) return;
     std::vector<FeatureSpec> specs;
     std::vector<const Feature*> expected;
     for (const auto& [key, f] : want.features) {
@@ -309,11 +312,11 @@ TEST(GoldenExampleTest, BatchParserAgrees) {
       specs.push_back(FeatureSpec::VarLen(key, dtype));
       expected.push_back(&f);
     }
-    if (specs.empty()) continue;
+    if (specs.empty()) return;
     auto parser = ExampleParser::Create(specs);
     ASSERT_TRUE(parser.ok()) << parser.status().ToString();
     // Two copies of the record: the second row's offsets must start where the first ends.
-    std::vector<std::span<const std::byte>> batch(2, AsBytes(records[i]));
+    std::vector<std::span<const std::byte>> batch(2, AsBytes(record));
     std::vector<Column> columns;
     Status s = parser->Parse(batch, &columns);
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -387,24 +390,20 @@ TEST(GoldenExampleTest, BatchParserAgrees) {
       ASSERT_TRUE(s.ok()) << s.ToString();
       EXPECT_EQ(columns[0].int64s, (std::vector<int64_t>{-7, -7, -7, -7}));
     }
-  }
+  }));
   EXPECT_GE(checked, 40u);
 }
 
 // SequenceExample.context is field 1, as Example.features is, and feature_lists (field 2) is an
 // unknown field to Example: parsed as an Example, a SequenceExample is its context.
 TEST(GoldenExampleTest, SequenceContextReadsAsExampleFeatures) {
-  const auto& manifest = Manifest();
-  const auto& records = GoldenRecords();
-  ASSERT_EQ(records.size(), manifest.size());
-  for (size_t i = 0; i < records.size(); ++i) {
-    const GoldenRecord& want = manifest[i];
-    if (!want.sequence) continue;
-    SCOPED_TRACE(Trace(want));
-    auto as_example = ParseExample(AsBytes(records[i]));
-    ASSERT_TRUE(as_example.ok()) << as_example.status().ToString();
-    ExpectFeaturesEqual(*as_example, want.features);
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      ForEachGoldenRecord([&](const GoldenRecord& want, const std::string& record) {
+        if (!want.sequence) return;
+        auto as_example = ParseExample(AsBytes(record));
+        ASSERT_TRUE(as_example.ok()) << as_example.status().ToString();
+        ExpectFeaturesEqual(*as_example, want.features);
+      }));
 }
 
 }  // namespace

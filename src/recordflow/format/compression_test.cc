@@ -100,17 +100,7 @@ class InflaterTest : public ::testing::TestWithParam<Inflater> {
 };
 
 std::string GzipWithZlib(const std::string& data) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, MAX_WBITS + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, data.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = data.size();
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = out.size();
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
+  return testing::Deflate(data, Compression::kGzip);
 }
 
 TEST_P(InflaterTest, ConcatenatedMembersReadAsOne) {
@@ -164,16 +154,7 @@ INSTANTIATE_TEST_SUITE_P(All, InflaterTest, ::testing::Values(Inflater::kZlib, I
 TEST_P(InflaterTest, ZlibFormatAndCorruptTrailer) {
   std::string data(50000, 'r');
   for (size_t i = 0; i < data.size(); i += 7) data[i] = static_cast<char>(i);
-  z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
-  std::string zz(deflateBound(&z, data.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(data.data());
-  z.avail_in = data.size();
-  z.next_out = reinterpret_cast<Bytef*>(zz.data());
-  z.avail_out = zz.size();
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  zz.resize(z.total_out);
-  deflateEnd(&z);
+  std::string zz = testing::Deflate(data, Compression::kZlib);
   auto in = NewMemoryInputStream(Bytes(zz), Compression::kZlib, "ok.zz", GetParam());
   EXPECT_EQ(ReadAll(*in, 999), data);
   zz[zz.size() - 2] ^= 1;  // adler32 trailer

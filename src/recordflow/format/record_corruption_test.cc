@@ -70,28 +70,31 @@ INSTANTIATE_TEST_SUITE_P(
                       Damage{"PayloadCrc", kRecord2 - 2, "payload CRC mismatch"}),
     [](const auto& info) { return std::string(info.param.name); });
 
-TEST(CorruptionTest, TruncatedPayload) {
-  std::string data = Frame(kPayloads).substr(0, kRecord2 + 14);
+// The file cut `kept` bytes into record 2: raised, kDataLoss saying `what`, and returned for
+// the caller's further checks; skipped, records 0 and 1 and the `kept` bytes skipped. Call under
+// ASSERT_NO_FATAL_FAILURE.
+void ExpectCutIntoRecord2(size_t kept, const std::string& what, Status* raised_status) {
+  std::string data = Frame(kPayloads).substr(0, kRecord2 + kept);
   auto raised = ReadAllFromMemory(data);
   EXPECT_EQ(raised.status.code(), StatusCode::kDataLoss);
-  EXPECT_TRUE(Contains(raised.status.message(), "truncated record"));
-  EXPECT_TRUE(Contains(raised.status.message(), "byte offset " + std::to_string(kRecord2)));
-  EXPECT_TRUE(Contains(raised.status.message(), "record index 2"));
+  EXPECT_TRUE(Contains(raised.status.message(), what));
+  *raised_status = raised.status;
   auto skipped = ReadAllFromMemory(data, Skip());
   ASSERT_TRUE(skipped.status.ok());
   EXPECT_EQ(skipped.records.size(), 2u);
-  EXPECT_EQ(skipped.stats.bytes_skipped, 14u);
+  EXPECT_EQ(skipped.stats.bytes_skipped, kept);
+}
+
+TEST(CorruptionTest, TruncatedPayload) {
+  Status raised;
+  ASSERT_NO_FATAL_FAILURE(ExpectCutIntoRecord2(14, "truncated record", &raised));
+  EXPECT_TRUE(Contains(raised.message(), "byte offset " + std::to_string(kRecord2)));
+  EXPECT_TRUE(Contains(raised.message(), "record index 2"));
 }
 
 TEST(CorruptionTest, TruncatedHeader) {
-  std::string data = Frame(kPayloads).substr(0, kRecord2 + 5);
-  auto raised = ReadAllFromMemory(data);
-  EXPECT_EQ(raised.status.code(), StatusCode::kDataLoss);
-  EXPECT_TRUE(Contains(raised.status.message(), "truncated record header"));
-  auto skipped = ReadAllFromMemory(data, Skip());
-  ASSERT_TRUE(skipped.status.ok());
-  EXPECT_EQ(skipped.records.size(), 2u);
-  EXPECT_EQ(skipped.stats.bytes_skipped, 5u);
+  Status raised;
+  ASSERT_NO_FATAL_FAILURE(ExpectCutIntoRecord2(5, "truncated record header", &raised));
 }
 
 TEST(CorruptionTest, BadFirstHeaderHintsAtFormat) {
@@ -165,16 +168,7 @@ TEST(CorruptionTest, LyingLengthInCompressedStreamIsBounded) {
   std::string data(kHeaderSize, '\0');
   EncodeHeader(reinterpret_cast<std::byte*>(data.data()), uint64_t{500} << 20);
   data += std::string(1000, 'p');
-  z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, MAX_WBITS + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string gz(deflateBound(&z, data.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(data.data());
-  z.avail_in = data.size();
-  z.next_out = reinterpret_cast<Bytef*>(gz.data());
-  z.avail_out = gz.size();
-  ASSERT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  gz.resize(z.total_out);
-  deflateEnd(&z);
+  const std::string gz = testing::Deflate(data, Compression::kGzip);
   auto result = ReadAllFromMemory(gz, {}, Compression::kGzip);
   EXPECT_EQ(result.status.code(), StatusCode::kDataLoss);
   EXPECT_TRUE(Contains(result.status.message(), "decompressed stream"));
@@ -240,17 +234,7 @@ namespace recordflow::format {
 namespace {
 
 std::string GzipBytes(const std::string& data) {
-  z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, MAX_WBITS + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string gz(deflateBound(&z, data.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = data.size();
-  z.next_out = reinterpret_cast<Bytef*>(gz.data());
-  z.avail_out = gz.size();
-  deflate(&z, Z_FINISH);
-  gz.resize(z.total_out);
-  deflateEnd(&z);
-  return gz;
+  return testing::Deflate(data, Compression::kGzip);
 }
 
 class CompressedDamageTest : public ::testing::TestWithParam<Inflater> {};

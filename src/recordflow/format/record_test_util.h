@@ -2,18 +2,47 @@
 #pragma once
 
 #include <stdlib.h>
+#include <zlib.h>
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "recordflow/format/compression.h"
 #include "recordflow/format/record_format.h"
 #include "recordflow/format/record_reader.h"
 #include "recordflow/io/file.h"
 
 namespace recordflow::format::testing {
+
+// `data` compressed in one piece by zlib as `compression` (kGzip or kZlib), at `level` with
+// `mem_level`: a stream as another writer makes it, for the readers under test to inflate.
+inline std::string Deflate(const std::string& data, Compression compression, int level = 6,
+                           int mem_level = 8) {
+  z_stream z{};
+  const int bits = compression == Compression::kGzip ? MAX_WBITS + 16 : MAX_WBITS;
+  EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, bits, mem_level, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, data.size()) + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// The value of `r`, failing the test when it is an error (the value is then not usable: keep
+// such calls where a failure ends the test anyway).
+template <typename T>
+T Ok(Result<T> r) {
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return std::move(r).value();
+}
 
 // True in ASan and TSan builds: they reserve terabytes of address space, so a test that limits
 // RLIMIT_AS cannot run there.

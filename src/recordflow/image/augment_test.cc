@@ -7,17 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include "recordflow/image/image_test_util.h"
 #include "recordflow/image/ops.h"
 
 namespace recordflow::image {
 namespace {
 
 Image Gradient(int width, int height, int channels = 3) {
-  Image img;
-  img.width = width;
-  img.height = height;
-  img.channels = channels;
-  img.pixels.resize(img.row_bytes() * height);
+  Image img = testing_util::BlankImage(width, height, channels);
   for (int y = 0; y < height; ++y) {
     for (int x = 0; x < width; ++x) {
       for (int c = 0; c < channels; ++c) {

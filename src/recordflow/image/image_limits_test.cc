@@ -32,11 +32,7 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
 }
 
 Image Gradient(int w, int h, int channels) {
-  Image img;
-  img.width = w;
-  img.height = h;
-  img.channels = channels;
-  img.pixels.resize(img.row_bytes() * h);
+  Image img = testing_util::BlankImage(w, h, channels);
   for (size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = static_cast<uint8_t>(i * 7);
   return img;
 }

@@ -4,21 +4,16 @@
 #include <gtest/gtest.h>
 
 #include "recordflow/image/image.h"
+#include "recordflow/image/image_test_util.h"
 
 namespace recordflow::image {
 namespace {
 
-std::span<const std::byte> Bytes(const std::string& s) {
-  return std::as_bytes(std::span(s.data(), s.size()));
-}
+using testing_util::Bytes;
 
 // A smooth test pattern: gradients, so JPEG round trips stay close.
 Image Pattern(int w, int h, int channels) {
-  Image img;
-  img.width = w;
-  img.height = h;
-  img.channels = channels;
-  img.pixels.resize(img.row_bytes() * h);
+  Image img = testing_util::BlankImage(w, h, channels);
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
       for (int c = 0; c < channels; ++c) {

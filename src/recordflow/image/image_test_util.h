@@ -10,7 +10,19 @@
 
 #include <gtest/gtest.h>
 
+#include "recordflow/image/image.h"
+
 namespace recordflow::image::testing_util {
+
+// A w x h image of `channels` interleaved 8-bit channels, every pixel 0: for a test to fill.
+inline Image BlankImage(int w, int h, int channels) {
+  Image img;
+  img.width = w;
+  img.height = h;
+  img.channels = channels;
+  img.pixels.resize(img.row_bytes() * h);
+  return img;
+}
 
 inline std::span<const std::byte> Bytes(const std::string& s) {
   return std::as_bytes(std::span(s.data(), s.size()));

@@ -13,22 +13,17 @@
 #include <jpeglib.h>
 
 #include "recordflow/image/image.h"
+#include "recordflow/image/image_test_util.h"
 #include "recordflow/image/kernels_internal.h"
 
 namespace recordflow::image {
 namespace {
 
-std::span<const std::byte> Bytes(const std::string& s) {
-  return std::as_bytes(std::span(s.data(), s.size()));
-}
+using testing_util::Bytes;
 
 // Texture, edges and gradients: a JPEG of it has real high-frequency content and chroma.
 Image Photo(int w, int h, int channels, uint32_t seed = 1) {
-  Image img;
-  img.width = w;
-  img.height = h;
-  img.channels = channels;
-  img.pixels.resize(img.row_bytes() * h);
+  Image img = testing_util::BlankImage(w, h, channels);
   uint32_t r = seed;
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
@@ -115,15 +110,33 @@ struct JpegCase {
   bool progressive;
 };
 
-class FusedCropTest : public ::testing::TestWithParam<JpegCase> {};
+class FusedCropTest : public ::testing::TestWithParam<JpegCase> {
+ protected:
+  // The case's JPEG, and its full decode: what every crop is compared with.
+  void SetUp() override {
+    const JpegCase& jc = GetParam();
+    jpeg_ = Jpeg(Photo(jc.w, jc.h, jc.channels), jc.sub, jc.progressive);
+    DecodeOptions full_opts;
+    full_opts.desired_channels = 3;
+    auto full = Decode(Bytes(jpeg_), full_opts);
+    ASSERT_TRUE(full.ok()) << full.status().ToString();
+    full_ = std::move(*full);
+  }
+
+  // Expects `got` to hold exactly the pixels of crop `r` of the full decode.
+  void ExpectCropOfFullDecode(const Image& got, const Rect& r) const {
+    const Image want = Crop(full_, r);
+    EXPECT_TRUE(got.pixels == want.pixels)
+        << GetParam().name << " crop " << r.x << "," << r.y << " " << r.width << "x" << r.height
+        << " differs (PSNR " << Psnr(got.pixels, want.pixels) << ")";
+  }
+
+  std::string jpeg_;
+  Image full_;
+};
 
 TEST_P(FusedCropTest, CropDecodeEqualsFullDecodeThenCrop) {
   const JpegCase& jc = GetParam();
-  const std::string jpeg = Jpeg(Photo(jc.w, jc.h, jc.channels), jc.sub, jc.progressive);
-  DecodeOptions full_opts;
-  full_opts.desired_channels = 3;
-  auto full = Decode(Bytes(jpeg), full_opts);
-  ASSERT_TRUE(full.ok()) << full.status().ToString();
   ImageDecoder decoder;  // reused across crops
   const Rect crops[] = {{0, 0, jc.w, jc.h},
                         {0, 0, 1, 1},
@@ -138,17 +151,14 @@ TEST_P(FusedCropTest, CropDecodeEqualsFullDecodeThenCrop) {
     RegionDecodeOptions o;
     o.crop = r;
     DecodedRegion region;
-    Status s = decoder.DecodeRegion(Bytes(jpeg), o, &region);
+    Status s = decoder.DecodeRegion(Bytes(jpeg_), o, &region);
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(region.scale_denom, 1);
     EXPECT_EQ(region.image.width, r.width);
     EXPECT_EQ(region.image.height, r.height);
     EXPECT_EQ(region.box.x, 0);
     EXPECT_EQ(region.box.width, r.width);
-    const Image want = Crop(*full, r);
-    EXPECT_TRUE(region.image.pixels == want.pixels)
-        << jc.name << " crop " << r.x << "," << r.y << " " << r.width << "x" << r.height
-        << " differs (PSNR " << Psnr(region.image.pixels, want.pixels) << ")";
+    ExpectCropOfFullDecode(region.image, r);
   }
 }
 
@@ -156,11 +166,6 @@ TEST_P(FusedCropTest, CropDecodeEqualsFullDecodeThenCrop) {
 // crop in it, and the crop's pixels are still those of a full decode.
 TEST_P(FusedCropTest, ExtraColumnsHoldTheCropAtBox) {
   const JpegCase& jc = GetParam();
-  const std::string jpeg = Jpeg(Photo(jc.w, jc.h, jc.channels), jc.sub, jc.progressive);
-  DecodeOptions full_opts;
-  full_opts.desired_channels = 3;
-  auto full = Decode(Bytes(jpeg), full_opts);
-  ASSERT_TRUE(full.ok()) << full.status().ToString();
   ImageDecoder decoder;
   bool any_wider = false;
   for (const Rect& r :
@@ -170,7 +175,7 @@ TEST_P(FusedCropTest, ExtraColumnsHoldTheCropAtBox) {
     o.crop = r;
     o.allow_extra_columns = true;
     DecodedRegion region;
-    Status s = decoder.DecodeRegion(Bytes(jpeg), o, &region);
+    Status s = decoder.DecodeRegion(Bytes(jpeg_), o, &region);
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(region.image.height, r.height);
     ASSERT_GE(region.image.width, r.width);
@@ -179,11 +184,7 @@ TEST_P(FusedCropTest, ExtraColumnsHoldTheCropAtBox) {
     EXPECT_EQ(region.box.x, bx);
     EXPECT_EQ(region.box.width, r.width);
     ASSERT_LE(bx + r.width, region.image.width);
-    const Image got = Crop(region.image, Rect{bx, 0, r.width, r.height});
-    const Image want = Crop(*full, r);
-    EXPECT_TRUE(got.pixels == want.pixels)
-        << jc.name << " crop " << r.x << "," << r.y << " " << r.width << "x" << r.height
-        << " differs (PSNR " << Psnr(got.pixels, want.pixels) << ")";
+    ExpectCropOfFullDecode(Crop(region.image, Rect{bx, 0, r.width, r.height}), r);
   }
   EXPECT_TRUE(any_wider) << "no crop kept extra columns: the in-place path did not run";
 }

@@ -4,17 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include "recordflow/image/image_test_util.h"
 #include "recordflow/image/warp_internal.h"
 
 namespace recordflow::image::internal {
 namespace {
 
 Image Noise(int w, int h, int c) {
-  Image img;
-  img.width = w;
-  img.height = h;
-  img.channels = c;
-  img.pixels.resize(img.row_bytes() * h);
+  Image img = image::testing_util::BlankImage(w, h, c);
   uint32_t r = 7;
   for (uint8_t& p : img.pixels) {
     r = r * 1664525u + 1013904223u;

@@ -13,6 +13,9 @@
 
 #include <gtest/gtest.h>
 
+#include "recordflow/io/filesystem.h"
+#include "recordflow/io/remote_test_util.h"
+
 namespace recordflow::io::testing_util {
 
 // Forwards loopback connections to `target_port`; after `drop_after` response bytes on a
@@ -106,5 +109,25 @@ class DroppingProxy {
   std::thread thread_;
   std::vector<std::thread> conns_;
 };
+
+// Writes 300 records of 1000 bytes to `url`, then reads them back with `endpoint_env` (the
+// variable naming the server, whose value is `endpoint`) pointed at a DroppingProxy in front of
+// the server that drops 4 responses after ~100 KB each: the reads must resume without losing
+// or duplicating a record. `endpoint_env` is set back to `endpoint` afterwards.
+inline void ExpectReadsResumeAfterDroppedConnections(const std::string& url,
+                                                     const std::string& endpoint,
+                                                     const char* endpoint_env) {
+  const auto written = WriteShard(url, 300, 1000, false);
+  const Url u = ParseUrl(endpoint);
+  const int port = std::stoi(u.authority.substr(u.authority.rfind(':') + 1));
+  DroppingProxy proxy(port, 100 * 1000, 4);
+  setenv(endpoint_env, ("http://127.0.0.1:" + std::to_string(proxy.port())).c_str(), 1);
+  Status s;
+  const auto read = ReadAll(url, &s);
+  setenv(endpoint_env, endpoint.c_str(), 1);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_GE(proxy.drops_done(), 1);
+  EXPECT_EQ(read, written);
+}
 
 }  // namespace recordflow::io::testing_util

@@ -18,8 +18,10 @@
 namespace recordflow::io {
 namespace {
 
-using testing_util::DroppingProxy;
+using testing_util::ExpectGlobMatchesKeysOnly;
 using testing_util::ExpectIndexedReads;
+using testing_util::ExpectReadAheadAcrossParts;
+using testing_util::ExpectReadsResumeAfterDroppedConnections;
 
 using testing_util::Env;
 using testing_util::Payload;
@@ -55,17 +57,10 @@ class GcsIntegrationTest : public ::testing::Test {
 };
 
 TEST_F(GcsIntegrationTest, WriteThenReadRecordsWithReadAheadAcrossParts) {
-  RemoteOptions o = GetRemoteOptions();
-  o.part_size = 64 * 1024;
-  o.read_ahead_parts = 3;
-  SetRemoteOptions(o);
-  const auto written = WriteShard(Url("d/a.tfrecord"), 200, 3000, false);
+  ASSERT_NO_FATAL_FAILURE(ExpectReadAheadAcrossParts(Url("d/a.tfrecord")));
   auto info = StatPath(Url("d/a.tfrecord"));
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->size, 200u * (3000 + 16));
-  Status s;
-  EXPECT_EQ(ReadAll(Url("d/a.tfrecord"), &s), written);
-  ASSERT_TRUE(s.ok()) << s.ToString();
 }
 
 TEST_F(GcsIntegrationTest, ResumableWriteAppearsOnCommitOnlyAndAbortLeavesNothing) {
@@ -109,14 +104,8 @@ TEST_F(GcsIntegrationTest, ResumableWriteAppearsOnCommitOnlyAndAbortLeavesNothin
 }
 
 TEST_F(GcsIntegrationTest, GlobListsMatchingKeysOnlyAndDeleteRemoves) {
-  WriteShard(Url("g/train-0.tfrecord"), 2, 10, false);
-  WriteShard(Url("g/train-1.tfrecord"), 2, 10, false);
-  WriteShard(Url("g/val-0.tfrecord"), 2, 10, false);
-  WriteShard(Url("g/sub/train-2.tfrecord"), 2, 10, false);
-  auto m = GlobPaths(Url("g/train-*.tfrecord"));
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  EXPECT_EQ(*m, (std::vector<std::string>{Url("g/train-0.tfrecord"), Url("g/train-1.tfrecord")}));
-  EXPECT_EQ(GlobPaths(Url("g/test-*.tfrecord")).status().code(), StatusCode::kNotFound);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectGlobMatchesKeysOnly([this](const std::string& key) { return Url(key); }));
   auto dir = StatPath(Url("g"));
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   EXPECT_TRUE(dir->is_directory);
@@ -141,17 +130,7 @@ TEST_F(GcsIntegrationTest, MissingObjectAndBucketAreNotFoundNamingTheUrl) {
 }
 
 TEST_F(GcsIntegrationTest, DroppedConnectionsResumeWithoutLosingOrDuplicatingRecords) {
-  const auto written = WriteShard(Url("f/r.tfrecord"), 300, 1000, false);
-  const io::Url u = ParseUrl(emulator_);
-  const int port = std::stoi(u.authority.substr(u.authority.rfind(':') + 1));
-  DroppingProxy proxy(port, 100 * 1000, 4);
-  setenv("STORAGE_EMULATOR_HOST", ("http://127.0.0.1:" + std::to_string(proxy.port())).c_str(), 1);
-  Status s;
-  const auto read = ReadAll(Url("f/r.tfrecord"), &s);
-  setenv("STORAGE_EMULATOR_HOST", emulator_.c_str(), 1);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_GE(proxy.drops_done(), 1);
-  EXPECT_EQ(read, written);
+  ExpectReadsResumeAfterDroppedConnections(Url("f/r.tfrecord"), emulator_, "STORAGE_EMULATOR_HOST");
 }
 
 TEST_F(GcsIntegrationTest, UnreachableEndpointGivesUpNamingUrlAndOffset) {

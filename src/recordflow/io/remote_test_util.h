@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <span>
 #include <string>
@@ -13,6 +14,7 @@
 #include "recordflow/format/record_index.h"
 #include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_writer.h"
+#include "recordflow/io/filesystem.h"
 
 namespace recordflow::io::testing_util {
 
@@ -86,6 +88,35 @@ inline void ExpectIndexedReads(const std::string& url) {
     ASSERT_TRUE(rec.ok()) << rec.status().ToString();
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(rec->data()), rec->size()), written[i]);
   }
+}
+
+// Writes 200 records of 3000 bytes to `url` and reads them back in 64 KiB parts, 3 read ahead
+// (many parts, several in flight): every record comes back as written. Leaves the remote
+// options so set; the fixtures restore theirs in TearDown.
+inline void ExpectReadAheadAcrossParts(const std::string& url) {
+  RemoteOptions o = GetRemoteOptions();
+  o.part_size = 64 * 1024;
+  o.read_ahead_parts = 3;
+  SetRemoteOptions(o);
+  const auto written = WriteShard(url, 200, 3000, false);
+  Status s;
+  const auto read = ReadAll(url, &s);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(read, written);
+}
+
+// Writes g/train-0, g/train-1, g/val-0 and g/sub/train-2 (`url` makes a key a URL in the test's
+// bucket): g/train-*.tfrecord matches exactly the first two, sorted (not the one a level
+// down), and a pattern matching nothing is kNotFound.
+inline void ExpectGlobMatchesKeysOnly(const std::function<std::string(const std::string&)>& url) {
+  WriteShard(url("g/train-0.tfrecord"), 2, 10, false);
+  WriteShard(url("g/train-1.tfrecord"), 2, 10, false);
+  WriteShard(url("g/val-0.tfrecord"), 2, 10, false);
+  WriteShard(url("g/sub/train-2.tfrecord"), 2, 10, false);
+  auto m = GlobPaths(url("g/train-*.tfrecord"));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(*m, (std::vector<std::string>{url("g/train-0.tfrecord"), url("g/train-1.tfrecord")}));
+  EXPECT_EQ(GlobPaths(url("g/test-*.tfrecord")).status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace recordflow::io::testing_util

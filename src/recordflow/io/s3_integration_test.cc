@@ -30,8 +30,10 @@ std::string Endpoint() {
   return e == nullptr ? "" : e;
 }
 
-using testing_util::DroppingProxy;
+using testing_util::ExpectGlobMatchesKeysOnly;
 using testing_util::ExpectIndexedReads;
+using testing_util::ExpectReadAheadAcrossParts;
+using testing_util::ExpectReadsResumeAfterDroppedConnections;
 using testing_util::Payload;
 using testing_util::ReadAll;
 using testing_util::WriteShard;
@@ -66,15 +68,7 @@ class S3IntegrationTest : public ::testing::Test {
 };
 
 TEST_F(S3IntegrationTest, WriteThenReadRecordsWithReadAheadAcrossParts) {
-  RemoteOptions o = GetRemoteOptions();
-  o.part_size = 64 * 1024;  // many parts, several in flight
-  o.read_ahead_parts = 3;
-  SetRemoteOptions(o);
-  const auto written = WriteShard(Url("d/a.tfrecord"), 200, 3000, false);
-  Status s;
-  const auto read = ReadAll(Url("d/a.tfrecord"), &s);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(read, written);
+  ExpectReadAheadAcrossParts(Url("d/a.tfrecord"));
 }
 
 TEST_F(S3IntegrationTest, MultipartWriteCompletesOnCloseOnly) {
@@ -98,15 +92,7 @@ TEST_F(S3IntegrationTest, MultipartWriteCompletesOnCloseOnly) {
 }
 
 TEST_F(S3IntegrationTest, GlobListsMatchingKeysOnly) {
-  WriteShard(Url("g/train-0.tfrecord"), 2, 10, false);
-  WriteShard(Url("g/train-1.tfrecord"), 2, 10, false);
-  WriteShard(Url("g/val-0.tfrecord"), 2, 10, false);
-  WriteShard(Url("g/sub/train-2.tfrecord"), 2, 10, false);
-  auto m = GlobPaths(Url("g/train-*.tfrecord"));
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  EXPECT_EQ(*m, (std::vector<std::string>{Url("g/train-0.tfrecord"), Url("g/train-1.tfrecord")}));
-  auto none = GlobPaths(Url("g/test-*.tfrecord"));
-  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  ExpectGlobMatchesKeysOnly([this](const std::string& key) { return Url(key); });
 }
 
 TEST_F(S3IntegrationTest, IndexedReaderUsesTheRemoteIndex) {
@@ -128,17 +114,7 @@ TEST_F(S3IntegrationTest, MissingObjectIsNotFoundAndBadSecretIsPermissionDenied)
 }
 
 TEST_F(S3IntegrationTest, DroppedConnectionsResumeWithoutLosingOrDuplicatingRecords) {
-  const auto written = WriteShard(Url("f/r.tfrecord"), 300, 1000, false);
-  const io::Url u = ParseUrl(Endpoint());
-  const int port = std::stoi(u.authority.substr(u.authority.rfind(':') + 1));
-  DroppingProxy proxy(port, 100 * 1000, 4);  // each dropped response stops after ~100 KB
-  setenv("AWS_ENDPOINT_URL_S3", ("http://127.0.0.1:" + std::to_string(proxy.port())).c_str(), 1);
-  Status s;
-  const auto read = ReadAll(Url("f/r.tfrecord"), &s);
-  setenv("AWS_ENDPOINT_URL_S3", Endpoint().c_str(), 1);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_GE(proxy.drops_done(), 1);
-  EXPECT_EQ(read, written);
+  ExpectReadsResumeAfterDroppedConnections(Url("f/r.tfrecord"), Endpoint(), "AWS_ENDPOINT_URL_S3");
 }
 
 TEST_F(S3IntegrationTest, UnreachableEndpointGivesUpNamingUrlAndOffset) {

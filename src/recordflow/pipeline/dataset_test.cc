@@ -27,6 +27,7 @@ namespace {
 
 using format::testing::Bytes;
 using format::testing::MakeTempDir;
+using format::testing::Ok;
 
 // Record j of file f is the Example {"id": f * 1000 + j, "name": "f<f>r<j>"}.
 std::string Record(int f, int j) {
@@ -106,6 +107,21 @@ std::vector<std::vector<int64_t>> Drain(Iterator& it, int limit = -1) {
   return out;
 }
 
+// Reads up to `limit` elements of a stream that must end in an error, appending their ids to
+// `ids` and the error to `error`. Call under ASSERT_NO_FATAL_FAILURE.
+void ReadIdsUntilError(Iterator& it, int limit, std::vector<int64_t>* ids, Status* error) {
+  for (int i = 0; i < limit; ++i) {
+    Element e;
+    Result<bool> got = it.GetNext(&e);
+    if (!got.ok()) {
+      *error = got.status();
+      break;
+    }
+    ASSERT_TRUE(*got) << "the stream ended without the missing file's error";
+    IdsOf(e, ids);
+  }
+}
+
 std::vector<int64_t> Flat(const std::vector<std::vector<int64_t>>& v) {
   std::vector<int64_t> out;
   for (const auto& e : v) out.insert(out.end(), e.begin(), e.end());
@@ -117,12 +133,6 @@ std::vector<std::vector<int64_t>> RunAll(const Dataset& ds) {
   EXPECT_TRUE(it.ok()) << it.status().ToString();
   if (!it.ok()) return {};
   return Drain(**it);
-}
-
-template <typename T>
-T Ok(Result<T> r) {
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return std::move(r).value();
 }
 
 // Every pipeline of the battery: a name and a builder over the same files.
@@ -680,16 +690,7 @@ TEST(InterleaveReadAheadTest, OpenErrorArrivesAtItsSlotsTurnNamingTheFile) {
   auto it = Ok(ds.MakeIterator());
   std::vector<int64_t> ids;
   Status error;
-  for (int i = 0; i < 20; ++i) {
-    Element e;
-    Result<bool> got = it->GetNext(&e);
-    if (!got.ok()) {
-      error = got.status();
-      break;
-    }
-    ASSERT_TRUE(*got) << "the stream ended without the missing file's error";
-    IdsOf(e, &ids);
-  }
+  ASSERT_NO_FATAL_FAILURE(ReadIdsUntilError(*it, 20, &ids, &error));
   EXPECT_EQ(ids, (std::vector<int64_t>{0, 1000}));
   EXPECT_EQ(error.code(), StatusCode::kNotFound) << error.ToString();
   EXPECT_NE(error.message().find(f.paths[2]), std::string::npos) << error.ToString();
@@ -703,16 +704,7 @@ TEST(InterleaveReadAheadTest, OpenErrorArrivesAtItsSlotsTurnNamingTheFile) {
   it = Ok(ds.MakeIterator());
   ids.clear();
   error = Status();
-  for (int i = 0; i < 40; ++i) {
-    Element e;
-    Result<bool> got = it->GetNext(&e);
-    if (!got.ok()) {
-      error = got.status();
-      break;
-    }
-    ASSERT_TRUE(*got) << "the stream ended without the missing file's error";
-    IdsOf(e, &ids);
-  }
+  ASSERT_NO_FATAL_FAILURE(ReadIdsUntilError(*it, 40, &ids, &error));
   EXPECT_EQ(ids, (std::vector<int64_t>{0, 1000, 1, 1001, 2, 1002, 2000, 3000, 2001, 3001, 2002,
                                        3002, 4000}));
   EXPECT_EQ(error.code(), StatusCode::kNotFound) << error.ToString();

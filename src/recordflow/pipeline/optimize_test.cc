@@ -19,6 +19,7 @@
 namespace recordflow::pipeline {
 namespace {
 
+using testing_util::ExpectFirstElementIsDataLossAt;
 using testing_util::JpegOf;
 using testing_util::Ok;
 // n Examples with JPEGs of varied sizes; the ones in `corrupt` hold a truncated JPEG.
@@ -184,12 +185,7 @@ TEST(OptimizeTest, SkippedRecordsAndErrorsAreThoseOfTheWrittenOrder) {
     IteratorOptions o;
     o.optimize = optimize;
     auto it = Ok(Ok(Ok(src.Map(raise.fn, raise.name, OptionsOf(raise))).Batch(8)).MakeIterator(o));
-    Element e;
-    Result<bool> r = it->GetNext(&e);
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
-    EXPECT_NE(r.status().message().find("record 4 of file #0"), std::string::npos)
-        << r.status().message();
+    ASSERT_NO_FATAL_FAILURE(ExpectFirstElementIsDataLossAt(*it, "record 4 of file #0"));
   }
 }
 

@@ -10,17 +10,13 @@
 #include <gtest/gtest.h>
 
 #include "recordflow/core/status.h"
+#include "recordflow/format/record_test_util.h"
 #include "recordflow/image/image.h"
 #include "recordflow/pipeline/dataset.h"
 
 namespace recordflow::pipeline::testing_util {
 
-// The value of `r`, failing the test (and returning a default value) when it is an error.
-template <typename T>
-T Ok(Result<T> r) {
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return std::move(r).value();
-}
+using format::testing::Ok;
 
 // A w x h RGB JPEG whose pixels are a pattern seeded by `seed`.
 inline std::string JpegOf(int w, int h, int seed) {
@@ -45,6 +41,16 @@ inline std::vector<Element> RunAll(const Dataset& ds) {
     out.push_back(std::move(e));
   }
   return out;
+}
+
+// Expects the first GetNext of `it` to fail with kDataLoss naming `where` (e.g. "record 4 of
+// file #0"). Call under ASSERT_NO_FATAL_FAILURE.
+inline void ExpectFirstElementIsDataLossAt(Iterator& it, const std::string& where) {
+  Element e;
+  Result<bool> r = it.GetNext(&e);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find(where), std::string::npos) << r.status().message();
 }
 
 // Same count of elements, and each element's first tensor has the same shape and bytes.

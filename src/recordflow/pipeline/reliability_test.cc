@@ -44,12 +44,7 @@ namespace {
 
 using format::testing::Bytes;
 using format::testing::MakeTempDir;
-
-template <typename T>
-T Ok(Result<T> r) {
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return std::move(r).value();
-}
+using format::testing::Ok;
 
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;

@@ -15,6 +15,7 @@ namespace {
 
 using pipeline::Dataset;
 using pipeline::Element;
+using pipeline::testing_util::ExpectFirstElementIsDataLossAt;
 using pipeline::testing_util::ExpectSameFirstTensors;
 using pipeline::testing_util::JpegOf;
 using pipeline::testing_util::Ok;
@@ -142,12 +143,7 @@ TEST(VisionTest, CorruptImageNamesTheRecordOrIsSkipped) {
   o.size = 32;
   VisionOp op = Ok(ImagenetTrain(o));
   auto it = Ok(Ok(Ok(Dataset::FromRecords(recs).Batch(3)).Map(op.fn, op.name)).MakeIterator());
-  Element e;
-  Result<bool> got = it->GetNext(&e);
-  ASSERT_FALSE(got.ok());
-  EXPECT_EQ(got.status().code(), StatusCode::kDataLoss);
-  EXPECT_NE(got.status().message().find("record 1 of file #0"), std::string::npos)
-      << got.status().message();
+  ASSERT_NO_FATAL_FAILURE(ExpectFirstElementIsDataLossAt(*it, "record 1 of file #0"));
   o.on_corruption = format::CorruptionPolicy::kSkip;
   VisionOp skip = Ok(ImagenetTrain(o));
   std::vector<Element> out =
@@ -226,12 +222,7 @@ TEST(VisionTest, SplitBatchesSkipAndFailLikeOneThreadPerBatch) {
   VisionOp raise = Ok(ImagenetTrain(o));
   for (int round = 0; round < 8; ++round) {
     auto it = Ok(Ok(batched.Map(raise.fn, raise.name, 4, true)).MakeIterator());
-    Element e;
-    Result<bool> r = it->GetNext(&e);
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
-    EXPECT_NE(r.status().message().find("record 4 of file #0"), std::string::npos)
-        << r.status().message();
+    ASSERT_NO_FATAL_FAILURE(ExpectFirstElementIsDataLossAt(*it, "record 4 of file #0"));
   }
 }
 
