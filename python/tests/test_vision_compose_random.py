@@ -10,9 +10,9 @@ most 1% of pixels differ; bilinear: |diff| <= 2 at >= 99% of pixels); boxes 1e-3
 import numpy as np
 import pytest
 import torch
+from test_vision_compose import IMG, IMG2, F, V, _png, _run, _tv, tv_tensors, v2
 
 import recordflow as rf
-from test_vision_compose import IMG, IMG2, F, V, _png, _run, _tv, tv_tensors, v2
 
 CROP = [V.CenterCrop((64, 80))]
 BASE = F.center_crop(_tv(IMG), [64, 80])
