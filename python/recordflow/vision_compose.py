@@ -339,28 +339,40 @@ def _probability(p, what: str) -> float:
     return p
 
 
-class RandomInvert(_Op):
-    """torchvision.transforms.v2.RandomInvert(p=0.5)."""
-
-    def __init__(self, p: float = 0.5):
-        self.p = _probability(p, "RandomInvert")
+class _RandomApply(_Op):
+    """An op torchvision applies with probability p (one draw per image); its parameters are
+    its attributes, p included."""
 
     def _spec(self):
-        return ("RandomInvert", {"p": self.p})
+        return (type(self).__name__, dict(self.__dict__))
 
 
-class RandomPosterize(_Op):
+class _OnlyP(_RandomApply):
+    def __init__(self, p: float = 0.5):
+        self.p = _probability(p, type(self).__name__)
+
+
+class RandomInvert(_OnlyP):
+    """torchvision.transforms.v2.RandomInvert(p=0.5)."""
+
+
+class RandomAutocontrast(_OnlyP):
+    """torchvision.transforms.v2.RandomAutocontrast(p=0.5)."""
+
+
+class RandomEqualize(_OnlyP):
+    """torchvision.transforms.v2.RandomEqualize(p=0.5)."""
+
+
+class RandomPosterize(_RandomApply):
     """torchvision.transforms.v2.RandomPosterize(bits, p=0.5): keeps the high ``bits`` bits."""
 
     def __init__(self, bits: int, p: float = 0.5):
         self.bits = int(bits)
         self.p = _probability(p, "RandomPosterize")
 
-    def _spec(self):
-        return ("RandomPosterize", {"bits": self.bits, "p": self.p})
 
-
-class RandomSolarize(_Op):
+class RandomSolarize(_RandomApply):
     """torchvision.transforms.v2.RandomSolarize(threshold, p=0.5): pixels >= threshold
     inverted (threshold in pixel units, 0..255)."""
 
@@ -368,39 +380,13 @@ class RandomSolarize(_Op):
         self.threshold = float(threshold)
         self.p = _probability(p, "RandomSolarize")
 
-    def _spec(self):
-        return ("RandomSolarize", {"threshold": self.threshold, "p": self.p})
 
-
-class RandomAdjustSharpness(_Op):
+class RandomAdjustSharpness(_RandomApply):
     """torchvision.transforms.v2.RandomAdjustSharpness(sharpness_factor, p=0.5)."""
 
     def __init__(self, sharpness_factor: float, p: float = 0.5):
         self.sharpness_factor = float(sharpness_factor)
         self.p = _probability(p, "RandomAdjustSharpness")
-
-    def _spec(self):
-        return ("RandomAdjustSharpness", {"sharpness_factor": self.sharpness_factor, "p": self.p})
-
-
-class RandomAutocontrast(_Op):
-    """torchvision.transforms.v2.RandomAutocontrast(p=0.5)."""
-
-    def __init__(self, p: float = 0.5):
-        self.p = _probability(p, "RandomAutocontrast")
-
-    def _spec(self):
-        return ("RandomAutocontrast", {"p": self.p})
-
-
-class RandomEqualize(_Op):
-    """torchvision.transforms.v2.RandomEqualize(p=0.5)."""
-
-    def __init__(self, p: float = 0.5):
-        self.p = _probability(p, "RandomEqualize")
-
-    def _spec(self):
-        return ("RandomEqualize", {"p": self.p})
 
 
 def _symmetric(v, what: str, sizes=(2,)) -> tuple[float, ...]:

@@ -368,6 +368,40 @@ std::array<double, 6> AffineForward(const image::AffineOptions& a, int width, in
           m3, m4, cy + a.translate[1] - m3 * cx - m4 * cy};
 }
 
+// The p of the photometric ops torchvision applies with a probability; none for the others.
+std::optional<double> ApplyProbability(const OpSpec& op) {
+  return std::visit(
+      [](const auto& o) -> std::optional<double> {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, RandomInvertOp> || std::is_same_v<T, RandomPosterizeOp> ||
+                      std::is_same_v<T, RandomSolarizeOp> ||
+                      std::is_same_v<T, RandomAdjustSharpnessOp> ||
+                      std::is_same_v<T, RandomAutocontrastOp> ||
+                      std::is_same_v<T, RandomEqualizeOp>) {
+          return o.p;
+        } else {
+          return std::nullopt;
+        }
+      },
+      op);
+}
+
+// The kernel of an op ApplyProbability gives a p for.
+Result<Image> ApplyKernel(const OpSpec& spec, const Image& img) {
+  if (const auto* op = std::get_if<RandomPosterizeOp>(&spec))
+    return image::Posterize(img, op->bits);
+  if (const auto* op = std::get_if<RandomSolarizeOp>(&spec)) {
+    return image::Solarize(img, op->threshold);
+  }
+  if (const auto* op = std::get_if<RandomAdjustSharpnessOp>(&spec)) {
+    return image::AdjustSharpness(img, op->sharpness_factor);
+  }
+  if (std::holds_alternative<RandomAutocontrastOp>(spec)) return image::AutoContrast(img);
+  if (std::holds_alternative<RandomEqualizeOp>(spec)) return image::Equalize(img);
+  if (std::holds_alternative<RandomInvertOp>(spec)) return image::Invert(img);
+  return InternalError(std::string(OpName(spec)) + " has no probability kernel");
+}
+
 // ---- one record ----------------------------------------------------------------------------
 
 // Per pool thread, reused between records.
@@ -631,35 +665,10 @@ Status ApplyOp(const OpSpec& spec, image::Rng& rng, bool has_boxes, Scratch& s, 
     }
     RF_RETURN_IF_ERROR(Materialize(st, s));
     RF_ASSIGN_OR_RETURN(s.img, image::RandomErasing(s.img, op->options, rng));
-  } else if (const auto* op = std::get_if<RandomInvertOp>(&spec)) {
-    if (rng.Uniform(0.0, 1.0) < op->p) {
+  } else if (const std::optional<double> p = ApplyProbability(spec)) {
+    if (rng.Uniform(0.0, 1.0) < *p) {
       RF_RETURN_IF_ERROR(Materialize(st, s));
-      s.img = image::Invert(s.img);
-    }
-  } else if (const auto* op = std::get_if<RandomPosterizeOp>(&spec)) {
-    if (rng.Uniform(0.0, 1.0) < op->p) {
-      RF_RETURN_IF_ERROR(Materialize(st, s));
-      RF_ASSIGN_OR_RETURN(s.img, image::Posterize(s.img, op->bits));
-    }
-  } else if (const auto* op = std::get_if<RandomSolarizeOp>(&spec)) {
-    if (rng.Uniform(0.0, 1.0) < op->p) {
-      RF_RETURN_IF_ERROR(Materialize(st, s));
-      RF_ASSIGN_OR_RETURN(s.img, image::Solarize(s.img, op->threshold));
-    }
-  } else if (const auto* op = std::get_if<RandomAdjustSharpnessOp>(&spec)) {
-    if (rng.Uniform(0.0, 1.0) < op->p) {
-      RF_RETURN_IF_ERROR(Materialize(st, s));
-      RF_ASSIGN_OR_RETURN(s.img, image::AdjustSharpness(s.img, op->sharpness_factor));
-    }
-  } else if (const auto* op = std::get_if<RandomAutocontrastOp>(&spec)) {
-    if (rng.Uniform(0.0, 1.0) < op->p) {
-      RF_RETURN_IF_ERROR(Materialize(st, s));
-      s.img = image::AutoContrast(s.img);
-    }
-  } else if (const auto* op = std::get_if<RandomEqualizeOp>(&spec)) {
-    if (rng.Uniform(0.0, 1.0) < op->p) {
-      RF_RETURN_IF_ERROR(Materialize(st, s));
-      s.img = image::Equalize(s.img);
+      RF_ASSIGN_OR_RETURN(s.img, ApplyKernel(spec, s.img));
     }
   } else if (const auto* op = std::get_if<RandomAffineOp>(&spec)) {
     RF_RETURN_IF_ERROR(Materialize(st, s));
@@ -1147,24 +1156,6 @@ Status CheckSize(int h, int w, const std::string& where) {
                                 "x" + std::to_string(w));
   }
   return Status::OK();
-}
-
-// The p of the photometric ops torchvision applies with a probability; none for the others.
-std::optional<double> ApplyProbability(const OpSpec& op) {
-  return std::visit(
-      [](const auto& o) -> std::optional<double> {
-        using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, RandomInvertOp> || std::is_same_v<T, RandomPosterizeOp> ||
-                      std::is_same_v<T, RandomSolarizeOp> ||
-                      std::is_same_v<T, RandomAdjustSharpnessOp> ||
-                      std::is_same_v<T, RandomAutocontrastOp> ||
-                      std::is_same_v<T, RandomEqualizeOp>) {
-          return o.p;
-        } else {
-          return std::nullopt;
-        }
-      },
-      op);
 }
 
 bool IsPhotometric(const OpSpec& op) {
