@@ -315,6 +315,8 @@ TEST(AugmentTest, Avx2PathsMatchPortableLoops) {
     for (double f : {0.0, 0.4, 1.3, 2.7}) {
       outs.push_back(AdjustBrightness(img, f).value().pixels);
       outs.push_back(AdjustContrast(img, f).value().pixels);
+      outs.push_back(AdjustSharpness(img, f).value().pixels);
+      outs.push_back(AdjustSharpness(RgbToGrayscale(img, 1).value(), f).value().pixels);
     }
     return outs;
   };
