@@ -858,12 +858,12 @@ Result<Image> Erase(const Image& image, const Rect& rect, std::span<const double
     v[c] = static_cast<uint8_t>(std::clamp(d, 0.0, 255.0));
   }
   Image out = image;
-  const int ch = image.channels;
-  for (int y = rect.y; y < rect.y + rect.height; ++y) {
-    uint8_t* o = out.row(y) + static_cast<size_t>(rect.x) * ch;
-    for (int x = 0; x < rect.width; ++x) {
-      for (int c = 0; c < ch; ++c) o[static_cast<size_t>(x) * ch + c] = v[c];
-    }
+  const size_t ch = static_cast<size_t>(image.channels);
+  // One row of the rectangle, then copied into each of its rows.
+  std::vector<uint8_t> pattern(static_cast<size_t>(rect.width) * ch);
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = v[i % ch];
+  for (int y = rect.y; y < rect.y + rect.height && !pattern.empty(); ++y) {
+    std::memcpy(out.row(y) + static_cast<size_t>(rect.x) * ch, pattern.data(), pattern.size());
   }
   return out;
 }
