@@ -289,6 +289,40 @@ TEST(AugmentTest, BetaMeanIsOneHalf) {
   EXPECT_NEAR(sum / 4000, 0.5, 0.03);
 }
 
+// adjust_contrast(0) is the image's mean grey, truncated: torchvision's mean of
+// rgb_to_grayscale (0.2989 r + 0.587 g + 0.114 b as fused float multiply-adds, truncated) over
+// every pixel. Checked on every backend for widths and heights whose pixel counts end inside
+// and outside the 8-pixel blocks of the AVX2 sum (a pixel dropped, counted twice or read from
+// the wrong channel moves the mean).
+TEST(AugmentTest, ContrastMeanGreyCountsEveryPixelOnEveryBackend) {
+  uint32_t x = 987654321u;
+  for (KernelBackend backend : {KernelBackend::kScalar, KernelBackend::kAuto}) {
+    ASSERT_TRUE(SetKernelBackend(backend).ok());
+    for (int w : {1, 2, 3, 7, 8, 10, 11, 12, 13, 19, 33}) {
+      for (int h : {1, 2, 5}) {
+        Image img = Gradient(w, h);
+        for (auto& v : img.pixels) {
+          x = x * 1664525u + 1013904223u;
+          v = static_cast<uint8_t>(x >> 24);
+        }
+        int64_t sum = 0;
+        for (size_t i = 0; i < img.pixels.size(); i += 3) {
+          const float g = std::fma(static_cast<float>(img.pixels[i + 2]), 0.114f,
+                                   std::fma(static_cast<float>(img.pixels[i + 1]), 0.587f,
+                                            static_cast<float>(img.pixels[i]) * 0.2989f));
+          sum += static_cast<int64_t>(g);
+        }
+        const double mean = static_cast<double>(sum) / (static_cast<double>(w) * h);
+        const auto out = AdjustContrast(img, 0.0).value().pixels;
+        ASSERT_EQ(out[0], static_cast<uint8_t>(static_cast<float>(mean)))
+            << w << "x" << h << " backend " << KernelBackendName();
+        for (uint8_t v : out) ASSERT_EQ(v, out[0]);
+      }
+    }
+  }
+  ASSERT_TRUE(SetKernelBackend(KernelBackend::kAuto).ok());
+}
+
 }  // namespace
 }  // namespace recordflow::image
 
