@@ -358,6 +358,34 @@ __attribute__((target("avx2"))) size_t ApplyLutAvx2(const uint8_t* __restrict in
   }
   return i;
 }
+// out[i] = TruncU8(fma(other, one_minus, in[i] * ratio)) (Blend) for 32 samples at a time, in
+// float as the portable loop computes it: the same bits.
+__attribute__((target("avx2,fma"))) size_t BlendConstAvx2(const uint8_t* __restrict in,
+                                                          uint8_t* __restrict out, size_t n,
+                                                          float ratio, float one_minus,
+                                                          float other) {
+  const __m256 vr = _mm256_set1_ps(ratio), vo = _mm256_set1_ps(one_minus);
+  const __m256 vc = _mm256_set1_ps(other);
+  const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps(255.0f);
+  auto blend8 = [&](__m128i bytes8) __attribute__((target("avx2,fma"))) {
+    const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes8));
+    const __m256 v = _mm256_fmadd_ps(vc, vo, _mm256_mul_ps(x, vr));
+    return _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo), hi));
+  };
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i + 16));
+    const __m256i q0 = blend8(a), q1 = blend8(_mm_srli_si128(a, 8));
+    const __m256i q2 = blend8(b), q3 = blend8(_mm_srli_si128(b, 8));
+    // 32-bit lanes to bytes: the packs work per 128-bit lane, the permute restores the order.
+    const __m256i w01 = _mm256_packus_epi32(q0, q1), w23 = _mm256_packus_epi32(q2, q3);
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23),
+                                                      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), bytes);
+  }
+  return i;
+}
 #endif
 
 // out[i] = lut[in[i]].
@@ -594,11 +622,17 @@ Result<Image> AdjustBrightness(const Image& image, double factor) {
   RF_RETURN_IF_ERROR(CheckFactor(factor, "adjust_brightness"));
   Image out = SameShape(image);
   const float f = static_cast<float>(factor);
-  // The output depends on the sample value alone: a 256-entry table of the float formula,
-  // then one lookup per sample (about half the float loop's time).
+  // On AVX2 the float formula per sample (x * f is fma(0, 0, x * f)); else, as the output
+  // depends on the sample value alone, a 256-entry table of it and one lookup per sample
+  // (about half the time of the compiler's float loop).
+  const size_t n = image.pixels.size();
+  size_t done = 0;
+#if defined(RF_AUGMENT_AVX2)
+  if (UseAvx2()) done = BlendConstAvx2(image.pixels.data(), out.pixels.data(), n, f, 0.0f, 0.0f);
+#endif
   std::array<uint8_t, 256> lut;
   BrightnessKernel(kIdentityTable.data(), lut.data(), 256, f);
-  ApplyLut(image.pixels.data(), out.pixels.data(), image.pixels.size(), lut);
+  ApplyLut(image.pixels.data() + done, out.pixels.data() + done, n - done, lut);
   return out;
 }
 
@@ -623,9 +657,17 @@ Result<Image> AdjustContrast(const Image& image, double factor) {
   const float ratio = static_cast<float>(factor);
   const float one_minus = static_cast<float>(1.0 - factor);
   Image out = SameShape(image);
-  std::array<uint8_t, 256> lut;  // per sample value, as adjust_brightness
+  // The blend computed per sample in float on AVX2 (fewer instructions than a table
+  // lookup), else per sample value into a table, as adjust_brightness.
+  size_t done = 0;
+#if defined(RF_AUGMENT_AVX2)
+  if (UseAvx2()) {
+    done = BlendConstAvx2(in, out.pixels.data(), image.pixels.size(), ratio, one_minus, mean);
+  }
+#endif
+  std::array<uint8_t, 256> lut;
   ContrastKernel(kIdentityTable.data(), lut.data(), 256, ratio, one_minus, mean);
-  ApplyLut(in, out.pixels.data(), image.pixels.size(), lut);
+  ApplyLut(in + done, out.pixels.data() + done, image.pixels.size() - done, lut);
   return out;
 }
 

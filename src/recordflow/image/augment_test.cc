@@ -354,6 +354,25 @@ TEST(AugmentTest, Avx2PathsMatchPortableLoops) {
     }
     return outs;
   };
+  // Every sample value under many factors and means: the float path and the table must agree
+  // to the last bit, not only on average.
+  auto sweep = [&](KernelBackend backend) {
+    EXPECT_TRUE(SetKernelBackend(backend).ok());
+    std::vector<std::vector<uint8_t>> outs;
+    for (int offset : {0, 37, 101}) {
+      Image all = Gradient(32, 24);
+      for (size_t i = 0; i < all.pixels.size(); ++i) {
+        all.pixels[i] = static_cast<uint8_t>((i * (offset + 1) + offset) % 256);
+      }
+      for (int k = 0; k < 240; ++k) {
+        const double f = 0.0125 * k + 0.001 * offset;
+        outs.push_back(AdjustBrightness(all, f).value().pixels);
+        outs.push_back(AdjustContrast(all, f).value().pixels);
+      }
+    }
+    return outs;
+  };
+  EXPECT_EQ(sweep(KernelBackend::kScalar), sweep(KernelBackend::kAuto));
   const auto portable = run(KernelBackend::kScalar);
   const auto fast = run(KernelBackend::kAuto);
   ASSERT_TRUE(SetKernelBackend(KernelBackend::kAuto).ok());
