@@ -14,6 +14,11 @@
 // follow torchvision's sampling (which op, which magnitude, the sign, the order of ColorJitter's
 // four adjustments) but come from recordflow's generator, not torch's.
 //
+// Ownership: the photometric ops, erase and the random wrappers around them take the image by
+// value and write their result into its buffer: pass std::move(image) and no new buffer is
+// allocated or zero-filled (a chain of them in a native map works in one buffer); pass an
+// lvalue and it is copied first.
+//
 // Thread safety: every function is thread-safe (no shared state); pass one Rng per thread.
 // Errors: kInvalidArgument naming the parameter and its accepted range, or an image with the
 // wrong channel count (RGB ops need 3 channels; the others take 1 to 4).
@@ -35,31 +40,31 @@ namespace recordflow::image {
 // ---- photometric (functional) ----------------------------------------------------------------
 
 // v2.functional.adjust_brightness: trunc(clamp(x * factor)). factor >= 0.
-Result<Image> AdjustBrightness(const Image& image, double factor);
+Result<Image> AdjustBrightness(Image image, double factor);
 // adjust_contrast: blend with the mean of the floored grayscale. factor >= 0. 1 or 3 channels.
-Result<Image> AdjustContrast(const Image& image, double factor);
+Result<Image> AdjustContrast(Image image, double factor);
 // adjust_saturation: blend with the floored grayscale. factor >= 0. 3 channels.
-Result<Image> AdjustSaturation(const Image& image, double factor);
+Result<Image> AdjustSaturation(Image image, double factor);
 // adjust_hue: rotate the hue in HSV by factor (in [-0.5, 0.5]) turns. 3 channels.
-Result<Image> AdjustHue(const Image& image, double factor);
+Result<Image> AdjustHue(Image image, double factor);
 // rgb_to_grayscale: trunc(0.2989 R + 0.587 G + 0.114 B), 1 or 3 output channels.
-Result<Image> RgbToGrayscale(const Image& image, int num_output_channels = 1);
+Result<Image> RgbToGrayscale(Image image, int num_output_channels = 1);
 // posterize: keep the top `bits` (0..8) bits of each sample.
-Result<Image> Posterize(const Image& image, int bits);
+Result<Image> Posterize(Image image, int bits);
 // solarize: samples >= threshold are inverted. threshold in [0, 255].
-Result<Image> Solarize(const Image& image, double threshold);
+Result<Image> Solarize(Image image, double threshold);
 // invert: 255 - x.
-Image Invert(const Image& image);
-// The pointwise ops on n interleaved uint8 samples, `in` to a distinct `out`: the bindings
-// write straight into the output array (no copy of the input, no zero-filled Image), which
-// is most of the cost of an op this cheap.
+Image Invert(Image image);
+// The pointwise ops on n interleaved uint8 samples, `in` to `out` (the same buffer or
+// disjoint ones): the bindings write straight into the output array (no copy of the input, no
+// zero-filled Image), which is most of the cost of an op this cheap.
 Status PosterizeSamples(const uint8_t* in, uint8_t* out, size_t n, int bits);
 Status SolarizeSamples(const uint8_t* in, uint8_t* out, size_t n, double threshold);
 void InvertSamples(const uint8_t* in, uint8_t* out, size_t n);
 // autocontrast: each channel stretched from [min, max] to [0, 255].
-Image AutoContrast(const Image& image);
+Image AutoContrast(Image image);
 // equalize: each channel's histogram equalised (PIL's lookup table, as torchvision v2).
-Image Equalize(const Image& image);
+Image Equalize(Image image);
 // adjust_sharpness: blend with the 3x3 smoothing (center weight 5/13) inside a one-pixel
 // border; factor >= 0.
 Result<Image> AdjustSharpness(const Image& image, double factor);
@@ -68,7 +73,7 @@ Result<Image> AdjustSharpness(const Image& image, double factor);
 Result<Image> GaussianBlur(const Image& image, std::array<int, 2> kernel_size,
                            std::array<double, 2> sigma);
 // erase: the rectangle filled with `value` (one value, or one per channel).
-Result<Image> Erase(const Image& image, const Rect& rect, std::span<const double> value);
+Result<Image> Erase(Image image, const Rect& rect, std::span<const double> value);
 
 // ---- affine (functional) ---------------------------------------------------------------------
 
@@ -108,10 +113,10 @@ struct ColorJitterOptions {
   static ColorJitterOptions FromScalars(double brightness, double contrast, double saturation,
                                         double hue);
 };
-Result<Image> ColorJitter(const Image& image, const ColorJitterOptions& options, Rng& rng);
+Result<Image> ColorJitter(Image image, const ColorJitterOptions& options, Rng& rng);
 
 // v2.RandomGrayscale(p): grayscale with the input's channel count with probability p.
-Result<Image> RandomGrayscale(const Image& image, double p, Rng& rng);
+Result<Image> RandomGrayscale(Image image, double p, Rng& rng);
 
 // v2.GaussianBlur(kernel_size, sigma=(0.1, 2.0)): sigma uniform in [sigma[0], sigma[1]], the same
 // for both axes.
@@ -139,7 +144,7 @@ struct RandomErasingOptions {
 // The rectangle RandomErasing picks (none: no erase), and the op itself.
 Result<std::optional<Rect>> RandomErasingRect(int width, int height,
                                               const RandomErasingOptions& options, Rng& rng);
-Result<Image> RandomErasing(const Image& image, const RandomErasingOptions& options, Rng& rng);
+Result<Image> RandomErasing(Image image, const RandomErasingOptions& options, Rng& rng);
 
 // ---- policies ----------------------------------------------------------------------------------
 
@@ -177,8 +182,7 @@ struct PolicyOptions {
   AffineInterpolation interpolation = AffineInterpolation::kNearest;
   std::vector<double> fill;  // as AffineOptions::fill
 };
-Result<Image> ApplyAugmentOp(const Image& image, const AppliedOp& op,
-                             const PolicyOptions& options = {});
+Result<Image> ApplyAugmentOp(Image image, const AppliedOp& op, const PolicyOptions& options = {});
 
 enum class AugmentPolicy : uint8_t { kAutoAugmentImageNet, kRandAugment, kTrivialAugmentWide };
 
@@ -203,10 +207,10 @@ Result<std::vector<AppliedOp>> SampleTrivialAugmentWide(int width, int height,
                                                         const TrivialAugmentWideOptions& options,
                                                         Rng& rng);
 
-Result<Image> AutoAugment(const Image& image, const PolicyOptions& options, Rng& rng);
-Result<Image> RandAugment(const Image& image, const RandAugmentOptions& rand_options,
+Result<Image> AutoAugment(Image image, const PolicyOptions& options, Rng& rng);
+Result<Image> RandAugment(Image image, const RandAugmentOptions& rand_options,
                           const PolicyOptions& options, Rng& rng);
-Result<Image> TrivialAugmentWide(const Image& image, const TrivialAugmentWideOptions& ta_options,
+Result<Image> TrivialAugmentWide(Image image, const TrivialAugmentWideOptions& ta_options,
                                  const PolicyOptions& options, Rng& rng);
 
 // ---- batch ops -----------------------------------------------------------------------------

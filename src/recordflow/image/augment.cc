@@ -203,8 +203,8 @@ RF_AUGMENT_CLONES void ContrastKernel(const uint8_t* __restrict in, uint8_t* __r
   for (size_t i = 0; i < n; ++i) out[i] = Blend(in[i], mean, ratio, one_minus);
 }
 
-RF_AUGMENT_CLONES void SaturationKernel(const uint8_t* __restrict in, uint8_t* __restrict out,
-                                        size_t pixels, float ratio, float one_minus) {
+RF_AUGMENT_CLONES void SaturationKernel(const uint8_t* in, uint8_t* out, size_t pixels, float ratio,
+                                        float one_minus) {
   // In blocks: the grayscale first (a loop the compiler vectorises), then the blends.
   constexpr size_t kBlock = 256;
   float gray[kBlock];
@@ -226,8 +226,7 @@ RF_AUGMENT_CLONES void GrayKernel1(const uint8_t* __restrict in, uint8_t* __rest
   for (size_t i = 0; i < pixels; ++i) out[i] = TruncU8(GrayF(in + 3 * i));
 }
 
-RF_AUGMENT_CLONES void GrayKernel3(const uint8_t* __restrict in, uint8_t* __restrict out,
-                                   size_t pixels) {
+RF_AUGMENT_CLONES void GrayKernel3(const uint8_t* in, uint8_t* out, size_t pixels) {
   for (size_t i = 0; i < pixels; ++i) {
     const uint8_t g = TruncU8(GrayF(in + 3 * i));
     out[3 * i] = g;
@@ -303,21 +302,18 @@ RF_AUGMENT_CLONES void RoundRow(const float* in, size_t n, uint8_t* out) {
   for (size_t i = 0; i < n; ++i) out[i] = RoundU8(in[i]);
 }
 
-RF_AUGMENT_CLONES void PosterizeKernel(const uint8_t* __restrict in, uint8_t* __restrict out,
-                                       size_t n, uint8_t mask) {
+RF_AUGMENT_CLONES void PosterizeKernel(const uint8_t* in, uint8_t* out, size_t n, uint8_t mask) {
   for (size_t i = 0; i < n; ++i) out[i] = in[i] & mask;
 }
 
-RF_AUGMENT_CLONES void SolarizeKernel(const uint8_t* __restrict in, uint8_t* __restrict out,
-                                      size_t n, int threshold) {
+RF_AUGMENT_CLONES void SolarizeKernel(const uint8_t* in, uint8_t* out, size_t n, int threshold) {
   for (size_t i = 0; i < n; ++i) {
     const uint8_t x = in[i];
     out[i] = x >= threshold ? static_cast<uint8_t>(255 - x) : x;
   }
 }
 
-RF_AUGMENT_CLONES void InvertKernel(const uint8_t* __restrict in, uint8_t* __restrict out,
-                                    size_t n) {
+RF_AUGMENT_CLONES void InvertKernel(const uint8_t* in, uint8_t* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(255 - in[i]);
 }
 
@@ -336,8 +332,7 @@ bool UseAvx2() { return internal::ActiveKernels().name == std::string_view("avx2
 // out[i] = lut[in[i]] for 32 samples at a time: the table as 16 rows of 16 bytes, each looked
 // up with vpshufb. Row k sees in - 16k; adding 0x70 with unsigned saturation leaves the low
 // nibble and a clear top bit only for samples in row k, and vpshufb gives 0 for the others.
-__attribute__((target("avx2"))) size_t ApplyLutAvx2(const uint8_t* __restrict in,
-                                                    uint8_t* __restrict out, size_t n,
+__attribute__((target("avx2"))) size_t ApplyLutAvx2(const uint8_t* in, uint8_t* out, size_t n,
                                                     const std::array<uint8_t, 256>& lut) {
   __m256i rows[16];
   for (int k = 0; k < 16; ++k) {
@@ -360,8 +355,7 @@ __attribute__((target("avx2"))) size_t ApplyLutAvx2(const uint8_t* __restrict in
 }
 // out[i] = TruncU8(fma(other, one_minus, in[i] * ratio)) (Blend) for 32 samples at a time, in
 // float as the portable loop computes it: the same bits.
-__attribute__((target("avx2,fma"))) size_t BlendConstAvx2(const uint8_t* __restrict in,
-                                                          uint8_t* __restrict out, size_t n,
+__attribute__((target("avx2,fma"))) size_t BlendConstAvx2(const uint8_t* in, uint8_t* out, size_t n,
                                                           float ratio, float one_minus,
                                                           float other) {
   const __m256 vr = _mm256_set1_ps(ratio), vo = _mm256_set1_ps(one_minus);
@@ -389,8 +383,7 @@ __attribute__((target("avx2,fma"))) size_t BlendConstAvx2(const uint8_t* __restr
 #endif
 
 // out[i] = lut[in[i]].
-void ApplyLut(const uint8_t* __restrict in, uint8_t* __restrict out, size_t n,
-              const std::array<uint8_t, 256>& lut) {
+void ApplyLut(const uint8_t* in, uint8_t* out, size_t n, const std::array<uint8_t, 256>& lut) {
   size_t i = 0;
 #if defined(RF_AUGMENT_AVX2)
   const bool use_avx2 = UseAvx2();
@@ -399,7 +392,7 @@ void ApplyLut(const uint8_t* __restrict in, uint8_t* __restrict out, size_t n,
   for (; i < n; ++i) out[i] = lut[in[i]];
 }
 
-void ApplyLuts(const uint8_t* __restrict in, uint8_t* __restrict out, size_t pixels, int ch,
+void ApplyLuts(const uint8_t* in, uint8_t* out, size_t pixels, int ch,
                const std::array<std::array<uint8_t, 256>, 4>& lut) {
   if (ch == 3) {
     for (size_t i = 0; i < pixels; ++i) {
@@ -537,8 +530,7 @@ __attribute__((target("avx2"))) void HuePlanesAvx2(float* __restrict r, float* _
 }
 #endif
 
-RF_AUGMENT_CLONES void HueKernel(const uint8_t* __restrict in, uint8_t* __restrict o, size_t pixels,
-                                 float hue) {
+RF_AUGMENT_CLONES void HueKernel(const uint8_t* in, uint8_t* o, size_t pixels, float hue) {
   constexpr float kInv255 = static_cast<float>(1.0 / 255.0);
   constexpr float kToU8 = 255.0f + 1.0f - 1e-3f;
   alignas(32) float r[kHueBlock], g[kHueBlock], b[kHueBlock];
@@ -617,10 +609,10 @@ RF_AUGMENT_CLONES void NearestRow(const float* ix, const float* iy, int width, i
 
 // ---- photometric ----------------------------------------------------------------------------
 
-Result<Image> AdjustBrightness(const Image& image, double factor) {
+Result<Image> AdjustBrightness(Image image, double factor) {
   RF_RETURN_IF_ERROR(CheckImage(image, "adjust_brightness"));
   RF_RETURN_IF_ERROR(CheckFactor(factor, "adjust_brightness"));
-  Image out = SameShape(image);
+  uint8_t* px = image.pixels.data();
   const float f = static_cast<float>(factor);
   // On AVX2 the float formula per sample (x * f is fma(0, 0, x * f)); else, as the output
   // depends on the sample value alone, a 256-entry table of it and one lookup per sample
@@ -628,19 +620,20 @@ Result<Image> AdjustBrightness(const Image& image, double factor) {
   const size_t n = image.pixels.size();
   size_t done = 0;
 #if defined(RF_AUGMENT_AVX2)
-  if (UseAvx2()) done = BlendConstAvx2(image.pixels.data(), out.pixels.data(), n, f, 0.0f, 0.0f);
+  if (UseAvx2()) done = BlendConstAvx2(px, px, n, f, 0.0f, 0.0f);
 #endif
   std::array<uint8_t, 256> lut;
   BrightnessKernel(kIdentityTable.data(), lut.data(), 256, f);
-  ApplyLut(image.pixels.data() + done, out.pixels.data() + done, n - done, lut);
-  return out;
+  ApplyLut(px + done, px + done, n - done, lut);
+  return image;
 }
 
-Result<Image> AdjustContrast(const Image& image, double factor) {
+Result<Image> AdjustContrast(Image image, double factor) {
   RF_RETURN_IF_ERROR(CheckRgbOrGray(image, "adjust_contrast"));
   RF_RETURN_IF_ERROR(CheckFactor(factor, "adjust_contrast"));
   const size_t pixels = static_cast<size_t>(image.width) * static_cast<size_t>(image.height);
-  const uint8_t* in = image.pixels.data();
+  uint8_t* px = image.pixels.data();
+  const uint8_t* in = px;
   double sum = 0;
   if (image.channels == 3) {
     int64_t total = 0;
@@ -656,66 +649,63 @@ Result<Image> AdjustContrast(const Image& image, double factor) {
   const float mean = static_cast<float>(sum / static_cast<double>(pixels));
   const float ratio = static_cast<float>(factor);
   const float one_minus = static_cast<float>(1.0 - factor);
-  Image out = SameShape(image);
   // The blend computed per sample in float on AVX2 (fewer instructions than a table
   // lookup), else per sample value into a table, as adjust_brightness.
   size_t done = 0;
 #if defined(RF_AUGMENT_AVX2)
   if (UseAvx2()) {
-    done = BlendConstAvx2(in, out.pixels.data(), image.pixels.size(), ratio, one_minus, mean);
+    done = BlendConstAvx2(px, px, image.pixels.size(), ratio, one_minus, mean);
   }
 #endif
   std::array<uint8_t, 256> lut;
   ContrastKernel(kIdentityTable.data(), lut.data(), 256, ratio, one_minus, mean);
-  ApplyLut(in + done, out.pixels.data() + done, image.pixels.size() - done, lut);
-  return out;
+  ApplyLut(px + done, px + done, image.pixels.size() - done, lut);
+  return image;
 }
 
-Result<Image> AdjustSaturation(const Image& image, double factor) {
+Result<Image> AdjustSaturation(Image image, double factor) {
   RF_RETURN_IF_ERROR(CheckRgbOrGray(image, "adjust_saturation"));
   RF_RETURN_IF_ERROR(CheckFactor(factor, "adjust_saturation"));
   if (image.channels == 1) return image;  // as torchvision (and PIL)
   const float ratio = static_cast<float>(factor);
   const float one_minus = static_cast<float>(1.0 - factor);
-  Image out = SameShape(image);
   const size_t pixels = static_cast<size_t>(image.width) * static_cast<size_t>(image.height);
-  SaturationKernel(image.pixels.data(), out.pixels.data(), pixels, ratio, one_minus);
-  return out;
+  SaturationKernel(image.pixels.data(), image.pixels.data(), pixels, ratio, one_minus);
+  return image;
 }
 
-Result<Image> AdjustHue(const Image& image, double factor) {
+Result<Image> AdjustHue(Image image, double factor) {
   RF_RETURN_IF_ERROR(CheckRgbOrGray(image, "adjust_hue"));
   if (!(factor >= -0.5 && factor <= 0.5)) {
     return InvalidArgumentError("adjust_hue: hue_factor " + std::to_string(factor) +
                                 " is not in [-0.5, 0.5]");
   }
   if (image.channels == 1) return image;
-  Image out = SameShape(image);
   const size_t pixels = static_cast<size_t>(image.width) * static_cast<size_t>(image.height);
-  HueKernel(image.pixels.data(), out.pixels.data(), pixels, static_cast<float>(factor));
-  return out;
+  HueKernel(image.pixels.data(), image.pixels.data(), pixels, static_cast<float>(factor));
+  return image;
 }
 
-Result<Image> RgbToGrayscale(const Image& image, int num_output_channels) {
+Result<Image> RgbToGrayscale(Image image, int num_output_channels) {
   RF_RETURN_IF_ERROR(CheckRgbOrGray(image, "rgb_to_grayscale"));
   if (num_output_channels != 1 && num_output_channels != 3) {
     return InvalidArgumentError("rgb_to_grayscale: num_output_channels must be 1 or 3, got " +
                                 std::to_string(num_output_channels));
   }
+  const size_t pixels = static_cast<size_t>(image.width) * static_cast<size_t>(image.height);
+  if (image.channels == 3 && num_output_channels == 3) {  // in place: one pixel at a time
+    GrayKernel3(image.pixels.data(), image.pixels.data(), pixels);
+    return image;
+  }
   Image out;
   out.width = image.width;
   out.height = image.height;
   out.channels = num_output_channels;
-  const size_t pixels = static_cast<size_t>(image.width) * static_cast<size_t>(image.height);
   out.pixels.resize(pixels * static_cast<size_t>(num_output_channels));
   const uint8_t* in = image.pixels.data();
   uint8_t* o = out.pixels.data();
   if (image.channels == 3) {
-    if (num_output_channels == 1) {
-      GrayKernel1(in, o, pixels);
-    } else {
-      GrayKernel3(in, o, pixels);
-    }
+    GrayKernel1(in, o, pixels);
     return out;
   }
   for (size_t i = 0; i < pixels; ++i) {
@@ -744,32 +734,28 @@ Status SolarizeSamples(const uint8_t* in, uint8_t* out, size_t n, double thresho
 
 void InvertSamples(const uint8_t* in, uint8_t* out, size_t n) { InvertKernel(in, out, n); }
 
-Result<Image> Posterize(const Image& image, int bits) {
+Result<Image> Posterize(Image image, int bits) {
   RF_RETURN_IF_ERROR(CheckImage(image, "posterize"));
-  Image out = SameShape(image);
   RF_RETURN_IF_ERROR(
-      PosterizeSamples(image.pixels.data(), out.pixels.data(), image.pixels.size(), bits));
-  return out;
+      PosterizeSamples(image.pixels.data(), image.pixels.data(), image.pixels.size(), bits));
+  return image;
 }
 
-Result<Image> Solarize(const Image& image, double threshold) {
+Result<Image> Solarize(Image image, double threshold) {
   RF_RETURN_IF_ERROR(CheckImage(image, "solarize"));
-  Image out = SameShape(image);
   RF_RETURN_IF_ERROR(
-      SolarizeSamples(image.pixels.data(), out.pixels.data(), image.pixels.size(), threshold));
-  return out;
+      SolarizeSamples(image.pixels.data(), image.pixels.data(), image.pixels.size(), threshold));
+  return image;
 }
 
-Image Invert(const Image& image) {
-  Image out = SameShape(image);
-  InvertKernel(image.pixels.data(), out.pixels.data(), image.pixels.size());
-  return out;
+Image Invert(Image image) {
+  InvertKernel(image.pixels.data(), image.pixels.data(), image.pixels.size());
+  return image;
 }
 
-Image AutoContrast(const Image& image) {
-  Image out = SameShape(image);
+Image AutoContrast(Image image) {
   const int ch = image.channels;
-  if (image.pixels.empty()) return out;
+  if (image.pixels.empty()) return image;
   std::array<uint8_t, 4> lo = {255, 255, 255, 255};
   std::array<uint8_t, 4> hi = {0, 0, 0, 0};
   const size_t pixels = image.pixels.size() / static_cast<size_t>(ch);
@@ -790,14 +776,13 @@ Image AutoContrast(const Image& image) {
     for (int v = 0; v < 256; ++v)
       lut[c][v] = TruncU8((static_cast<float>(v) - minimum) / inv_scale);
   }
-  ApplyLuts(image.pixels.data(), out.pixels.data(), pixels, ch, lut);
-  return out;
+  ApplyLuts(image.pixels.data(), image.pixels.data(), pixels, ch, lut);
+  return image;
 }
 
-Image Equalize(const Image& image) {
-  Image out = SameShape(image);
+Image Equalize(Image image) {
   const int ch = image.channels;
-  if (image.pixels.empty()) return out;
+  if (image.pixels.empty()) return image;
   const size_t pixels = image.pixels.size() / static_cast<size_t>(ch);
   // All channels' histograms in one pass, two tables per channel (even and odd pixels) so that
   // runs of one value do not serialise on a single counter.
@@ -834,8 +819,8 @@ Image Equalize(const Image& image) {
       acc += hist[v];
     }
   }
-  ApplyLuts(image.pixels.data(), out.pixels.data(), pixels, ch, lut);
-  return out;
+  ApplyLuts(image.pixels.data(), image.pixels.data(), pixels, ch, lut);
+  return image;
 }
 
 Result<Image> AdjustSharpness(const Image& image, double factor) {
@@ -934,7 +919,7 @@ Result<Image> GaussianBlur(const Image& image, std::array<int, 2> kernel_size,
   return out;
 }
 
-Result<Image> Erase(const Image& image, const Rect& rect, std::span<const double> value) {
+Result<Image> Erase(Image image, const Rect& rect, std::span<const double> value) {
   RF_RETURN_IF_ERROR(CheckImage(image, "erase"));
   if (rect.x < 0 || rect.y < 0 || rect.width < 0 || rect.height < 0 ||
       rect.x + rect.width > image.width || rect.y + rect.height > image.height) {
@@ -950,15 +935,14 @@ Result<Image> Erase(const Image& image, const Rect& rect, std::span<const double
     const double d = value.size() == 1 ? value[0] : value[c];
     v[c] = static_cast<uint8_t>(std::clamp(d, 0.0, 255.0));
   }
-  Image out = image;
   const size_t ch = static_cast<size_t>(image.channels);
   // One row of the rectangle, then copied into each of its rows.
   std::vector<uint8_t> pattern(static_cast<size_t>(rect.width) * ch);
   for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = v[i % ch];
   for (int y = rect.y; y < rect.y + rect.height && !pattern.empty(); ++y) {
-    std::memcpy(out.row(y) + static_cast<size_t>(rect.x) * ch, pattern.data(), pattern.size());
+    std::memcpy(image.row(y) + static_cast<size_t>(rect.x) * ch, pattern.data(), pattern.size());
   }
-  return out;
+  return image;
 }
 
 // ---- affine -------------------------------------------------------------------------------------
@@ -1120,7 +1104,7 @@ ColorJitterOptions ColorJitterOptions::FromScalars(double brightness, double con
   return o;
 }
 
-Result<Image> ColorJitter(const Image& image, const ColorJitterOptions& options, Rng& rng) {
+Result<Image> ColorJitter(Image image, const ColorJitterOptions& options, Rng& rng) {
   const std::optional<std::array<double, 2>>* ranges[4] = {&options.brightness, &options.contrast,
                                                            &options.saturation, &options.hue};
   for (int i = 0; i < 4; ++i) {
@@ -1141,33 +1125,33 @@ Result<Image> ColorJitter(const Image& image, const ColorJitterOptions& options,
   for (int i = 0; i < 4; ++i) {
     if (*ranges[i]) factor[i] = rng.Uniform((**ranges[i])[0], (**ranges[i])[1]);
   }
-  Image out = image;
   for (int i : order) {
     if (!*ranges[i]) continue;
     Result<Image> next = CancelledError("not run");
     switch (i) {
       case 0:
-        next = AdjustBrightness(out, factor[0]);
+        next = AdjustBrightness(std::move(image), factor[0]);
         break;
       case 1:
-        next = AdjustContrast(out, factor[1]);
+        next = AdjustContrast(std::move(image), factor[1]);
         break;
       case 2:
-        next = AdjustSaturation(out, factor[2]);
+        next = AdjustSaturation(std::move(image), factor[2]);
         break;
       default:
-        next = AdjustHue(out, factor[3]);
+        next = AdjustHue(std::move(image), factor[3]);
         break;
     }
-    RF_ASSIGN_OR_RETURN(out, std::move(next));
+    RF_ASSIGN_OR_RETURN(image, std::move(next));
   }
-  return out;
+  return image;
 }
 
-Result<Image> RandomGrayscale(const Image& image, double p, Rng& rng) {
+Result<Image> RandomGrayscale(Image image, double p, Rng& rng) {
   RF_RETURN_IF_ERROR(CheckRgbOrGray(image, "random_grayscale"));
   if (rng.Uniform(0, 1) >= p) return image;
-  return RgbToGrayscale(image, image.channels);
+  const int channels = image.channels;
+  return RgbToGrayscale(std::move(image), channels);
 }
 
 Result<Image> RandomGaussianBlur(const Image& image, const GaussianBlurOptions& options, Rng& rng) {
@@ -1207,13 +1191,13 @@ Result<std::optional<Rect>> RandomErasingRect(int width, int height,
   return std::optional<Rect>();
 }
 
-Result<Image> RandomErasing(const Image& image, const RandomErasingOptions& options, Rng& rng) {
+Result<Image> RandomErasing(Image image, const RandomErasingOptions& options, Rng& rng) {
   RF_RETURN_IF_ERROR(CheckImage(image, "random_erasing"));
   RF_ASSIGN_OR_RETURN(std::optional<Rect> rect,
                       RandomErasingRect(image.width, image.height, options, rng));
   if (!rect) return image;
   if (options.random_mean.empty() && options.random_std.empty()) {
-    return Erase(image, *rect, options.value);
+    return Erase(std::move(image), *rect, options.value);
   }
   const size_t ch = static_cast<size_t>(image.channels);
   if (options.random_mean.size() != options.random_std.size() ||
@@ -1221,10 +1205,9 @@ Result<Image> RandomErasing(const Image& image, const RandomErasingOptions& opti
     return InvalidArgumentError("random_erasing: random fill needs 1 or " + std::to_string(ch) +
                                 " means and as many stds");
   }
-  Image out = image;
   constexpr double kTwoPi = 6.283185307179586;
   for (int y = rect->y; y < rect->y + rect->height; ++y) {
-    uint8_t* o = out.row(y) + static_cast<size_t>(rect->x) * ch;
+    uint8_t* o = image.row(y) + static_cast<size_t>(rect->x) * ch;
     for (size_t i = 0; i < static_cast<size_t>(rect->width) * ch; ++i) {
       const size_t c = options.random_mean.size() == 1 ? 0 : i % ch;
       // Box-Muller on two draws of the record's generator: N(0, 1), deterministic per seed.
@@ -1234,7 +1217,7 @@ Result<Image> RandomErasing(const Image& image, const RandomErasingOptions& opti
       o[i] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
     }
   }
-  return out;
+  return image;
 }
 
 // ---- policies -----------------------------------------------------------------------------------
@@ -1330,13 +1313,12 @@ double SignedDraw(AugmentOp op, double magnitude, Rng& rng) {
   return magnitude;
 }
 
-Result<Image> ApplyAll(const Image& image, const std::vector<AppliedOp>& ops,
+Result<Image> ApplyAll(Image image, const std::vector<AppliedOp>& ops,
                        const PolicyOptions& options) {
-  Image out = image;
   for (const AppliedOp& op : ops) {
-    RF_ASSIGN_OR_RETURN(out, ApplyAugmentOp(out, op, options));
+    RF_ASSIGN_OR_RETURN(image, ApplyAugmentOp(std::move(image), op, options));
   }
-  return out;
+  return image;
 }
 
 }  // namespace
@@ -1353,8 +1335,7 @@ Result<AugmentOp> ParseAugmentOp(std::string_view name) {
                               "AutoContrast, Equalize, Invert)");
 }
 
-Result<Image> ApplyAugmentOp(const Image& image, const AppliedOp& op,
-                             const PolicyOptions& options) {
+Result<Image> ApplyAugmentOp(Image image, const AppliedOp& op, const PolicyOptions& options) {
   const double m = op.magnitude;
   AffineOptions affine;
   affine.interpolation = options.interpolation;
@@ -1380,26 +1361,26 @@ Result<Image> ApplyAugmentOp(const Image& image, const AppliedOp& op,
     case A::kRotate:
       return Rotate(image, m, options.interpolation, options.fill);
     case A::kBrightness:
-      return AdjustBrightness(image, 1.0 + m);
+      return AdjustBrightness(std::move(image), 1.0 + m);
     case A::kColor:
-      return AdjustSaturation(image, 1.0 + m);
+      return AdjustSaturation(std::move(image), 1.0 + m);
     case A::kContrast:
-      return AdjustContrast(image, 1.0 + m);
+      return AdjustContrast(std::move(image), 1.0 + m);
     case A::kSharpness:
       return AdjustSharpness(image, 1.0 + m);
     case A::kPosterize:
-      return Posterize(image, static_cast<int>(m));
+      return Posterize(std::move(image), static_cast<int>(m));
     case A::kSolarize:
-      return Solarize(image, 255.0 * m);
+      return Solarize(std::move(image), 255.0 * m);
     case A::kAutoContrast:
       RF_RETURN_IF_ERROR(CheckImage(image, "autocontrast"));
-      return AutoContrast(image);
+      return AutoContrast(std::move(image));
     case A::kEqualize:
       RF_RETURN_IF_ERROR(CheckImage(image, "equalize"));
-      return Equalize(image);
+      return Equalize(std::move(image));
     case A::kInvert:
       RF_RETURN_IF_ERROR(CheckImage(image, "invert"));
-      return Invert(image);
+      return Invert(std::move(image));
   }
   return InvalidArgumentError("unknown augmentation op");
 }
@@ -1458,25 +1439,25 @@ Result<std::vector<AppliedOp>> SampleTrivialAugmentWide(int width, int height,
   return std::vector<AppliedOp>{{op, m}};
 }
 
-Result<Image> AutoAugment(const Image& image, const PolicyOptions& options, Rng& rng) {
+Result<Image> AutoAugment(Image image, const PolicyOptions& options, Rng& rng) {
   RF_RETURN_IF_ERROR(CheckImage(image, "auto_augment"));
   RF_ASSIGN_OR_RETURN(auto ops, SampleAutoAugment(image.width, image.height, rng));
-  return ApplyAll(image, ops, options);
+  return ApplyAll(std::move(image), ops, options);
 }
 
-Result<Image> RandAugment(const Image& image, const RandAugmentOptions& rand_options,
+Result<Image> RandAugment(Image image, const RandAugmentOptions& rand_options,
                           const PolicyOptions& options, Rng& rng) {
   RF_RETURN_IF_ERROR(CheckImage(image, "rand_augment"));
   RF_ASSIGN_OR_RETURN(auto ops, SampleRandAugment(image.width, image.height, rand_options, rng));
-  return ApplyAll(image, ops, options);
+  return ApplyAll(std::move(image), ops, options);
 }
 
-Result<Image> TrivialAugmentWide(const Image& image, const TrivialAugmentWideOptions& ta_options,
+Result<Image> TrivialAugmentWide(Image image, const TrivialAugmentWideOptions& ta_options,
                                  const PolicyOptions& options, Rng& rng) {
   RF_RETURN_IF_ERROR(CheckImage(image, "trivial_augment_wide"));
   RF_ASSIGN_OR_RETURN(auto ops,
                       SampleTrivialAugmentWide(image.width, image.height, ta_options, rng));
-  return ApplyAll(image, ops, options);
+  return ApplyAll(std::move(image), ops, options);
 }
 
 // ---- batch ops ----------------------------------------------------------------------------------

@@ -1,8 +1,11 @@
 #include "recordflow/image/augment.h"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -380,6 +383,67 @@ TEST(AugmentTest, Avx2PathsMatchPortableLoops) {
   for (size_t k = 0; k < portable.size(); ++k) EXPECT_EQ(portable[k], fast[k]) << "case " << k;
   // The test means something only when the two differ in path.
   EXPECT_NE(KernelBackendName(), "scalar");
+}
+
+// An op given its image by std::move writes into that image's buffer (no new allocation, no
+// zero fill) and computes what it computes for a copy, on every backend, for the ops that work
+// in place and for the random wrappers and policies that chain them.
+TEST(AugmentTest, MovedImagesAreTransformedInTheirOwnBuffer) {
+  Image img = Gradient(61, 37);
+  uint32_t x = 2468;
+  for (auto& v : img.pixels) {  // within [20, 230]: autocontrast has something to stretch
+    x = x * 1664525u + 1013904223u;
+    v = static_cast<uint8_t>(20 + (x >> 24) % 211);
+  }
+  const std::array<double, 1> grey = {127};
+  const std::vector<std::pair<const char*, std::function<Result<Image>(Image)>>> ops = {
+      {"brightness", [](Image i) { return AdjustBrightness(std::move(i), 1.3); }},
+      {"contrast", [](Image i) { return AdjustContrast(std::move(i), 0.6); }},
+      {"saturation", [](Image i) { return AdjustSaturation(std::move(i), 1.7); }},
+      {"hue", [](Image i) { return AdjustHue(std::move(i), 0.2); }},
+      {"grayscale3", [](Image i) { return RgbToGrayscale(std::move(i), 3); }},
+      {"posterize", [](Image i) { return Posterize(std::move(i), 3); }},
+      {"solarize", [](Image i) { return Solarize(std::move(i), 100); }},
+      {"invert", [](Image i) -> Result<Image> { return Invert(std::move(i)); }},
+      {"autocontrast", [](Image i) -> Result<Image> { return AutoContrast(std::move(i)); }},
+      {"equalize", [](Image i) -> Result<Image> { return Equalize(std::move(i)); }},
+      {"erase",
+       [&](Image i) {
+         return Erase(std::move(i), Rect{3, 4, 20, 9}, grey);
+       }},
+      {"color_jitter",
+       [](Image i) {
+         Rng rng(7);
+         return ColorJitter(std::move(i), ColorJitterOptions::FromScalars(.4, .4, .4, 0), rng);
+       }},
+      {"policy_ops",
+       [](Image i) {
+         Rng rng(11);  // photometric ops only: a geometric op allocates its output
+         PolicyOptions o;
+         Result<Image> out = std::move(i);
+         for (AugmentOp op : {AugmentOp::kBrightness, AugmentOp::kColor, AugmentOp::kContrast,
+                              AugmentOp::kPosterize, AugmentOp::kSolarize}) {
+           if (!out.ok()) break;
+           out = ApplyAugmentOp(std::move(out).value(), {op, 0.3 + 0.1 * rng.Uniform(0, 1)}, o);
+         }
+         return out;
+       }},
+  };
+  for (KernelBackend backend : {KernelBackend::kScalar, KernelBackend::kAuto}) {
+    ASSERT_TRUE(SetKernelBackend(backend).ok());
+    for (const auto& [name, op] : ops) {
+      const Result<Image> from_copy = op(img);
+      ASSERT_TRUE(from_copy.ok()) << name;
+      Image mine = img;
+      const uint8_t* buffer = mine.pixels.data();
+      const Result<Image> in_place = op(std::move(mine));
+      ASSERT_TRUE(in_place.ok()) << name;
+      EXPECT_EQ(in_place->pixels.data(), buffer) << name << " on " << KernelBackendName();
+      EXPECT_EQ(in_place->pixels, from_copy->pixels) << name << " on " << KernelBackendName();
+      EXPECT_NE(from_copy->pixels, img.pixels) << name << ": the op changed nothing";
+    }
+  }
+  ASSERT_TRUE(SetKernelBackend(KernelBackend::kAuto).ok());
 }
 
 }  // namespace

@@ -387,18 +387,20 @@ std::optional<double> ApplyProbability(const OpSpec& op) {
 }
 
 // The kernel of an op ApplyProbability gives a p for.
-Result<Image> ApplyKernel(const OpSpec& spec, const Image& img) {
+Result<Image> ApplyKernel(const OpSpec& spec, Image img) {
   if (const auto* op = std::get_if<RandomPosterizeOp>(&spec))
-    return image::Posterize(img, op->bits);
+    return image::Posterize(std::move(img), op->bits);
   if (const auto* op = std::get_if<RandomSolarizeOp>(&spec)) {
-    return image::Solarize(img, op->threshold);
+    return image::Solarize(std::move(img), op->threshold);
   }
   if (const auto* op = std::get_if<RandomAdjustSharpnessOp>(&spec)) {
     return image::AdjustSharpness(img, op->sharpness_factor);
   }
-  if (std::holds_alternative<RandomAutocontrastOp>(spec)) return image::AutoContrast(img);
-  if (std::holds_alternative<RandomEqualizeOp>(spec)) return image::Equalize(img);
-  if (std::holds_alternative<RandomInvertOp>(spec)) return image::Invert(img);
+  if (std::holds_alternative<RandomAutocontrastOp>(spec)) {
+    return image::AutoContrast(std::move(img));
+  }
+  if (std::holds_alternative<RandomEqualizeOp>(spec)) return image::Equalize(std::move(img));
+  if (std::holds_alternative<RandomInvertOp>(spec)) return image::Invert(std::move(img));
   return InternalError(std::string(OpName(spec)) + " has no probability kernel");
 }
 
@@ -649,13 +651,13 @@ Status ApplyOp(const OpSpec& spec, image::Rng& rng, bool has_boxes, Scratch& s, 
     }
   } else if (const auto* op = std::get_if<ColorJitterOp>(&spec)) {
     RF_RETURN_IF_ERROR(Materialize(st, s));
-    RF_ASSIGN_OR_RETURN(s.img, image::ColorJitter(s.img, op->options, rng));
+    RF_ASSIGN_OR_RETURN(s.img, image::ColorJitter(std::move(s.img), op->options, rng));
   } else if (const auto* op = std::get_if<RandomGrayscaleOp>(&spec)) {
     RF_RETURN_IF_ERROR(Materialize(st, s));
-    RF_ASSIGN_OR_RETURN(s.img, image::RandomGrayscale(s.img, op->p, rng));
+    RF_ASSIGN_OR_RETURN(s.img, image::RandomGrayscale(std::move(s.img), op->p, rng));
   } else if (std::holds_alternative<GrayscaleOp>(spec)) {
     RF_RETURN_IF_ERROR(Materialize(st, s));
-    RF_ASSIGN_OR_RETURN(s.img, image::RgbToGrayscale(s.img, 3));
+    RF_ASSIGN_OR_RETURN(s.img, image::RgbToGrayscale(std::move(s.img), 3));
   } else if (const auto* op = std::get_if<GaussianBlurOp>(&spec)) {
     RF_RETURN_IF_ERROR(Materialize(st, s));
     RF_ASSIGN_OR_RETURN(s.img, image::RandomGaussianBlur(s.img, op->options, rng));
@@ -664,11 +666,11 @@ Status ApplyOp(const OpSpec& spec, image::Rng& rng, bool has_boxes, Scratch& s, 
       return InternalError("RandomErasing value='random' was not resolved by Compose");
     }
     RF_RETURN_IF_ERROR(Materialize(st, s));
-    RF_ASSIGN_OR_RETURN(s.img, image::RandomErasing(s.img, op->options, rng));
+    RF_ASSIGN_OR_RETURN(s.img, image::RandomErasing(std::move(s.img), op->options, rng));
   } else if (const std::optional<double> p = ApplyProbability(spec)) {
     if (rng.Uniform(0.0, 1.0) < *p) {
       RF_RETURN_IF_ERROR(Materialize(st, s));
-      RF_ASSIGN_OR_RETURN(s.img, ApplyKernel(spec, s.img));
+      RF_ASSIGN_OR_RETURN(s.img, ApplyKernel(spec, std::move(s.img)));
     }
   } else if (const auto* op = std::get_if<RandomAffineOp>(&spec)) {
     RF_RETURN_IF_ERROR(Materialize(st, s));
@@ -682,13 +684,14 @@ Status ApplyOp(const OpSpec& spec, image::Rng& rng, bool has_boxes, Scratch& s, 
     }
   } else if (const auto* op = std::get_if<AutoAugmentOp>(&spec)) {
     RF_RETURN_IF_ERROR(Materialize(st, s));
-    RF_ASSIGN_OR_RETURN(s.img, image::AutoAugment(s.img, op->options, rng));
+    RF_ASSIGN_OR_RETURN(s.img, image::AutoAugment(std::move(s.img), op->options, rng));
   } else if (const auto* op = std::get_if<RandAugmentOp>(&spec)) {
     RF_RETURN_IF_ERROR(Materialize(st, s));
-    RF_ASSIGN_OR_RETURN(s.img, image::RandAugment(s.img, op->rand, op->options, rng));
+    RF_ASSIGN_OR_RETURN(s.img, image::RandAugment(std::move(s.img), op->rand, op->options, rng));
   } else if (const auto* op = std::get_if<TrivialAugmentWideOp>(&spec)) {
     RF_RETURN_IF_ERROR(Materialize(st, s));
-    RF_ASSIGN_OR_RETURN(s.img, image::TrivialAugmentWide(s.img, op->trivial, op->options, rng));
+    RF_ASSIGN_OR_RETURN(s.img,
+                        image::TrivialAugmentWide(std::move(s.img), op->trivial, op->options, rng));
   } else if (const auto* op = std::get_if<Rotate90Op>(&spec)) {
     RF_RETURN_IF_ERROR(Materialize(st, s));
     const int k = ((op->k % 4) + 4) % 4;
