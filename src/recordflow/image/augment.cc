@@ -221,6 +221,85 @@ RF_AUGMENT_CLONES void SaturationKernel(const uint8_t* in, uint8_t* out, size_t 
   }
 }
 
+#if defined(RF_AUGMENT_AVX2)
+// The 8 pixels of RgbFloats' register, (x, y, z) per pixel as int32 lanes in [0, 255], back to
+// 24 interleaved bytes at out: exactly those bytes are written, so a caller may write where it
+// read.
+__attribute__((target("avx2"))) inline void StoreRgb8(__m256i x, __m256i y, __m256i z,
+                                                      uint8_t* out) {
+  const char z8 = -1;
+  const __m256i pixel =
+      _mm256_or_si256(x, _mm256_or_si256(_mm256_slli_epi32(y, 8), _mm256_slli_epi32(z, 16)));
+  // Per 128-bit lane: 4 pixels' 3 low bytes to the lane's first 12 bytes; then the two
+  // lanes' 12 bytes side by side.
+  const __m256i packed = _mm256_shuffle_epi8(
+      pixel, _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, z8, z8, z8, z8, 0, 1, 2, 4, 5,
+                              6, 8, 9, 10, 12, 13, 14, z8, z8, z8, z8));
+  const __m256i bytes =
+      _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(bytes));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 16), _mm256_extracti128_si256(bytes, 1));
+}
+
+// 8 RGB pixels from in (32 bytes read, 24 used) as float channels, and their grey as GrayF
+// computes it (its fused multiply-adds in its order).
+struct Rgb8 {
+  __m256 r, g, b, grey;
+};
+__attribute__((target("avx2,fma"))) inline Rgb8 LoadRgb8(const uint8_t* in) {
+  const __m256i v = _mm256_permutevar8x32_epi32(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in)),
+      _mm256_setr_epi32(0, 1, 2, 0, 3, 4, 5, 0));  // pixels 4-7 to lane 1
+  Rgb8 p;
+  p.r = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, ChannelBytes(0)));
+  p.g = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, ChannelBytes(1)));
+  p.b = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, ChannelBytes(2)));
+  p.grey = _mm256_fmadd_ps(
+      p.b, _mm256_set1_ps(kGrayB),
+      _mm256_fmadd_ps(p.g, _mm256_set1_ps(kGrayG), _mm256_mul_ps(p.r, _mm256_set1_ps(kGrayR))));
+  return p;
+}
+
+// SaturationKernel 8 pixels at a time (the floored grey, then Blend per channel in float):
+// the same bits. Stops at least 3 pixels before the end (32-byte reads); in == out works.
+__attribute__((target("avx2,fma"))) size_t SaturationAvx2(const uint8_t* in, uint8_t* out,
+                                                          size_t pixels, float ratio,
+                                                          float one_minus) {
+  const __m256 vr = _mm256_set1_ps(ratio), vo = _mm256_set1_ps(one_minus);
+  const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps(255.0f);
+  const size_t limit = pixels >= 3 ? pixels - 3 : 0;
+  size_t i = 0;
+  for (; i + 8 <= limit; i += 8) {
+    const Rgb8 p = LoadRgb8(in + 3 * i);
+    const __m256 grey = _mm256_floor_ps(p.grey);
+    auto blend = [&](__m256 x) __attribute__((target("avx2,fma"))) {
+      const __m256 v = _mm256_fmadd_ps(grey, vo, _mm256_mul_ps(x, vr));
+      return _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo), hi));
+    };
+    StoreRgb8(blend(p.r), blend(p.g), blend(p.b), out + 3 * i);
+  }
+  return i;
+}
+
+// GrayKernel1 / GrayKernel3 8 pixels at a time (GrayF truncated): the same bits. Stops at
+// least 3 pixels before the end; in == out works for 3 output channels.
+__attribute__((target("avx2,fma"))) size_t GrayAvx2(const uint8_t* in, uint8_t* out, size_t pixels,
+                                                    int out_channels) {
+  const size_t limit = pixels >= 3 ? pixels - 3 : 0;
+  size_t i = 0;
+  for (; i + 8 <= limit; i += 8) {
+    const __m256i g = _mm256_cvttps_epi32(LoadRgb8(in + 3 * i).grey);  // in [0, 255)
+    if (out_channels == 3) {
+      StoreRgb8(g, g, g, out + 3 * i);
+    } else {
+      const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + i), _mm_packus_epi16(w, w));
+    }
+  }
+  return i;
+}
+#endif
+
 RF_AUGMENT_CLONES void GrayKernel1(const uint8_t* __restrict in, uint8_t* __restrict out,
                                    size_t pixels) {
   for (size_t i = 0; i < pixels; ++i) out[i] = TruncU8(GrayF(in + 3 * i));
@@ -670,7 +749,12 @@ Result<Image> AdjustSaturation(Image image, double factor) {
   const float ratio = static_cast<float>(factor);
   const float one_minus = static_cast<float>(1.0 - factor);
   const size_t pixels = static_cast<size_t>(image.width) * static_cast<size_t>(image.height);
-  SaturationKernel(image.pixels.data(), image.pixels.data(), pixels, ratio, one_minus);
+  uint8_t* px = image.pixels.data();
+  size_t done = 0;
+#if defined(RF_AUGMENT_AVX2)
+  if (UseAvx2()) done = SaturationAvx2(px, px, pixels, ratio, one_minus);
+#endif
+  SaturationKernel(px + 3 * done, px + 3 * done, pixels - done, ratio, one_minus);
   return image;
 }
 
@@ -694,7 +778,12 @@ Result<Image> RgbToGrayscale(Image image, int num_output_channels) {
   }
   const size_t pixels = static_cast<size_t>(image.width) * static_cast<size_t>(image.height);
   if (image.channels == 3 && num_output_channels == 3) {  // in place: one pixel at a time
-    GrayKernel3(image.pixels.data(), image.pixels.data(), pixels);
+    uint8_t* px = image.pixels.data();
+    size_t done = 0;
+#if defined(RF_AUGMENT_AVX2)
+    if (UseAvx2()) done = GrayAvx2(px, px, pixels, 3);
+#endif
+    GrayKernel3(px + 3 * done, px + 3 * done, pixels - done);
     return image;
   }
   Image out;
@@ -705,7 +794,11 @@ Result<Image> RgbToGrayscale(Image image, int num_output_channels) {
   const uint8_t* in = image.pixels.data();
   uint8_t* o = out.pixels.data();
   if (image.channels == 3) {
-    GrayKernel1(in, o, pixels);
+    size_t done = 0;
+#if defined(RF_AUGMENT_AVX2)
+    if (UseAvx2()) done = GrayAvx2(in, o, pixels, 1);
+#endif
+    GrayKernel1(in + 3 * done, o + done, pixels - done);
     return out;
   }
   for (size_t i = 0; i < pixels; ++i) {

@@ -332,9 +332,9 @@ TEST(AugmentTest, ContrastMeanGreyCountsEveryPixelOnEveryBackend) {
 namespace recordflow::image {
 namespace {
 
-// The AVX2 paths of hue, brightness and contrast against the portable loops, bit for bit, on a
-// size that leaves partial 256-pixel blocks and 32-byte tails, with grey, saturated and mixed
-// pixels (every hue sector) from a fixed pseudo-random fill.
+// The AVX2 paths of hue, brightness, contrast, saturation and grayscale against the portable loops,
+// bit for bit, on a size that leaves partial 256-pixel blocks and 32-byte tails, with grey,
+// saturated and mixed pixels (every hue sector) from a fixed pseudo-random fill.
 TEST(AugmentTest, Avx2PathsMatchPortableLoops) {
   Image img = Gradient(97, 61);
   uint32_t x = 12345;
@@ -349,7 +349,10 @@ TEST(AugmentTest, Avx2PathsMatchPortableLoops) {
     for (double h : {-0.5, -0.3, -0.1, 0.0, 0.07, 0.25, 0.5}) {
       outs.push_back(AdjustHue(img, h).value().pixels);
     }
+    outs.push_back(RgbToGrayscale(img, 1).value().pixels);
+    outs.push_back(RgbToGrayscale(img, 3).value().pixels);
     for (double f : {0.0, 0.4, 1.3, 2.7}) {
+      outs.push_back(AdjustSaturation(img, f).value().pixels);
       outs.push_back(AdjustBrightness(img, f).value().pixels);
       outs.push_back(AdjustContrast(img, f).value().pixels);
       outs.push_back(AdjustSharpness(img, f).value().pixels);
@@ -371,6 +374,7 @@ TEST(AugmentTest, Avx2PathsMatchPortableLoops) {
         const double f = 0.0125 * k + 0.001 * offset;
         outs.push_back(AdjustBrightness(all, f).value().pixels);
         outs.push_back(AdjustContrast(all, f).value().pixels);
+        outs.push_back(AdjustSaturation(all, f).value().pixels);
       }
     }
     return outs;
