@@ -351,6 +351,25 @@ TEST(AugmentTest, Avx2PathsMatchPortableLoops) {
     }
     outs.push_back(RgbToGrayscale(img, 1).value().pixels);
     outs.push_back(RgbToGrayscale(img, 3).value().pixels);
+    // autocontrast's per-channel min and max: an extreme sample placed in each channel, at
+    // positions inside the 32-pixel runs and in the tail.
+    for (size_t at : {size_t{5}, size_t{1000}, img.pixels.size() - 4}) {
+      for (uint8_t extreme : {uint8_t{0}, uint8_t{255}}) {
+        for (size_t c = 0; c < 3; ++c) {
+          Image probe = img;
+          for (auto& v : probe.pixels) v = static_cast<uint8_t>(40 + v % 150);
+          probe.pixels[at - at % 3 + c] = extreme;
+          outs.push_back(AutoContrast(probe).pixels);
+        }
+      }
+    }
+    for (int ch : {1, 2, 4}) {
+      Image other = Gradient(97, 61, ch);
+      for (size_t i = 0; i < other.pixels.size(); ++i) {
+        other.pixels[i] = static_cast<uint8_t>(30 + (i * 37 + i / 7) % 180);
+      }
+      outs.push_back(AutoContrast(other).pixels);
+    }
     for (double f : {0.0, 0.4, 1.3, 2.7}) {
       outs.push_back(AdjustSaturation(img, f).value().pixels);
       outs.push_back(AdjustBrightness(img, f).value().pixels);
