@@ -80,6 +80,17 @@ def _kind_of(t, key: str) -> str:
                       "booleans -> int64 list, floats -> float list, binary/string -> bytes list)")
 
 
+def check_nesting(key: str, depth: int, record_type: str, lists: str = "lists",
+                  list_of_lists: str = "a list of lists", option: str = "record type") -> None:
+    """A column's list depth against what a feature holds: at most a list of lists (a feature
+    list), and that only in a SequenceExample. The words name the caller's types and option
+    (Spark: arrays, recordType)."""
+    if depth > 2:
+        raise SchemaError(f"column '{key}': {lists} nest at most twice (a feature list of lists)")
+    if depth == 2 and record_type != "SequenceExample":
+        raise SchemaError(f"column '{key}': {list_of_lists} needs {option} SequenceExample")
+
+
 def arrow_layout(t, key: str, record_type: str) -> tuple[str, int]:
     """(feature kind, depth) of an Arrow column type: depth 0 scalar, 1 list, 2 feature list."""
     import pyarrow as pa
@@ -89,10 +100,7 @@ def arrow_layout(t, key: str, record_type: str) -> tuple[str, int]:
     while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         t = t.value_type
         depth += 1
-    if depth > 2:
-        raise SchemaError(f"column '{key}': lists nest at most twice (a feature list of lists)")
-    if depth == 2 and record_type != "SequenceExample":
-        raise SchemaError(f"column '{key}': a list of lists needs record type SequenceExample")
+    check_nesting(key, depth, record_type)
     return _kind_of(t, key), depth
 
 

@@ -137,8 +137,9 @@ void RegisterAugment(nb::module_& parent) {
       {"adjust_saturation", &image::AdjustSaturation}, {"adjust_hue", &image::AdjustHue},
       {"adjust_sharpness", &image::AdjustSharpness},
   };
-  for (const auto& [name, op] : kFactorOps) {
-    m.def(name,
+  for (const auto& entry : kFactorOps) {
+    const FactorOp op = entry.second;
+    m.def(entry.first,
           [op](U8Array a, double f) { return Run(a, [&](const Image& i) { return op(i, f); }); });
   }
   m.def("rgb_to_grayscale", [](U8Array a, int n) {

@@ -461,6 +461,25 @@ def test_save_modes(spark, tmp_path):
     assert _leftovers(out) == []
 
 
+def test_nesting_beyond_a_feature_list_is_refused_naming_the_column():
+    # Spark arrays and Arrow lists: one check, each in its own words (Spark's recordType).
+    from recordflow import _arrow_io
+
+    A = T.ArrayType
+    with pytest.raises(rf.SchemaError, match="column 'c': arrays nest at most twice"):
+        rfs._layout(A(A(A(T.LongType()))), "c", "SequenceExample")
+    with pytest.raises(rf.SchemaError,
+                       match="column 'c': array of arrays needs recordType SequenceExample"):
+        rfs._layout(A(A(T.LongType())), "c", "Example")
+    assert rfs._layout(A(A(T.LongType())), "c", "SequenceExample") == ("int64", 2)
+    with pytest.raises(rf.SchemaError, match="column 'l': lists nest at most twice"):
+        _arrow_io.arrow_layout(pa.list_(pa.list_(pa.list_(pa.int64()))), "l", "SequenceExample")
+    with pytest.raises(rf.SchemaError,
+                       match="column 'l': a list of lists needs record type SequenceExample"):
+        _arrow_io.arrow_layout(pa.list_(pa.list_(pa.float32())), "l", "Example")
+    assert _arrow_io.arrow_layout(pa.list_(pa.float32()), "l", "Example") == ("float32", 1)
+
+
 def test_non_nullable_columns_round_trip(spark, tmp_path):
     """Columns Spark knows are never null (spark.range, array literals) write and read back
     through the sidecar schema; a required column over records missing the feature fails
