@@ -24,11 +24,13 @@ MANIFEST = "_manifest.json"
 EXTENSIONS = {None: ".tfrecord", "GZIP": ".tfrecord.gz", "ZLIB": ".tfrecord.zz"}
 
 
-def record_type_name(rt: str) -> str:
+def record_type_name(rt: str, option: str = "record_type") -> str:
+    """The record type's canonical spelling (any case); ``option`` names the setting in the
+    error (Spark: recordType)."""
     for name in RECORD_TYPES:
         if str(rt).lower() == name.lower():
             return name
-    raise ValueError(f"record_type must be one of {', '.join(RECORD_TYPES)}, not {rt!r}")
+    raise ValueError(f"{option} must be one of {', '.join(RECORD_TYPES)}, not {rt!r}")
 
 
 def compression_name(given: str | None) -> str | None:

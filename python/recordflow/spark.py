@@ -34,6 +34,9 @@ from typing import Any, Iterator, Sequence
 
 from recordflow import _core
 from recordflow._arrow_io import (  # noqa: F401 - shared with recordflow.ray
+    MANIFEST,
+    META_SUFFIX,
+    RECORD_TYPES,
     RecordBatchDecoder,
     _column_buffers,
     _compression_of,
@@ -42,6 +45,7 @@ from recordflow._arrow_io import (  # noqa: F401 - shared with recordflow.ray
     _offsets,
     _write_atomic,
     check_nesting,
+    record_type_name,
     sample_feature_kinds,
 )
 from recordflow.errors import AlreadyExistsError, SchemaError
@@ -59,9 +63,6 @@ except ImportError as e:  # pragma: no cover - exercised only without pyspark
     raise ImportError("recordflow.spark needs pyspark >= 4.0 (pip install 'pyspark>=4.0' pyarrow)") from e
 
 FORMAT = "recordflow"
-RECORD_TYPES = ("Example", "SequenceExample", "ByteArray")
-META_SUFFIX = ".meta.json"  # per-shard sidecar: schema, record type, record count, bytes
-MANIFEST = "_manifest.json"
 TEMPORARY = "_temporary"
 _DEFAULT_RECORDS_PER_PARTITION = 1 << 16
 _DEFAULT_SAMPLE = 1000
@@ -72,11 +73,8 @@ _DEFAULT_SAMPLE = 1000
 
 
 def _record_type(options: dict) -> str:
-    rt = options.get("recordtype", options.get("recordType", "Example"))
-    for name in RECORD_TYPES:
-        if rt.lower() == name.lower():
-            return name
-    raise ValueError(f"recordType must be one of {', '.join(RECORD_TYPES)}, not {rt!r}")
+    return record_type_name(options.get("recordtype", options.get("recordType", "Example")),
+                            option="recordType")
 
 
 def _opt(options: dict, name: str, default: Any = None) -> Any:

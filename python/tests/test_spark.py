@@ -480,6 +480,20 @@ def test_nesting_beyond_a_feature_list_is_refused_naming_the_column():
     assert _arrow_io.arrow_layout(pa.list_(pa.float32()), "l", "Example") == ("float32", 1)
 
 
+def test_record_type_option_any_case_or_an_error_naming_the_option():
+    from recordflow import _arrow_io
+
+    assert rfs._record_type({"recordtype": "sequenceexample"}) == "SequenceExample"
+    assert rfs._record_type({}) == "Example"
+    with pytest.raises(ValueError, match="recordType must be one of Example, SequenceExample, "
+                                         "ByteArray, not 'Bogus'"):
+        rfs._record_type({"recordType": "Bogus"})
+    assert _arrow_io.record_type_name("BYTEARRAY") == "ByteArray"
+    with pytest.raises(ValueError, match="record_type must be one of Example, SequenceExample, "
+                                         "ByteArray, not 'x'"):
+        _arrow_io.record_type_name("x")
+
+
 def test_non_nullable_columns_round_trip(spark, tmp_path):
     """Columns Spark knows are never null (spark.range, array literals) write and read back
     through the sidecar schema; a required column over records missing the feature fails
