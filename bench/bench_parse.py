@@ -62,9 +62,7 @@ import argparse
 import datetime
 import gc
 import json
-import math
 import os
-import resource
 import statistics
 import sys
 import time
@@ -75,18 +73,21 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is impor
 
 import numpy as np  # noqa: E402
 from benchlib import (  # noqa: E402
+    HERE,
     Contender,
     fill_defaults,
     fmt_rate,
     machine_info,
+    machine_sentence,
+    measure,
     run_child_json,
+    timed_calls,
     top_processes,
 )
 from benchlib import cpu_busy as cpu_busy_seconds  # noqa: E402
 
 import recordflow as rf  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
 TARGET = 3.0  # DESIGN.md: parse_example on batches >= 3x tf.io.parse_example
 
 
@@ -227,29 +228,8 @@ def verify(w: Workload, rf_out: dict, tf_out: dict, variant: str) -> None:
 
 def run_once(c: Contender) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds and minor page faults, each per call."""
-    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    w0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(c.iters):
-        c.fn()
-    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
-    return wall / c.iters, cpu / c.iters, faults / c.iters
-
-
-def measure(contenders: list[Contender], runs: int, warmup: int, min_time: float) -> None:
-    # Warm-up (unmeasured): traces tf.functions, fills allocator caches, calibrates iters.
-    for c in contenders:
-        for _ in range(max(1, warmup)):
-            per_call, _, _ = run_once(c)
-            c.iters = max(1, math.ceil(min_time / max(per_call, 1e-9)))
-    n = len(contenders)
-    for i in range(runs):
-        order = contenders[i % n:] + contenders[: i % n]  # rotate: nobody always goes first
-        for c in order:
-            wall, cpu, faults = run_once(c)
-            c.wall.append(wall)
-            c.cpu.append(cpu)
-            c.faults.append(faults)
+    _, wall, cpu, faults = timed_calls(c)
+    return wall, cpu, faults
 
 
 def make_contenders(w: Workload, tf, tensor) -> list[Contender]:
@@ -310,7 +290,7 @@ def run_workloads(args, tf) -> list[dict]:
         cs = make_contenders(w, tf, tensor)
         load_before = os.getloadavg()
         busy0, own0, t0 = cpu_busy_seconds(), sum(os.times()[:2]), time.perf_counter()
-        measure(cs, args.runs, args.warmup, args.min_time)
+        measure(cs, run_once, args.runs, args.warmup, args.min_time)
         elapsed = time.perf_counter() - t0
         other = (cpu_busy_seconds() - busy0 - (sum(os.times()[:2]) - own0)) / elapsed
         load_after = os.getloadavg()
@@ -379,11 +359,7 @@ def markdown(sections: list[dict], info: dict, meta: dict) -> str:
         "",
         f"Run: {meta['date']}, `{meta['command']}`",
         "",
-        f"Machine: {info['cpu_model']} (family {info['cpu_family']}, model "
-        f"{info['cpu_model_number']}), {info['cores_online']} cores, {info['mem_gib']} GiB, Linux "
-        f"{info['kernel']}; recordflow {info['recordflow']}, TensorFlow {info['tensorflow']}, "
-        f"NumPy {info['numpy']}, Python {info['python']}. recordflow as installed at "
-        f"{info['recordflow_installed']} (`{rf._core.__file__}`); repository HEAD {info['git_head']}.",
+        machine_sentence(info, f" (`{rf._core.__file__}`)"),
         f"Load average before / after: {meta['loadavg_before']} / {meta['loadavg_after']}. "
         f"Busiest other processes at the start: {', '.join(meta['top_before']) or 'n/a'}.",
         *([f"**Warning: {meta['warning']}.**"] if meta.get("warning") else []),

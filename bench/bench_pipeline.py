@@ -75,9 +75,7 @@ import argparse
 import datetime
 import gc
 import json
-import math
 import os
-import resource
 import statistics
 import sys
 import time
@@ -88,18 +86,21 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is impor
 
 import numpy as np  # noqa: E402
 from benchlib import (  # noqa: E402
+    HERE,
     Contender,
     fill_defaults,
     fmt_rate,
     machine_info,
+    machine_sentence,
+    measure,
     run_child_json,
+    timed_calls,
     top_processes,
 )
 from benchlib import cpu_busy as cpu_busy_seconds  # noqa: E402
 
 import recordflow as rf  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
 TARGET = 2.0  # issue 5: >= 2x tf.data
 WARN_OTHER_CORES = 0.25
 DATA_VERSION = 1
@@ -306,34 +307,12 @@ def run_once(w: Workload, c: Contender) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds and minor page faults per epoch over c.iters epochs (each a
     fresh iterator), every epoch checked."""
     gc.collect()
-    results = []
-    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    w0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(c.iters):
-        results.append(c.fn())
-    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+    results, wall, cpu, faults = timed_calls(c, keep=True)
     for n, labels in results:
         if n != w.records or (labels is not None and labels != w.label_sum):
             raise RuntimeError(f"{w.key}/{c.name}: epoch gave {n} records, label sum {labels}; "
                                f"expected {w.records}, {w.label_sum}")
-    return wall / c.iters, cpu / c.iters, faults / c.iters
-
-
-def measure(w: Workload, cs: list[Contender], runs: int, warmup: int, min_time: float) -> None:
-    # Warm-up (unmeasured): traces TF's functions, lets AUTOTUNE settle, calibrates c.iters so
-    # that a run lasts about min_time (short rf epochs would otherwise be mostly noise).
-    for c in cs:
-        for _ in range(max(1, warmup)):
-            per_epoch, _, _ = run_once(w, c)
-            c.iters = max(1, math.ceil(min_time / max(per_epoch, 1e-9)))
-    n = len(cs)
-    for i in range(runs):
-        for c in cs[i % n:] + cs[: i % n]:  # rotate: nobody always goes first
-            wall, cpu, faults = run_once(w, c)
-            c.wall.append(wall)
-            c.cpu.append(cpu)
-            c.faults.append(faults)
+    return wall, cpu, faults
 
 
 def run_workloads(args, tf, one_core: bool) -> list[dict]:
@@ -356,7 +335,7 @@ def run_workloads(args, tf, one_core: bool) -> list[dict]:
         ]
         load_before = os.getloadavg()
         busy0, own0, t0 = cpu_busy_seconds(own_cpu), sum(os.times()[:2]), time.perf_counter()
-        measure(w, cs, args.runs, args.warmup, args.min_time)
+        measure(cs, lambda c: run_once(w, c), args.runs, args.warmup, args.min_time)
         elapsed = time.perf_counter() - t0
         other = (cpu_busy_seconds(own_cpu) - busy0 - (sum(os.times()[:2]) - own0)) / elapsed
         load_after = os.getloadavg()
@@ -435,11 +414,7 @@ def markdown(sections: list[dict], info: dict, meta: dict) -> str:
         "",
         f"Run: {meta['date']}, `{meta['command']}` ({meta['duration_s']:.0f} s)",
         "",
-        f"Machine: {info['cpu_model']} (family {info['cpu_family']}, model "
-        f"{info['cpu_model_number']}), {info['cores_online']} cores, {info['mem_gib']} GiB, Linux "
-        f"{info['kernel']}; recordflow {info['recordflow']}, TensorFlow {info['tensorflow']}, "
-        f"NumPy {info['numpy']}, Python {info['python']}. recordflow as installed at "
-        f"{info['recordflow_installed']}; repository HEAD {info['git_head']}.",
+        machine_sentence(info),
         f"Load average before / after: {meta['loadavg_before']} / {meta['loadavg_after']}; other "
         f"processes used {meta['other_cores_at_start']:.2f} cores in the 2 s before the start "
         "(the per-workload figures are in the \"other CPU\" column). Busiest other processes at "

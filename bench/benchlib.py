@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -95,6 +98,53 @@ class Contender:
 
     def median_cpu(self) -> float:
         return statistics.median(self.cpu)
+
+
+def timed_calls(c: Contender, keep: bool = False) -> tuple[list, float, float, float]:
+    """c.fn() called c.iters times: (its results when ``keep``, else [], then wall seconds, CPU
+    seconds and minor page faults, each per call)."""
+    results = []
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    w0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(c.iters):
+        if keep:
+            results.append(c.fn())
+        else:
+            c.fn()  # dropped before the next call, as a training loop drops its batches
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+    return results, wall / c.iters, cpu / c.iters, faults / c.iters
+
+
+def measure(contenders: list[Contender], run_once: Callable[[Contender], tuple[float, float, float]],
+            runs: int, warmup: int, min_time: float) -> None:
+    """The timed comparison: a warm-up (unmeasured: traces TF's functions, lets AUTOTUNE settle,
+    fills allocator caches) that calibrates each contender's iters so that a run lasts about
+    min_time (short calls would otherwise be mostly noise), then `runs` measured runs of every
+    contender in rotating order (nobody always goes first). run_once(c) runs c.iters calls and
+    gives (wall seconds, CPU seconds, minor page faults), each per call; they are appended to
+    c.wall, c.cpu and c.faults."""
+    for c in contenders:
+        for _ in range(max(1, warmup)):
+            per_call, _, _ = run_once(c)
+            c.iters = max(1, math.ceil(min_time / max(per_call, 1e-9)))
+    n = len(contenders)
+    for i in range(runs):
+        for c in contenders[i % n:] + contenders[: i % n]:
+            wall, cpu, faults = run_once(c)
+            c.wall.append(wall)
+            c.cpu.append(cpu)
+            c.faults.append(faults)
+
+
+def machine_sentence(info: dict, installed_detail: str = "") -> str:
+    """The report's "Machine:" sentence from machine_info() (with TensorFlow's version in
+    info["tensorflow"]); installed_detail follows the install path."""
+    return (f"Machine: {info['cpu_model']} (family {info['cpu_family']}, model "
+            f"{info['cpu_model_number']}), {info['cores_online']} cores, {info['mem_gib']} GiB, Linux "
+            f"{info['kernel']}; recordflow {info['recordflow']}, TensorFlow {info['tensorflow']}, "
+            f"NumPy {info['numpy']}, Python {info['python']}. recordflow as installed at "
+            f"{info['recordflow_installed']}{installed_detail}; repository HEAD {info['git_head']}.")
 
 
 def cpu_busy(cpu: int | None = None) -> float:

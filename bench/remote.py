@@ -351,14 +351,23 @@ def main() -> int:
     return 0
 
 
+def _measured(rows: list[dict]) -> list[dict]:
+    """The runs that gave figures (a failed run holds only its "error")."""
+    return [r for r in rows if "error" not in r]
+
+
+def _row(*cells: str) -> str:
+    """A Markdown table row."""
+    return "| " + " | ".join(cells) + " |"
+
+
 def markdown(res: dict, meta: dict) -> str:
     L = [f"Remote storage benchmark, {meta['date']}: {meta['images']} images in "
          f"{meta['shards']} shards, {meta['runs']} run(s) x {meta['batches']} batches of 256 per "
          f"configuration, {meta['cores']} cores, load average at the end "
          f"{meta['load_avg_end']:.1f}. Command: `{meta['command']}`.", ""]
-    ok = [r for r in res["train"] if "error" not in r]
     groups: dict = {}
-    for r in ok:
+    for r in _measured(res["train"]):
         groups.setdefault((r["where"], r["latency_ms"]), []).append(r)
     local = groups.get(("local", None), [])
     local_ips = statistics.median(r["images_per_s"] for r in local) if local else None
@@ -372,29 +381,25 @@ def markdown(res: dict, meta: dict) -> str:
         req = statistics.median(r["requests"] for r in rs)
         label = "local files" if where == "local" else f"s3:// via proxy +{ms:g} ms/request"
         ratio = f"{ips / local_ips:.2f}x" if local_ips and where != "local" else "-"
-        L.append(f"| {label} | {ips:.0f} | {ratio} | {cpu:.2f} | "
-                 f"{'-' if where == 'local' else f'{srv:.2f}'} | "
-                 f"{'-' if where == 'local' else f'{req:.0f}'} | "
-                 f"{statistics.median(r['load_avg'] for r in rs):.1f} |")
+        L.append(_row(label, f"{ips:.0f}", ratio, f"{cpu:.2f}",
+                      "-" if where == "local" else f"{srv:.2f}",
+                      "-" if where == "local" else f"{req:.0f}",
+                      f"{statistics.median(r['load_avg'] for r in rs):.1f}"))
     for r in res["train"]:
         if "error" in r:
             L.append(f"\nError ({r['where']} {r['latency_ms']}): {r['error']}")
     if res["read"] or res["dali"] or res["errors"]:
         L += ["", "| peer (same objects, same proxy) | what | rate | CPU per item | requests |",
               "|---|---|---:|---:|---:|"]
-        for r in res["read"]:
-            if "error" in r:
-                continue
-            L.append(f"| {r['kind']} (+{r['latency_ms']:g} ms) | read every record once | "
-                     f"{r['records_per_s']:.0f} records/s ({r['mb_per_s']:.0f} MB/s) | "
-                     f"{r['cpu_s'] / r['records'] * 1e3:.3f} ms/record | {r['requests']} "
-                     f"{r.get('by_method', '')} |")
-        for r in res["dali"]:
-            if "error" in r:
-                continue
-            L.append(f"| DALI fn.readers.tfrecord (+{r['latency_ms']:g} ms) | train pipeline | "
-                     f"{r['images_per_s']:.0f} images/s | "
-                     f"{r['cpu_s'] / r['images'] * 1e3:.2f} ms/image | {r['requests']} |")
+        for r in _measured(res["read"]):
+            L.append(_row(f"{r['kind']} (+{r['latency_ms']:g} ms)", "read every record once",
+                          f"{r['records_per_s']:.0f} records/s ({r['mb_per_s']:.0f} MB/s)",
+                          f"{r['cpu_s'] / r['records'] * 1e3:.3f} ms/record",
+                          f"{r['requests']} {r.get('by_method', '')}"))
+        for r in _measured(res["dali"]):
+            L.append(_row(f"DALI fn.readers.tfrecord (+{r['latency_ms']:g} ms)", "train pipeline",
+                          f"{r['images_per_s']:.0f} images/s",
+                          f"{r['cpu_s'] / r['images'] * 1e3:.2f} ms/image", f"{r['requests']}"))
         for k, why in res["errors"].items():
             L.append(f"\n{k}: could not run: {why}")
     return "\n".join(L) + "\n"

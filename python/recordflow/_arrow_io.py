@@ -24,11 +24,13 @@ MANIFEST = "_manifest.json"
 EXTENSIONS = {None: ".tfrecord", "GZIP": ".tfrecord.gz", "ZLIB": ".tfrecord.zz"}
 
 
-def record_type_name(rt: str) -> str:
+def record_type_name(rt: str, option: str = "record_type") -> str:
+    """The record type's canonical spelling (any case); ``option`` names the setting in the
+    error (Spark: recordType)."""
     for name in RECORD_TYPES:
         if str(rt).lower() == name.lower():
             return name
-    raise ValueError(f"record_type must be one of {', '.join(RECORD_TYPES)}, not {rt!r}")
+    raise ValueError(f"{option} must be one of {', '.join(RECORD_TYPES)}, not {rt!r}")
 
 
 def compression_name(given: str | None) -> str | None:
@@ -80,6 +82,17 @@ def _kind_of(t, key: str) -> str:
                       "booleans -> int64 list, floats -> float list, binary/string -> bytes list)")
 
 
+def check_nesting(key: str, depth: int, record_type: str, lists: str = "lists",
+                  list_of_lists: str = "a list of lists", option: str = "record type") -> None:
+    """A column's list depth against what a feature holds: at most a list of lists (a feature
+    list), and that only in a SequenceExample. The words name the caller's types and option
+    (Spark: arrays, recordType)."""
+    if depth > 2:
+        raise SchemaError(f"column '{key}': {lists} nest at most twice (a feature list of lists)")
+    if depth == 2 and record_type != "SequenceExample":
+        raise SchemaError(f"column '{key}': {list_of_lists} needs {option} SequenceExample")
+
+
 def arrow_layout(t, key: str, record_type: str) -> tuple[str, int]:
     """(feature kind, depth) of an Arrow column type: depth 0 scalar, 1 list, 2 feature list."""
     import pyarrow as pa
@@ -89,10 +102,7 @@ def arrow_layout(t, key: str, record_type: str) -> tuple[str, int]:
     while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         t = t.value_type
         depth += 1
-    if depth > 2:
-        raise SchemaError(f"column '{key}': lists nest at most twice (a feature list of lists)")
-    if depth == 2 and record_type != "SequenceExample":
-        raise SchemaError(f"column '{key}': a list of lists needs record type SequenceExample")
+    check_nesting(key, depth, record_type)
     return _kind_of(t, key), depth
 
 

@@ -378,11 +378,21 @@ class _Node:
     def inputs(self) -> list:
         return [self.up] if self.up is not None else []
 
+    # The node's own checkpointed attributes, beside its input's state under "up": name -> the
+    # conversion that restores it from a checkpoint (which may have come back through pickle or
+    # JSON as another number type).
+    _STATE: dict = {}
+
     def get_state(self):
-        return {"up": self.up.get_state()}
+        state = {"up": self.up.get_state()} if self.up is not None else {}
+        state.update((k, getattr(self, k)) for k in self._STATE)
+        return state
 
     def set_state(self, state) -> None:
-        self.up.set_state(state["up"])
+        if self.up is not None:
+            self.up.set_state(state["up"])
+        for k, restore in self._STATE.items():
+            setattr(self, k, restore(state[k]))
 
     def close(self) -> None:
         for n in self.inputs():
@@ -433,6 +443,8 @@ class _NativeRoot(_Node):
 
 
 class _RangeRoot(_Node):
+    _STATE = {"i": int}
+
     def __init__(self, stage: _st.Range, ctx: _Ctx):
         super().__init__(None)
         self.r, self.i = range(stage.start, stage.stop, stage.step), 0
@@ -442,12 +454,6 @@ class _RangeRoot(_Node):
             raise StopIteration
         self.i += 1
         return np.int64(self.r[self.i - 1])
-
-    def get_state(self):
-        return {"i": self.i}
-
-    def set_state(self, state) -> None:
-        self.i = int(state["i"])
 
 
 class _InputsRoot(_Node):
@@ -482,7 +488,26 @@ class _ZipRoot(_InputsRoot):
         return _rebuild(self.structure, [next(c) for c in self.children])
 
 
-class _SampleRoot(_InputsRoot):
+class _PickRoot(_InputsRoot):
+    """Each element from one input the subclass picks (_pick); an input that ends is marked
+    (_ended) or, with stop_on_empty, ends the whole dataset."""
+
+    def __next__(self):
+        while not self.done:
+            i = self._pick()
+            if i is None:
+                break
+            try:
+                return next(self.children[i])
+            except StopIteration:
+                if self.stop_on_empty:
+                    break
+                self._ended(i)
+        self.done = True
+        raise StopIteration
+
+
+class _SampleRoot(_PickRoot):
     def __init__(self, stage: _st.SampleFrom, ctx: _Ctx):
         super().__init__(stage.datasets, ctx)
         self.weights = np.asarray(stage.weights, dtype=np.float64)
@@ -494,21 +519,15 @@ class _SampleRoot(_InputsRoot):
         self.active = [w > 0 for w in self.weights]
         self.done = False
 
-    def __next__(self):
-        while not self.done:
-            w = self.weights * np.asarray(self.active, dtype=np.float64)
-            total = w.sum()
-            if total <= 0:
-                break
-            i = int(self.rng.choice(len(w), p=w / total))
-            try:
-                return next(self.children[i])
-            except StopIteration:
-                if self.stop_on_empty:
-                    break
-                self.active[i] = False
-        self.done = True
-        raise StopIteration
+    def _pick(self) -> int | None:
+        w = self.weights * np.asarray(self.active, dtype=np.float64)
+        total = w.sum()
+        if total <= 0:
+            return None
+        return int(self.rng.choice(len(w), p=w / total))
+
+    def _ended(self, i: int) -> None:
+        self.active[i] = False
 
     def get_state(self):
         s = super().get_state()
@@ -523,7 +542,7 @@ class _SampleRoot(_InputsRoot):
         self.active, self.done = [bool(a) for a in state["active"]], bool(state["done"])
 
 
-class _ChooseRoot(_InputsRoot):
+class _ChooseRoot(_PickRoot):
     def __init__(self, stage: _st.ChooseFrom, ctx: _Ctx):
         super().__init__(stage.datasets, ctx)
         self.choice = ChainIterator(stage.choice_dataset, ctx.memory_budget, ctx.epoch,
@@ -535,12 +554,12 @@ class _ChooseRoot(_InputsRoot):
     def inputs(self) -> list:
         return super().inputs() + [self.choice._node]
 
-    def __next__(self):
-        while not self.done:
+    def _pick(self) -> int | None:
+        while True:
             try:
                 c = next(self.choice)
             except StopIteration:
-                break
+                return None
             a = np.asarray(c)
             if a.ndim != 0 or a.dtype.kind not in "iu":
                 raise InvalidArgumentError("choose_from_datasets: choice_dataset elements must "
@@ -549,16 +568,11 @@ class _ChooseRoot(_InputsRoot):
             if not 0 <= i < len(self.children):
                 raise InvalidArgumentError(f"choose_from_datasets: choice {i} is out of range "
                                            f"for {len(self.children)} datasets")
-            if self.empty[i]:
-                continue
-            try:
-                return next(self.children[i])
-            except StopIteration:
-                if self.stop_on_empty:
-                    break
-                self.empty[i] = True
-        self.done = True
-        raise StopIteration
+            if not self.empty[i]:
+                return i
+
+    def _ended(self, i: int) -> None:
+        self.empty[i] = True
 
     def get_state(self):
         s = super().get_state()
@@ -651,6 +665,8 @@ class _ParseNode(_Node):
 class _CountNode(_Node):
     """take (``skip`` False) or skip: a count left, in the state."""
 
+    _STATE = {"left": int}
+
     def __init__(self, up, stage, ctx: _Ctx):
         super().__init__(up)
         self.skip = isinstance(stage, _st.Skip)
@@ -669,16 +685,11 @@ class _CountNode(_Node):
             self.left -= 1
         return x
 
-    def get_state(self):
-        return {"up": self.up.get_state(), "left": self.left}
-
-    def set_state(self, state) -> None:
-        self.up.set_state(state["up"])
-        self.left = int(state["left"])
-
 
 class _ShardNode(_Node):
     """Every ``num_shards``-th element from ``index`` (a shard after a Python stage)."""
+
+    _STATE = {"k": int}
 
     def __init__(self, up, stage: _st.Shard, ctx: _Ctx):
         super().__init__(up)
@@ -690,13 +701,6 @@ class _ShardNode(_Node):
             self.k += 1
             if (self.k - 1) % self.n == self.index:
                 return x
-
-    def get_state(self):
-        return {"up": self.up.get_state(), "k": self.k}
-
-    def set_state(self, state) -> None:
-        self.up.set_state(state["up"])
-        self.k = int(state["k"])
 
 
 class _PassNode(_Node):
@@ -726,6 +730,8 @@ class _UnbatchNode(_Node):
 
 
 class _EnumerateNode(_Node):
+    _STATE = {"i": int}
+
     def __init__(self, up, stage: _st.Enumerate, ctx: _Ctx):
         super().__init__(up)
         self.i = stage.start
@@ -735,15 +741,10 @@ class _EnumerateNode(_Node):
         self.i += 1
         return (np.int64(self.i - 1), x)
 
-    def get_state(self):
-        return {"up": self.up.get_state(), "i": self.i}
-
-    def set_state(self, state) -> None:
-        self.up.set_state(state["up"])
-        self.i = int(state["i"])
-
 
 class _TakeWhileNode(_Node):
+    _STATE = {"done": bool}
+
     def __init__(self, up, stage: _st.TakeWhile, ctx: _Ctx):
         super().__init__(up)
         self.predicate, self.done = stage.predicate, False
@@ -756,13 +757,6 @@ class _TakeWhileNode(_Node):
             self.done = True
             raise StopIteration
         return x
-
-    def get_state(self):
-        return {"up": self.up.get_state(), "done": self.done}
-
-    def set_state(self, state) -> None:
-        self.up.set_state(state["up"])
-        self.done = bool(state["done"])
 
 
 class _IgnoreErrorsNode(_Node):

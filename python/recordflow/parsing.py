@@ -180,14 +180,22 @@ class SparseFeature:
                 f"{self.size!r}, already_sorted={self.already_sorted})")
 
 
-class _Partition:
+class _OneValue:
+    """A partition given by one value, held in its class's only slot."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({getattr(self, self.__slots__[0])!r})"
+
+
+class _Partition(_OneValue):
+    """A partition read from a feature: ``key`` names it."""
+
     __slots__ = ("key",)
 
     def __init__(self, key: str):
         self.key = key
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.key!r})"
 
 
 class RowSplits(_Partition):
@@ -210,16 +218,13 @@ class ValueRowIds(_Partition):
     """The row of each inner item, non-decreasing; the row count is the last id + 1."""
 
 
-class UniformRowLength:
+class UniformRowLength(_OneValue):
     """Rows of ``length`` items each (no feature is read)."""
 
     __slots__ = ("length",)
 
     def __init__(self, length: int):
         self.length = length
-
-    def __repr__(self) -> str:
-        return f"UniformRowLength({self.length!r})"
 
 
 _PARTITION_KINDS = {"RowSplits": "row_splits", "RowLengths": "row_lengths", "RowStarts": "row_starts",

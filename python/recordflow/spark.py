@@ -34,6 +34,9 @@ from typing import Any, Iterator, Sequence
 
 from recordflow import _core
 from recordflow._arrow_io import (  # noqa: F401 - shared with recordflow.ray
+    MANIFEST,
+    META_SUFFIX,
+    RECORD_TYPES,
     RecordBatchDecoder,
     _column_buffers,
     _compression_of,
@@ -41,6 +44,8 @@ from recordflow._arrow_io import (  # noqa: F401 - shared with recordflow.ray
     _leaf_buffers,
     _offsets,
     _write_atomic,
+    check_nesting,
+    record_type_name,
     sample_feature_kinds,
 )
 from recordflow.errors import AlreadyExistsError, SchemaError
@@ -58,9 +63,6 @@ except ImportError as e:  # pragma: no cover - exercised only without pyspark
     raise ImportError("recordflow.spark needs pyspark >= 4.0 (pip install 'pyspark>=4.0' pyarrow)") from e
 
 FORMAT = "recordflow"
-RECORD_TYPES = ("Example", "SequenceExample", "ByteArray")
-META_SUFFIX = ".meta.json"  # per-shard sidecar: schema, record type, record count, bytes
-MANIFEST = "_manifest.json"
 TEMPORARY = "_temporary"
 _DEFAULT_RECORDS_PER_PARTITION = 1 << 16
 _DEFAULT_SAMPLE = 1000
@@ -71,11 +73,8 @@ _DEFAULT_SAMPLE = 1000
 
 
 def _record_type(options: dict) -> str:
-    rt = options.get("recordtype", options.get("recordType", "Example"))
-    for name in RECORD_TYPES:
-        if rt.lower() == name.lower():
-            return name
-    raise ValueError(f"recordType must be one of {', '.join(RECORD_TYPES)}, not {rt!r}")
+    return record_type_name(options.get("recordtype", options.get("recordType", "Example")),
+                            option="recordType")
 
 
 def _opt(options: dict, name: str, default: Any = None) -> Any:
@@ -178,10 +177,8 @@ def _layout(dt: T.DataType, key: str, record_type: str) -> tuple[str, int]:
     while isinstance(dt, T.ArrayType):
         dt = dt.elementType
         depth += 1
-    if depth > 2:
-        raise SchemaError(f"column '{key}': arrays nest at most twice (a feature list of lists)")
-    if depth == 2 and record_type != "SequenceExample":
-        raise SchemaError(f"column '{key}': array of arrays needs recordType SequenceExample")
+    check_nesting(key, depth, record_type, lists="arrays", list_of_lists="array of arrays",
+                  option="recordType")
     return _kind(dt, key), depth
 
 
@@ -455,15 +452,7 @@ class _Writer(DataSourceArrowWriter):
         if self.remote and not self.promote:
             return self._write_remote_attempt(iterator, partition, attempt, final)
         indexed = self.compression is None
-        encoder = _BatchEncoder(self.schema, self.record_type)
-        with _core.RecordWriter(temp, self.compression, index=indexed) as w:
-            for batch in iterator:
-                w.write_buffers(*encoder(batch))
-            if self.fail_first_attempt and attempt == 0:
-                # Test hook: the attempt dies after writing its whole shard, like a lost
-                # speculative copy or an executor lost after its write.
-                w.close()
-                raise RuntimeError("recordflow test: first attempt fails on purpose")
+        w = self._write_shard(iterator, temp, attempt, indexed)
         records = w.records_written
         nbytes = _size(temp)
         meta = {"recordType": self.record_type, "schema": self.schema.jsonValue(),
@@ -471,21 +460,29 @@ class _Writer(DataSourceArrowWriter):
         _write_text_any(temp + META_SUFFIX, json.dumps(meta, sort_keys=True) + "\n")
         return ShardCommit(partition, attempt, temp, final, records, nbytes, indexed)
 
+    def _write_shard(self, iterator, target: str, attempt: int, indexed: bool, **writer_kw):
+        """Every batch of ``iterator`` encoded into one record file at ``target``; returns the
+        closed writer (records_written, pending_uploads)."""
+        encoder = _BatchEncoder(self.schema, self.record_type)
+        with _core.RecordWriter(target, self.compression, index=indexed, **writer_kw) as w:
+            for batch in iterator:
+                w.write_buffers(*encoder(batch))
+            if self.fail_first_attempt and attempt == 0:
+                # Test hook: the attempt dies after writing (or uploading every part of) its
+                # whole shard, like a lost speculative copy or an executor lost after its write.
+                w.close()
+                raise RuntimeError("recordflow test: first attempt fails on purpose")
+        return w
+
     def _write_remote_attempt(self, iterator, partition: int, attempt: int, final: str) -> ShardCommit:
         """The attempt's shard (and index) as open multipart uploads under the final keys:
         nothing is visible until the driver completes them; concurrent attempts of one
         partition each have their own upload of the same key."""
         indexed = self.compression is None
-        encoder = _BatchEncoder(self.schema, self.record_type)
         url = _join(self.path, final)
-        with _core.RecordWriter(url, self.compression, index=indexed, defer_completion=True) as w:
-            for batch in iterator:
-                w.write_buffers(*encoder(batch))
-            if self.fail_first_attempt and attempt == 0:
-                # Test hook: the attempt dies after uploading every part of its shard (its
-                # uploads stay open: the driver must find and abort them).
-                w.close()
-                raise RuntimeError("recordflow test: first attempt fails on purpose")
+        # With defer_completion the failing test attempt leaves its uploads open: the driver
+        # must find and abort them.
+        w = self._write_shard(iterator, url, attempt, indexed, defer_completion=True)
         uploads = w.pending_uploads
         return ShardCommit(partition, attempt, url, final, w.records_written, uploads[0]["size"],
                            indexed, uploads)

@@ -78,7 +78,9 @@ class _Op:
     """An op of a recipe: its torchvision name and parameters (compared and pickled by value)."""
 
     def _spec(self) -> tuple[str, dict]:
-        raise NotImplementedError
+        """(torchvision name, parameters) for the native recipe; by default the parameters are
+        the op's attributes (an op whose native parameters differ defines its own)."""
+        return (type(self).__name__, dict(self.__dict__))
 
     def __eq__(self, other) -> bool:
         return type(self) is type(other) and self.__dict__ == other.__dict__
@@ -158,25 +160,15 @@ class Pad(_Op):
         self.fill = _fill(fill, "Pad")
         self.padding_mode = str(padding_mode)
 
-    def _spec(self):
-        return ("Pad", {"padding": self.padding, "fill": self.fill,
-                        "padding_mode": self.padding_mode})
-
 
 class RandomHorizontalFlip(_Op):
     def __init__(self, p: float = 0.5):
         self.p = float(p)
 
-    def _spec(self):
-        return ("RandomHorizontalFlip", {"p": self.p})
-
 
 class RandomVerticalFlip(_Op):
     def __init__(self, p: float = 0.5):
         self.p = float(p)
-
-    def _spec(self):
-        return ("RandomVerticalFlip", {"p": self.p})
 
 
 class RandomRotation(_Op):
@@ -197,20 +189,12 @@ class RandomRotation(_Op):
         self.expand = bool(expand)
         self.fill = _fill(fill, "RandomRotation")
 
-    def _spec(self):
-        return ("RandomRotation", {"degrees": self.degrees, "interpolation": self.interpolation,
-                                   "expand": self.expand, "fill": self.fill,
-                                   "center": self.center})
-
 
 class Rotate90(_Op):
     """``k`` quarter turns counter-clockwise (torch.rot90(img, k, dims=(-2, -1)); exact)."""
 
     def __init__(self, k: int = 1):
         self.k = int(k)
-
-    def _spec(self):
-        return ("Rotate90", {"k": self.k})
 
 
 class ToDtype(_Op):
@@ -223,9 +207,6 @@ class ToDtype(_Op):
         self.dtype = _dtype_name(dtype)
         self.scale = bool(scale)
 
-    def _spec(self):
-        return ("ToDtype", {"dtype": self.dtype, "scale": self.scale})
-
 
 class Normalize(_Op):
     """torchvision.transforms.v2.Normalize(mean, std) on the float image."""
@@ -235,9 +216,6 @@ class Normalize(_Op):
             raise ValueError("Normalize: mean and std need 3 values (RGB)")
         self.mean = tuple(float(v) for v in mean)
         self.std = tuple(float(v) for v in std)
-
-    def _spec(self):
-        return ("Normalize", {"mean": self.mean, "std": self.std})
 
 
 def _jitter_range(value, name: str, center: float, bound=None):
@@ -267,16 +245,10 @@ class ColorJitter(_Op):
         self.saturation = _jitter_range(saturation, "saturation", 1.0)
         self.hue = _jitter_range(hue, "hue", 0.0, bound=0.5)
 
-    def _spec(self):
-        return ("ColorJitter", dict(self.__dict__))
-
 
 class RandomGrayscale(_Op):
     def __init__(self, p: float = 0.1):
         self.p = float(p)
-
-    def _spec(self):
-        return ("RandomGrayscale", {"p": self.p})
 
 
 class Grayscale(_Op):
@@ -301,9 +273,6 @@ class GaussianBlur(_Op):
         self.kernel_size = (int(k[0]), int(k[1]))
         s = (float(sigma), float(sigma)) if isinstance(sigma, numbers.Number) else _pair(sigma, "GaussianBlur: sigma")
         self.sigma = s
-
-    def _spec(self):
-        return ("GaussianBlur", {"kernel_size": self.kernel_size, "sigma": self.sigma})
 
 
 class RandomErasing(_Op):
@@ -342,9 +311,6 @@ def _probability(p, what: str) -> float:
 class _RandomApply(_Op):
     """An op torchvision applies with probability p (one draw per image); its parameters are
     its attributes, p included."""
-
-    def _spec(self):
-        return (type(self).__name__, dict(self.__dict__))
 
 
 class _OnlyP(_RandomApply):
@@ -424,9 +390,6 @@ class RandomAffine(_Op):
         self.fill = _policy_fill(fill)
         self.center = None if center is None else _pair(center, "RandomAffine: center")
 
-    def _spec(self):
-        return ("RandomAffine", dict(self.__dict__))
-
 
 def _policy_fill(fill):
     if fill is None:
@@ -451,9 +414,6 @@ class AutoAugment(_Op):
         self.interpolation = _policy_interpolation(interpolation, "AutoAugment")
         self.fill = _policy_fill(fill)
 
-    def _spec(self):
-        return ("AutoAugment", {"interpolation": self.interpolation, "fill": self.fill})
-
 
 class RandAugment(_Op):
     def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
@@ -464,18 +424,12 @@ class RandAugment(_Op):
         self.interpolation = _policy_interpolation(interpolation, "RandAugment")
         self.fill = _policy_fill(fill)
 
-    def _spec(self):
-        return ("RandAugment", dict(self.__dict__))
-
 
 class TrivialAugmentWide(_Op):
     def __init__(self, num_magnitude_bins: int = 31, interpolation="nearest", fill=None):
         self.num_magnitude_bins = int(num_magnitude_bins)
         self.interpolation = _policy_interpolation(interpolation, "TrivialAugmentWide")
         self.fill = _policy_fill(fill)
-
-    def _spec(self):
-        return ("TrivialAugmentWide", dict(self.__dict__))
 
 
 class MixUp(_Op):

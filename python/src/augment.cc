@@ -130,21 +130,18 @@ using LabelArray = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::dev
 void RegisterAugment(nb::module_& parent) {
   nb::module_ m = parent.def_submodule("augment", "torchvision v2 augmentation ops (native)");
 
-  m.def("adjust_brightness", [](U8Array a, double f) {
-    return Run(a, [&](const Image& i) { return image::AdjustBrightness(i, f); });
-  });
-  m.def("adjust_contrast", [](U8Array a, double f) {
-    return Run(a, [&](const Image& i) { return image::AdjustContrast(i, f); });
-  });
-  m.def("adjust_saturation", [](U8Array a, double f) {
-    return Run(a, [&](const Image& i) { return image::AdjustSaturation(i, f); });
-  });
-  m.def("adjust_hue", [](U8Array a, double f) {
-    return Run(a, [&](const Image& i) { return image::AdjustHue(i, f); });
-  });
-  m.def("adjust_sharpness", [](U8Array a, double f) {
-    return Run(a, [&](const Image& i) { return image::AdjustSharpness(i, f); });
-  });
+  // The ops of one image and one factor: one binding each, from this table.
+  using FactorOp = Result<Image> (*)(const Image&, double);
+  static constexpr std::pair<const char*, FactorOp> kFactorOps[] = {
+      {"adjust_brightness", &image::AdjustBrightness}, {"adjust_contrast", &image::AdjustContrast},
+      {"adjust_saturation", &image::AdjustSaturation}, {"adjust_hue", &image::AdjustHue},
+      {"adjust_sharpness", &image::AdjustSharpness},
+  };
+  for (const auto& entry : kFactorOps) {
+    const FactorOp op = entry.second;
+    m.def(entry.first,
+          [op](U8Array a, double f) { return Run(a, [&](const Image& i) { return op(i, f); }); });
+  }
   m.def("rgb_to_grayscale", [](U8Array a, int n) {
     return Run(a, [&](const Image& i) { return image::RgbToGrayscale(i, n); });
   });

@@ -341,15 +341,23 @@ def _ragged(partitions, **kw):
     return rf.RaggedFeature("float32", value_key="rt_values", partitions=partitions, **kw)
 
 
+# Each partition kind read from a feature, with the feature _ragged_inputs() writes for it.
+_FEATURE_PARTITIONS = [("RowSplits", "rt_splits"), ("RowLengths", "rt_lengths"),
+                       ("RowStarts", "rt_starts"), ("RowLimits", "rt_limits"),
+                       ("ValueRowIds", "rt_rowids")]
+
+
+def _each_partition(names: list[str]) -> dict:
+    """One 2-D ragged feature per kind of _FEATURE_PARTITIONS, under the given names (in order)."""
+    return {name: _ragged([getattr(rf.RaggedFeature, kind)(key)])
+            for name, (kind, key) in zip(names, _FEATURE_PARTITIONS, strict=True)}
+
+
 def test_ragged_feature_partitions():
     # testSerializedContainingRaggedFeature: every partition kind gives the same ragged array.
     R = rf.RaggedFeature
     out = check_parse(_ragged_inputs(), {
-        "rt1": _ragged([R.RowSplits("rt_splits")]),
-        "rt2": _ragged([R.RowLengths("rt_lengths")]),
-        "rt3": _ragged([R.RowStarts("rt_starts")]),
-        "rt4": _ragged([R.RowLimits("rt_limits")]),
-        "rt5": _ragged([R.ValueRowIds("rt_rowids")]),
+        **_each_partition(["rt1", "rt2", "rt3", "rt4", "rt5"]),
         "uniform1": _ragged([R.UniformRowLength(2)]),
         "uniform2": _ragged([R.UniformRowLength(2), R.RowSplits("rt_splits")]),
     })
@@ -410,11 +418,8 @@ def test_single_example_with_all_feature_types():
         "c": rf.FixedLenFeature(2, "float32"),
         "d": rf.FixedLenSequenceFeature([], "float32", allow_missing=True),
         "rt_1d": R("float32"),
-        "rt_2d_with_splits": _ragged([R.RowSplits("rt_splits")]),
-        "rt_2d_with_lengths": _ragged([R.RowLengths("rt_lengths")]),
-        "rt_2d_with_starts": _ragged([R.RowStarts("rt_starts")]),
-        "rt_2d_with_limits": _ragged([R.RowLimits("rt_limits")]),
-        "rt_2d_with_rowids": _ragged([R.ValueRowIds("rt_rowids")]),
+        **_each_partition(["rt_2d_with_splits", "rt_2d_with_lengths", "rt_2d_with_starts",
+                            "rt_2d_with_limits", "rt_2d_with_rowids"]),
         "rt_2d_with_uniform_row_length": _ragged([R.UniformRowLength(1)]),
         "rt_3d": _ragged([R.RowSplits("rt_splits2"), R.RowSplits("rt_splits")]),
         "rt_3d_with_uniform_row_length": _ragged([R.UniformRowLength(1), R.RowSplits("rt_splits")]),
@@ -725,6 +730,17 @@ def test_dataset_parse_sparse_ragged_sequence(tmp_path, where):
         list(bad.parse({"sp": rf.SparseFeature("idx", "val", "float32", 5)}))
 
 
+def _run_with_restore(ds, n: int):
+    """Epoch 0 of ``ds`` uninterrupted, and cut after ``n`` elements: (every element, the n
+    before the checkpoint, the rest from a restore of it)."""
+    full = list(ds.iterator(epoch=0))
+    it = ds.iterator(epoch=0)
+    head = [next(it) for _ in range(n)]
+    state = it.checkpoint()
+    it.close()
+    return full, head, list(ds.restore(state))
+
+
 def test_composite_elements_survive_a_chain_checkpoint(tmp_path):
     # shuffle after a Python map holds parsed elements in its buffer: a checkpoint stores them
     # and a restore gives them back as rf.Sparse / rf.Ragged, equal to the uninterrupted run.
@@ -732,23 +748,13 @@ def test_composite_elements_survive_a_chain_checkpoint(tmp_path):
     spec = _composite_spec()
     ds = (rf.Dataset.from_records(records * 3).map(lambda r: r, workers="inline")
           .shuffle(6, seed=5).parse(spec))
-    full = list(ds.iterator(epoch=0))
-    it = ds.iterator(epoch=0)
-    head = [next(it) for _ in range(2)]
-    state = it.checkpoint()
-    it.close()
-    rest = list(ds.restore(state))
+    full, head, rest = _run_with_restore(ds, 2)
     assert len(head) + len(rest) == len(full) == 12
     for got, want in zip(head + rest, full):
         _assert_equal_results(got, want)
     ds2 = (rf.Dataset.from_records(records * 3).parse(spec).map(lambda e: e, workers="inline")
            .shuffle(6, seed=5))
-    full2 = list(ds2.iterator(epoch=0))
-    it = ds2.iterator(epoch=0)
-    head = [next(it) for _ in range(3)]
-    state = it.checkpoint()
-    it.close()
-    rest = list(ds2.restore(state))
+    full2, head, rest = _run_with_restore(ds2, 3)
     for got, want in zip(head + rest, full2):
         _assert_equal_results(got, want)
     assert isinstance(rest[-1]["sp"], rf.Sparse)
@@ -803,11 +809,7 @@ def test_ragged_feature_value_rowids_and_uniform_in_a_large_batch():
     R = rf.RaggedFeature
     serialized = _ragged_inputs() * 256
     check_parse(serialized, {
-        "rt1": _ragged([R.RowSplits("rt_splits")]),
-        "rt2": _ragged([R.RowLengths("rt_lengths")]),
-        "rt3": _ragged([R.RowStarts("rt_starts")]),
-        "rt4": _ragged([R.RowLimits("rt_limits")]),
-        "rt5": _ragged([R.ValueRowIds("rt_rowids")]),
+        **_each_partition(["rt1", "rt2", "rt3", "rt4", "rt5"]),
         "u": _ragged([R.UniformRowLength(2), R.ValueRowIds("rt_rowids")]),
     })
 

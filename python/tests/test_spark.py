@@ -407,13 +407,7 @@ def test_speculative_attempts_commit_exactly_once(tmp_path):
     all attempts would be on one host, so the attempts are driven here directly through the
     writer Spark pickles to its tasks.)"""
     out = str(tmp_path / "spec")
-    schema = T.StructType([T.StructField("i", T.LongType())])
-    writer = rfs.RecordflowDataSource({"path": out}).writer(schema, overwrite=False)
-    batch = pa.RecordBatch.from_arrays([pa.array(range(50), pa.int64())], names=["i"])
-    other = pa.RecordBatch.from_arrays([pa.array(range(50, 80), pa.int64())], names=["i"])
-    first = writer.write_attempt(iter([batch]), partition=0, attempt=0)
-    speculative = writer.write_attempt(iter([batch]), partition=0, attempt=1)
-    second_partition = writer.write_attempt(iter([other]), partition=1, attempt=0)
+    writer, schema, batch, other, first, speculative, second_partition = _three_attempts(out)
     assert os.path.exists(first.temp_file) and os.path.exists(speculative.temp_file)
     writer.commit([speculative, second_partition])  # the coordinator chose attempt 1
     with pytest.raises(Exception):  # the late copy cannot create anything any more
@@ -421,10 +415,8 @@ def test_speculative_attempts_commit_exactly_once(tmp_path):
     ids = sorted(int(rf.Example.parse(r)["i"][0]) for r in _records(out))
     assert ids == list(range(80))
     assert _leftovers(out) == []
-    assert sorted(os.listdir(out)) == sorted(
-        ["_SUCCESS", "_manifest.json"] + [n for m in (speculative, second_partition)
-                                          for n in (m.final_name, m.final_name + ".idx",
-                                                    m.final_name + rfs.META_SUFFIX)])
+    assert sorted(os.listdir(out)) == _output_names([speculative.final_name,
+                                                    second_partition.final_name])
     # abort() of another job leaves the committed output alone and removes its own attempts.
     job2 = rfs.RecordflowDataSource({"path": out}).writer(schema, overwrite=True)
     m = job2.write_attempt(iter([other]), partition=0, attempt=0)
@@ -450,12 +442,7 @@ def test_failed_job_leaves_nothing(spark, tmp_path):
 
 def test_save_modes(spark, tmp_path):
     out = str(tmp_path / "modes")
-    a = spark.createDataFrame([(i,) for i in range(10)], "i long").coalesce(1)
-    b = spark.createDataFrame([(i,) for i in range(10, 15)], "i long").coalesce(1)
-
-    def ids():
-        return sorted(r.i for r in spark.read.format("recordflow").load(out).collect())
-
+    a, b, ids = _save_mode_frames(spark, out)
     rfs.write(a, out)  # errorifexists on a new folder writes
     assert ids() == list(range(10))
     with pytest.raises(rf.AlreadyExistsError, match="modes"):
@@ -472,6 +459,39 @@ def test_save_modes(spark, tmp_path):
     rfs.write(b, out, mode="overwrite")
     assert ids() == list(range(10, 15))
     assert _leftovers(out) == []
+
+
+def test_nesting_beyond_a_feature_list_is_refused_naming_the_column():
+    # Spark arrays and Arrow lists: one check, each in its own words (Spark's recordType).
+    from recordflow import _arrow_io
+
+    A = T.ArrayType
+    with pytest.raises(rf.SchemaError, match="column 'c': arrays nest at most twice"):
+        rfs._layout(A(A(A(T.LongType()))), "c", "SequenceExample")
+    with pytest.raises(rf.SchemaError,
+                       match="column 'c': array of arrays needs recordType SequenceExample"):
+        rfs._layout(A(A(T.LongType())), "c", "Example")
+    assert rfs._layout(A(A(T.LongType())), "c", "SequenceExample") == ("int64", 2)
+    with pytest.raises(rf.SchemaError, match="column 'l': lists nest at most twice"):
+        _arrow_io.arrow_layout(pa.list_(pa.list_(pa.list_(pa.int64()))), "l", "SequenceExample")
+    with pytest.raises(rf.SchemaError,
+                       match="column 'l': a list of lists needs record type SequenceExample"):
+        _arrow_io.arrow_layout(pa.list_(pa.list_(pa.float32())), "l", "Example")
+    assert _arrow_io.arrow_layout(pa.list_(pa.float32()), "l", "Example") == ("float32", 1)
+
+
+def test_record_type_option_any_case_or_an_error_naming_the_option():
+    from recordflow import _arrow_io
+
+    assert rfs._record_type({"recordtype": "sequenceexample"}) == "SequenceExample"
+    assert rfs._record_type({}) == "Example"
+    with pytest.raises(ValueError, match="recordType must be one of Example, SequenceExample, "
+                                         "ByteArray, not 'Bogus'"):
+        rfs._record_type({"recordType": "Bogus"})
+    assert _arrow_io.record_type_name("BYTEARRAY") == "ByteArray"
+    with pytest.raises(ValueError, match="record_type must be one of Example, SequenceExample, "
+                                         "ByteArray, not 'x'"):
+        _arrow_io.record_type_name("x")
 
 
 def test_non_nullable_columns_round_trip(spark, tmp_path):
@@ -596,6 +616,71 @@ def test_convert_matches_local_convert_and_tensorflow_reads_it(spark, tf, tmp_pa
 
 
 # ---------------------------------------------------------------------------------------------
+# Checks shared by the local folder and object store (s3://, gs://) tests
+
+
+def _output_names(shards) -> list[str]:
+    """A committed output folder's object names: every shard with its .idx and schema sidecar,
+    _SUCCESS and _manifest.json."""
+    return sorted(["_SUCCESS", "_manifest.json"] + [
+        n for s in shards for n in (s, s + ".idx", s + rfs.META_SUFFIX)])
+
+
+def _check_manifest(url: str, records: int, shards: int | None = None) -> None:
+    manifest = json.loads(_core.read_file(url + "/_manifest.json"))
+    assert manifest["records"] == records
+    if shards is not None:
+        assert len(manifest["shards"]) == shards
+    for sh in manifest["shards"]:
+        assert _core.file_size(url + "/" + sh["file"]) == sh["bytes"]
+
+
+def _three_attempts(url: str):
+    """A job's writer (schema column i) and three attempts as Spark runs them through the
+    pickled writer: attempts 0 and 1 (speculative) of partition 0 on one batch, attempt 0 of
+    partition 1 on another. Returns (writer, schema, the two batches, the three commit
+    messages)."""
+    schema = T.StructType([T.StructField("i", T.LongType())])
+    writer = rfs.RecordflowDataSource({"path": url}).writer(schema, overwrite=False)
+    batch = pa.RecordBatch.from_arrays([pa.array(range(50), pa.int64())], names=["i"])
+    other = pa.RecordBatch.from_arrays([pa.array(range(50, 80), pa.int64())], names=["i"])
+    first = writer.write_attempt(iter([batch]), partition=0, attempt=0)
+    speculative = writer.write_attempt(iter([batch]), partition=0, attempt=1)
+    second = writer.write_attempt(iter([other]), partition=1, attempt=0)
+    return writer, schema, batch, other, first, speculative, second
+
+
+def _save_mode_frames(spark, url: str):
+    """Two one-partition frames (i: 0..9 and 10..14) and ids(): the sorted i read back from
+    ``url``."""
+    a = spark.createDataFrame([(i,) for i in range(10)], "i long").coalesce(1)
+    b = spark.createDataFrame([(i,) for i in range(10, 15)], "i long").coalesce(1)
+
+    def ids():
+        return sorted(r.i for r in spark.read.format("recordflow").load(url).collect())
+
+    return a, b, ids
+
+
+def _check_save_modes(spark, url: str) -> None:
+    """errorifexists (on an empty folder it writes), ignore, append and overwrite; one shard
+    remains after overwrite."""
+    a, b, ids = _save_mode_frames(spark, url)
+    rfs.write(a, url)  # errorifexists on an empty prefix writes
+    assert ids() == list(range(10))
+    with pytest.raises(rf.AlreadyExistsError, match="already exists"):
+        rfs.write(b, url)
+    rfs.write(b, url, mode="ignore")
+    assert ids() == list(range(10))
+    rfs.write(b, url, mode="append")
+    assert ids() == list(range(15))
+    assert json.loads(_core.read_file(url + "/_manifest.json"))["records"] == 15
+    rfs.write(b, url, mode="overwrite")
+    assert ids() == list(range(10, 15))
+    assert len([n for n in _s3_names(url) if n.endswith(".tfrecord")]) == 1
+
+
+# ---------------------------------------------------------------------------------------------
 # Object stores (s3:// on SeaweedFS): commit by completing multipart uploads
 
 
@@ -611,14 +696,10 @@ def test_s3_first_attempts_fail_then_exactly_once_and_no_leftover_uploads(spark,
     names = _s3_names(s3)
     shards = [n for n in names if n.endswith(".tfrecord")]
     assert len(shards) == 3
-    assert names == sorted(["_SUCCESS", "_manifest.json"] + shards + [n + ".idx" for n in shards]
-                           + [n + rfs.META_SUFFIX for n in shards])
+    assert names == _output_names(shards)
     ids = sorted(rf.Example.parse(r)["i"][0] for r in _s3_records(s3))
     assert ids == list(range(3000))
-    manifest = json.loads(_core.read_file(s3 + "/_manifest.json"))
-    assert manifest["records"] == 3000 and len(manifest["shards"]) == 3
-    for sh in manifest["shards"]:
-        assert _core.file_size(s3 + "/" + sh["file"]) == sh["bytes"]
+    _check_manifest(s3, 3000, shards=3)
     back = (spark.read.format("recordflow").option("recordsPerPartition", "256")
             .load(s3 + "/part-*.tfrecord"))
     assert back.rdd.getNumPartitions() >= 12  # ranges of the remote .idx files
@@ -632,22 +713,14 @@ def test_s3_nothing_visible_before_commit_losers_and_abort_cleaned(s3):
     """Concurrent attempts of one partition (speculation, retries) as Spark runs them through
     the pickled writer: each holds open uploads and no object exists under a final key until
     commit(); commit completes the coordinator's winner only; abort() leaves nothing."""
-    schema = T.StructType([T.StructField("i", T.LongType())])
-    writer = rfs.RecordflowDataSource({"path": s3}).writer(schema, overwrite=False)
-    batch = pa.RecordBatch.from_arrays([pa.array(range(50), pa.int64())], names=["i"])
-    other = pa.RecordBatch.from_arrays([pa.array(range(50, 80), pa.int64())], names=["i"])
-    first = writer.write_attempt(iter([batch]), partition=0, attempt=0)
-    speculative = writer.write_attempt(iter([batch]), partition=0, attempt=1)
-    second = writer.write_attempt(iter([other]), partition=1, attempt=0)
+    writer, schema, _, other, first, speculative, second = _three_attempts(s3)
     assert _s3_names(s3) == []  # no object under any key before commit
     assert len(_core.list_uploads(s3 + "/")) == 6  # 3 attempts x (records, index)
     assert first.final_name == speculative.final_name
     writer.commit([speculative, second])  # the coordinator chose attempt 1
     assert _core.list_uploads(s3 + "/") == []
     assert sorted(int(rf.Example.parse(r)["i"][0]) for r in _s3_records(s3)) == list(range(80))
-    assert _s3_names(s3) == sorted(["_SUCCESS", "_manifest.json"] + [
-        n for m in (speculative, second)
-        for n in (m.final_name, m.final_name + ".idx", m.final_name + rfs.META_SUFFIX)])
+    assert _s3_names(s3) == _output_names([speculative.final_name, second.final_name])
     # abort() of another job aborts its uploads and leaves the committed output alone.
     before = _s3_names(s3)
     job2 = rfs.RecordflowDataSource({"path": s3}).writer(schema, overwrite=True)
@@ -660,24 +733,7 @@ def test_s3_nothing_visible_before_commit_losers_and_abort_cleaned(s3):
 
 
 def test_s3_save_modes(spark, s3):
-    a = spark.createDataFrame([(i,) for i in range(10)], "i long").coalesce(1)
-    b = spark.createDataFrame([(i,) for i in range(10, 15)], "i long").coalesce(1)
-
-    def ids():
-        return sorted(r.i for r in spark.read.format("recordflow").load(s3).collect())
-
-    rfs.write(a, s3)  # errorifexists on an empty prefix writes
-    assert ids() == list(range(10))
-    with pytest.raises(rf.AlreadyExistsError, match="already exists"):
-        rfs.write(b, s3)
-    rfs.write(b, s3, mode="ignore")
-    assert ids() == list(range(10))
-    rfs.write(b, s3, mode="append")
-    assert ids() == list(range(15))
-    assert json.loads(_core.read_file(s3 + "/_manifest.json"))["records"] == 15
-    rfs.write(b, s3, mode="overwrite")
-    assert ids() == list(range(10, 15))
-    assert len([n for n in _s3_names(s3) if n.endswith(".tfrecord")]) == 1
+    _check_save_modes(spark, s3)
     assert _core.list_uploads(s3 + "/") == []
 
 
@@ -792,8 +848,7 @@ def test_gs_round_trip_read_partitions_from_remote_idx(spark, gs):
     names = _s3_names(gs)  # list_prefix works for any URL
     shards = [n for n in names if n.endswith(".tfrecord")]
     assert len(shards) == 2
-    assert names == sorted(["_SUCCESS", "_manifest.json"] + shards + [n + ".idx" for n in shards]
-                           + [n + rfs.META_SUFFIX for n in shards])
+    assert names == _output_names(shards)
     back = spark.read.format("recordflow").option("recordsPerPartition", "200").load(gs)
     assert back.rdd.getNumPartitions() >= 8  # ranges cut from the remote .idx files
     assert back.schema["s"].dataType == T.StringType()  # from the gs:// sidecar
@@ -801,10 +856,7 @@ def test_gs_round_trip_read_partitions_from_remote_idx(spark, gs):
         (i, b"y" * (i % 30), f"s{i}") for i in range(1500)]
     glob_df = spark.read.format("recordflow").load(gs + "/part-*.tfrecord")
     assert glob_df.count() == 1500
-    manifest = json.loads(_core.read_file(gs + "/_manifest.json"))
-    assert manifest["records"] == 1500
-    for sh in manifest["shards"]:
-        assert _core.file_size(gs + "/" + sh["file"]) == sh["bytes"]
+    _check_manifest(gs, 1500)
 
 
 def test_gs_first_attempts_fail_then_exactly_once(spark, gs):
@@ -819,18 +871,11 @@ def test_gs_first_attempts_fail_then_exactly_once(spark, gs):
     assert len(shards) == 3
     ids = sorted(int(rf.Example.parse(r)["i"][0]) for n in shards for r in rf.RecordReader(gs + "/" + n))
     assert ids == list(range(900))
-    manifest = json.loads(_core.read_file(gs + "/_manifest.json"))
-    assert manifest["records"] == 900 and len(manifest["shards"]) == 3
+    _check_manifest(gs, 900, shards=3)
 
 
 def test_gs_nothing_visible_before_commit_and_abort_cleaned(gs):
-    schema = T.StructType([T.StructField("i", T.LongType())])
-    writer = rfs.RecordflowDataSource({"path": gs}).writer(schema, overwrite=False)
-    batch = pa.RecordBatch.from_arrays([pa.array(range(50), pa.int64())], names=["i"])
-    other = pa.RecordBatch.from_arrays([pa.array(range(50, 80), pa.int64())], names=["i"])
-    first = writer.write_attempt(iter([batch]), partition=0, attempt=0)
-    speculative = writer.write_attempt(iter([batch]), partition=0, attempt=1)
-    second = writer.write_attempt(iter([other]), partition=1, attempt=0)
+    writer, schema, _, other, first, speculative, second = _three_attempts(gs)
     names = _s3_names(gs)
     assert names and all(n.startswith(rfs.TEMPORARY + "/") for n in names)  # only attempts
     assert not rfs._has_output(gs)
@@ -839,9 +884,7 @@ def test_gs_nothing_visible_before_commit_and_abort_cleaned(gs):
     assert first.final_name == speculative.final_name
     writer.commit([speculative, second])  # the coordinator chose attempt 1
     assert sorted(int(rf.Example.parse(r)["i"][0]) for r in _s3_records_any(gs)) == list(range(80))
-    assert _s3_names(gs) == sorted(["_SUCCESS", "_manifest.json"] + [
-        n for m in (speculative, second)
-        for n in (m.final_name, m.final_name + ".idx", m.final_name + rfs.META_SUFFIX)])
+    assert _s3_names(gs) == _output_names([speculative.final_name, second.final_name])
     before = _s3_names(gs)
     job2 = rfs.RecordflowDataSource({"path": gs}).writer(schema, overwrite=True)
     m = job2.write_attempt(iter([other]), partition=0, attempt=0)
@@ -855,22 +898,5 @@ def _s3_records_any(folder: str) -> list[bytes]:
 
 
 def test_gs_save_modes(spark, gs):
-    a = spark.createDataFrame([(i,) for i in range(10)], "i long").coalesce(1)
-    b = spark.createDataFrame([(i,) for i in range(10, 15)], "i long").coalesce(1)
-
-    def ids():
-        return sorted(r.i for r in spark.read.format("recordflow").load(gs).collect())
-
-    rfs.write(a, gs)
-    assert ids() == list(range(10))
-    with pytest.raises(rf.AlreadyExistsError, match="already exists"):
-        rfs.write(b, gs)
-    rfs.write(b, gs, mode="ignore")
-    assert ids() == list(range(10))
-    rfs.write(b, gs, mode="append")
-    assert ids() == list(range(15))
-    assert json.loads(_core.read_file(gs + "/_manifest.json"))["records"] == 15
-    rfs.write(b, gs, mode="overwrite")
-    assert ids() == list(range(10, 15))
-    assert len([n for n in _s3_names(gs) if n.endswith(".tfrecord")]) == 1
+    _check_save_modes(spark, gs)
     assert not any(n.startswith(rfs.TEMPORARY) for n in _s3_names(gs))

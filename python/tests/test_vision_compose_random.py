@@ -10,7 +10,20 @@ most 1% of pixels differ; bilinear: |diff| <= 2 at >= 99% of pixels); boxes 1e-3
 import numpy as np
 import pytest
 import torch
-from test_vision_compose import IMG, IMG2, F, V, _png, _run, _tv, tv_tensors, v2
+from test_vision_compose import (
+    IMG,
+    IMG2,
+    WARP_CASES,
+    F,
+    V,
+    _assert_warp_matches,
+    _png,
+    _run,
+    _tv,
+    _tv_fill,
+    tv_tensors,
+    v2,
+)
 
 import recordflow as rf
 
@@ -63,19 +76,13 @@ AFFINES = [  # (angle, scale, shear x, shear y)
 
 @pytest.mark.parametrize("angle,scale,sx,sy", AFFINES)
 def test_random_affine_matches_torchvision_affine(angle, scale, sx, sy):
-    for interp, fill in [("nearest", 0), ("bilinear", 0), ("bilinear", (255, 128, 0))]:
+    for interp, fill in WARP_CASES:
         op = V.RandomAffine((angle, angle), scale=(scale, scale), shear=(sx, sx, sy, sy),
                             interpolation=interp, fill=fill)
         got = _run(CROP + [op], [IMG])["image"][0]
         ref = F.affine(BASE, angle=angle, translate=[0, 0], scale=scale, shear=[sx, sy],
-                       interpolation=v2.InterpolationMode(interp),
-                       fill=list(fill) if isinstance(fill, tuple) else fill).numpy()
-        assert got.shape == ref.shape
-        d = np.abs(got.astype(int) - ref.astype(int))
-        if interp == "nearest":
-            assert (d.max(axis=0) > 0).mean() <= 0.01, (angle, (d.max(axis=0) > 0).mean())
-        else:
-            assert (d.max(axis=0) > 2).mean() <= 0.01, (angle, fill, d.max())
+                       interpolation=v2.InterpolationMode(interp), fill=_tv_fill(fill)).numpy()
+        _assert_warp_matches(got, ref, interp, angle, fill)
 
 
 def test_random_affine_about_a_center_matches_torchvision():
