@@ -131,11 +131,16 @@ void RegisterAugment(nb::module_& parent) {
   nb::module_ m = parent.def_submodule("augment", "torchvision v2 augmentation ops (native)");
 
   // The ops of one image and one factor: one binding each, from this table.
-  using FactorOp = Result<Image> (*)(const Image&, double);
+  // (The photometric ops take their image by value and work in its buffer; sharpness, which
+  // reads the original rows while it writes, takes it by reference.)
+  using FactorOp = Result<Image> (*)(Image, double);
   static constexpr std::pair<const char*, FactorOp> kFactorOps[] = {
-      {"adjust_brightness", &image::AdjustBrightness}, {"adjust_contrast", &image::AdjustContrast},
-      {"adjust_saturation", &image::AdjustSaturation}, {"adjust_hue", &image::AdjustHue},
-      {"adjust_sharpness", &image::AdjustSharpness},
+      {"adjust_brightness", &image::AdjustBrightness},
+      {"adjust_contrast", &image::AdjustContrast},
+      {"adjust_saturation", &image::AdjustSaturation},
+      {"adjust_hue", &image::AdjustHue},
+      {"adjust_sharpness",
+       [](Image i, double f) -> Result<Image> { return image::AdjustSharpness(i, f); }},
   };
   for (const auto& entry : kFactorOps) {
     const FactorOp op = entry.second;
