@@ -77,7 +77,7 @@ int RunCat(CatOptions options) {
 Command AddCatCommand(CLI::App& app) {
   auto options = std::make_shared<CatOptions>();
   CLI::App* command = app.add_subcommand("cat", "Print record payloads, one per line");
-  command->add_option("file", options->file, "TFRecord file")->required()->type_name("FILE");
+  AddRequiredArgument(*command, "file", &options->file, "TFRecord file", "FILE");
   CLI::Option* format =
       command
           ->add_option("--format", options->format,

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <new>
 #include <utility>
@@ -187,6 +188,17 @@ int RunCommand(const Command& command) {
   return exit_code;
 }
 
+CLI::Option* AddRequiredArgument(CLI::App& command, const std::string& name, std::string* value,
+                                 const std::string& help, const std::string& type_name) {
+  return command.add_option(name, *value, help)->required()->type_name(type_name);
+}
+
+CLI::Option* AddRequiredArgument(CLI::App& command, const std::string& name,
+                                 std::vector<std::string>* values, const std::string& help,
+                                 const std::string& type_name) {
+  return command.add_option(name, *values, help)->required()->type_name(type_name);
+}
+
 void AddCompressionOption(CLI::App& command, std::optional<format::Compression>* compression) {
   command
       .add_option_function<std::string>(
@@ -241,15 +253,15 @@ bool ParseMagnitude(const std::string& text, bool* negative, uint64_t* magnitude
   return true;
 }
 
-}  // namespace
-
-CLI::Validator UnsignedIn(uint64_t min, uint64_t max) {
-  const std::string range = std::to_string(min) + " to " + std::to_string(max);
+// A validator of decimal integers: `accept(negative, magnitude)` says whether the value is in
+// `range`; text that is no integer, or one out of range, gets RangeMessage.
+CLI::Validator IntegerIn(const std::string& range,
+                         std::function<bool(bool negative, uint64_t magnitude)> accept) {
   return CLI::Validator(
-      [min, max, range](std::string& value) -> std::string {
+      [range, accept = std::move(accept)](std::string& value) -> std::string {
         bool negative = false;
         uint64_t v = 0;
-        if (!ParseMagnitude(value, &negative, &v) || (negative && v != 0) || v < min || v > max) {
+        if (!ParseMagnitude(value, &negative, &v) || !accept(negative, v)) {
           return RangeMessage(range, value);
         }
         return std::string();
@@ -257,22 +269,25 @@ CLI::Validator UnsignedIn(uint64_t min, uint64_t max) {
       "INT in [" + range + "]");
 }
 
+}  // namespace
+
+CLI::Validator UnsignedIn(uint64_t min, uint64_t max) {
+  return IntegerIn(std::to_string(min) + " to " + std::to_string(max),
+                   [min, max](bool negative, uint64_t v) {
+                     return (!negative || v == 0) && v >= min && v <= max;  // "-0" is 0
+                   });
+}
+
 CLI::Validator SignedIn(int64_t min, int64_t max) {
-  const std::string range = std::to_string(min) + " to " + std::to_string(max);
-  return CLI::Validator(
-      [min, max, range](std::string& value) -> std::string {
-        bool negative = false;
-        uint64_t v = 0;
-        if (!ParseMagnitude(value, &negative, &v)) return RangeMessage(range, value);
+  return IntegerIn(
+      std::to_string(min) + " to " + std::to_string(max), [min, max](bool negative, uint64_t v) {
         const uint64_t limit = negative ? uint64_t{1} << 63 : uint64_t{INT64_MAX};
-        if (v > limit) return RangeMessage(range, value);
+        if (v > limit) return false;
         const int64_t signed_value =
             negative ? (v == (uint64_t{1} << 63) ? INT64_MIN : -static_cast<int64_t>(v))
                      : static_cast<int64_t>(v);
-        if (signed_value < min || signed_value > max) return RangeMessage(range, value);
-        return std::string();
-      },
-      "INT in [" + range + "]");
+        return signed_value >= min && signed_value <= max;
+      });
 }
 
 std::optional<std::string> UnknownCommand(const CLI::App& app, int argc, char** argv) {

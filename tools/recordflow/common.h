@@ -145,6 +145,15 @@ int RunCommand(const Command& command);
 CLI::Validator ParsedBy(std::function<Status(std::string_view)> parse,
                         std::string description = "");
 
+// The command's required positional argument `name`: one value, or (for a vector) one or more,
+// shown in the usage as `type_name` (FILE, SRC, "FILES... OUT_DIR"). Returns the option, for
+// further constraints.
+CLI::Option* AddRequiredArgument(CLI::App& command, const std::string& name, std::string* value,
+                                 const std::string& help, const std::string& type_name);
+CLI::Option* AddRequiredArgument(CLI::App& command, const std::string& name,
+                                 std::vector<std::string>* values, const std::string& help,
+                                 const std::string& type_name);
+
 // --compression {GZIP,ZLIB,NONE}: parsed by format::ParseCompression; a bad name is a usage
 // error. Left unset, the library guesses from the file name.
 void AddCompressionOption(CLI::App& command, std::optional<format::Compression>* compression);

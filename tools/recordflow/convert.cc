@@ -162,12 +162,9 @@ Command AddConvertCommand(CLI::App& app) {
       "Convert an image folder (one sub-folder per class) or a CSV/JSONL manifest into sharded "
       "TFRecords: DST/train-00000-of-0000N.tfrecord, validation-..., .idx files, labels.txt, "
       "summary.json");
-  command->add_option("src", cli->src, "Image folder, or manifest (.csv, .jsonl)")
-      ->required()
-      ->type_name("SRC");
-  command->add_option("dst", cli->dst, "Output folder (created if missing)")
-      ->required()
-      ->type_name("DST");
+  AddRequiredArgument(*command, "src", &cli->src, "Image folder, or manifest (.csv, .jsonl)",
+                      "SRC");
+  AddRequiredArgument(*command, "dst", &cli->dst, "Output folder (created if missing)", "DST");
   command
       ->add_option("--val-fraction", o.val_fraction,
                    "Fraction of each class for the validation split (default 0)")

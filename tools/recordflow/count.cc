@@ -93,7 +93,7 @@ int RunCount(const CountOptions& options) {
 Command AddCountCommand(CLI::App& app) {
   auto options = std::make_shared<CountOptions>();
   CLI::App* command = app.add_subcommand("count", "Count the records in each file, and in all");
-  command->add_option("files", options->files, "TFRecord files")->required()->type_name("FILE");
+  AddRequiredArgument(*command, "files", &options->files, "TFRecord files", "FILE");
   command->add_flag("--json", options->json, "Print one JSON document instead of text");
   command->add_flag("--no-verify", options->no_verify,
                     "Skip CRC checks (faster on CPUs without hardware CRC32C; unsafe)");

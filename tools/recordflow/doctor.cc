@@ -209,9 +209,7 @@ Command AddDoctorCommand(CLI::App& app) {
       "would help, with gains measured by trying variants. See docs/doctor.md. Exit codes: 0 "
       "report written; 1 error (no files, unreadable data, ...); 2 usage error; 3 corrupt data "
       "found");
-  command->add_option("files", cli->files, "TFRecord files or glob patterns")
-      ->required()
-      ->type_name("GLOB...");
+  AddRequiredArgument(*command, "files", &cli->files, "TFRecord files or glob patterns", "GLOB...");
   command
       ->add_option("--preset", cli->preset,
                    "The pipeline's work: imagenet_train (shuffle, random-resized-crop 224, "

@@ -42,9 +42,8 @@ Command AddExtractCommand(CLI::App& app) {
       "extract",
       "Write the images of image Examples back as OUT_DIR/<class>/<file name>, with "
       "OUT_DIR/labels.csv; names are sanitised so nothing can be written outside OUT_DIR");
-  command->add_option("args", cli->args, "TFRecord files, then the output folder")
-      ->required()
-      ->type_name("FILES... OUT_DIR");
+  AddRequiredArgument(*command, "args", &cli->args, "TFRecord files, then the output folder",
+                      "FILES... OUT_DIR");
   AddCompressionOption(*command, &cli->options.compression);
   command->add_flag("--overwrite", cli->options.overwrite,
                     "Replace files already in OUT_DIR (default: add a -N suffix)");

@@ -167,9 +167,7 @@ Command AddIndexCommand(CLI::App& app) {
   auto options = std::make_shared<IndexOptions>();
   CLI::App* command = app.add_subcommand(
       "index", "Write FILE.idx (DALI tfrecord2idx format: 'offset size' per record)");
-  command->add_option("files", options->files, "Uncompressed TFRecord files")
-      ->required()
-      ->type_name("FILE");
+  AddRequiredArgument(*command, "files", &options->files, "Uncompressed TFRecord files", "FILE");
   command
       ->add_option("-o,--output", options->output,
                    "Index path (only with a single FILE); default: FILE.idx")

@@ -380,9 +380,8 @@ Command AddInspectCommand(CLI::App& app) {
       "inspect",
       "Describe the tf.train.Example records of the files: keys, types, presence, value "
       "counts, sizes, and a proposed parsing spec");
-  command->add_option("files", options->files, "TFRecord files (read as one dataset)")
-      ->required()
-      ->type_name("FILE");
+  AddRequiredArgument(*command, "files", &options->files, "TFRecord files (read as one dataset)",
+                      "FILE");
   command->add_option("--limit", options->limit, "Scan at most N records in all (default: all)")
       ->type_name("N")
       ->check(UnsignedIn(0));

@@ -74,13 +74,11 @@ Command AddReshardCommand(CLI::App& app) {
       "reshard",
       "Write the records of FILES (unchanged, CRC-checked) into N shards in DST: "
       "DST/<prefix>-00000-of-0000N.tfrecord with .idx; --resume finishes a killed run");
-  command
-      ->add_option("paths", cli->paths,
-                   "Input TFRecord files or glob patterns (quoted: expanded and sorted by "
-                   "recordflow), then the destination folder")
-      ->required()
-      ->expected(2, -1)
-      ->type_name("FILES... DST");
+  AddRequiredArgument(*command, "paths", &cli->paths,
+                      "Input TFRecord files or glob patterns (quoted: expanded and sorted by "
+                      "recordflow), then the destination folder",
+                      "FILES... DST")
+      ->expected(2, -1);
   command->add_option("-n,--shards", cli->options.num_shards, "Number of output shards")
       ->required()
       ->check(CLI::PositiveNumber)

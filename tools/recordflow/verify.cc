@@ -161,7 +161,7 @@ Command AddVerifyCommand(CLI::App& app) {
   auto options = std::make_shared<VerifyOptions>();
   CLI::App* command = app.add_subcommand(
       "verify", "Check every CRC of every record and list every corrupt region (exit 3 if any)");
-  command->add_option("files", options->files, "TFRecord files")->required()->type_name("FILE");
+  AddRequiredArgument(*command, "files", &options->files, "TFRecord files", "FILE");
   command->add_flag("--json", options->json, "Print one JSON document instead of text");
   AddCompressionOption(*command, &options->compression);
   AddCacheOptions(*command);

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -14,13 +13,11 @@
 #include <gtest/gtest.h>
 
 #include "json_internal.h"
+#include "recordflow/convert/convert_test_util.h"
 #include "recordflow/convert/plan.h"
 #include "recordflow/example/example.h"
-#include "recordflow/format/record_reader.h"
 #include "recordflow/format/record_test_util.h"
-#include "recordflow/format/record_writer.h"
 #include "recordflow/image/image.h"
-#include "recordflow/image/image_test_util.h"
 #include "recordflow/image/ops.h"
 #include "recordflow/io/file.h"
 
@@ -28,34 +25,15 @@ namespace recordflow::convert {
 namespace {
 namespace fs = std::filesystem;
 
-class ConvertTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("rf_convert_test_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
+using testing_util::GradientJpeg;
+using testing_util::ImageExample;
+using testing_util::NoSyncOptions;
+using testing_util::ReadExamples;
+using testing_util::RunWithFileSizeLimit;
+using testing_util::WriteExamples;
 
-  std::string Jpeg(int w, int h) {
-    image::Image img = image::testing_util::BlankImage(w, h, 3);
-    for (size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = static_cast<uint8_t>(i * 7 + w);
-    return *image::EncodeJpeg(img);
-  }
-  void Write(const fs::path& p, const std::string& data) {
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << data;
-  }
-  std::vector<example::Features> ReadAll(const std::string& path) {
-    std::vector<example::Features> out;
-    auto reader = format::RecordReader::Open(path);
-    EXPECT_TRUE(reader.ok());
-    std::span<const std::byte> rec;
-    while (*(*reader)->ReadRecord(&rec)) out.push_back(*example::ParseExample(rec));
-    return out;
-  }
+class ConvertTest : public testing_util::TempFolderTest {
+ protected:
   std::string Slurp(const fs::path& p) {
     Result<std::string> text = io::ReadFileToString(p.string());
     return text.ok() ? *text : "<missing>";
@@ -65,43 +43,17 @@ class ConvertTest : public ::testing::Test {
     const std::string bytes = Slurp(p);
     return std::to_string(bytes.size()) + ":" + std::to_string(std::hash<std::string>()(bytes));
   }
-  void WriteRecords(const fs::path& p, const std::vector<example::Features>& records) {
-    auto w = format::RecordWriter::Open(p.string());
-    ASSERT_TRUE(w.ok());
-    for (const auto& f : records) {
-      const std::string rec = example::SerializeExample(f);
-      ASSERT_TRUE((*w)->WriteRecord(std::as_bytes(std::span(rec.data(), rec.size()))).ok());
-    }
-    ASSERT_TRUE((*w)->Close().ok());
-  }
-  // Runs `fn` in a child process whose files may not grow past `max_file_bytes` (a full disk,
-  // as write(2) sees it: EFBIG). Returns the child's exit status.
-  template <typename Fn>
-  int RunWithFileSizeLimit(rlim_t max_file_bytes, Fn fn) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      std::signal(SIGXFSZ, SIG_IGN);
-      struct rlimit limit = {max_file_bytes, max_file_bytes};
-      ::setrlimit(RLIMIT_FSIZE, &limit);
-      ::_exit(fn() ? 0 : 1);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
-  }
-  fs::path root_;
 };
 
 TEST_F(ConvertTest, FolderToShardsWithSkips) {
-  Write(root_ / "src/b/1.jpg", Jpeg(20, 10));
-  Write(root_ / "src/b/2.jpg", Jpeg(30, 15));
-  Write(root_ / "src/a/x.jpg", Jpeg(8, 8));
+  Write(root_ / "src/b/1.jpg", GradientJpeg(20, 10));
+  Write(root_ / "src/b/2.jpg", GradientJpeg(30, 15));
+  Write(root_ / "src/a/x.jpg", GradientJpeg(8, 8));
   Write(root_ / "src/a/bad.jpg", "not an image");
   fs::create_directories(root_ / "src/c");
-  ConvertOptions o;
+  ConvertOptions o = NoSyncOptions();
   o.train_shards = 2;
-  o.sync = false;
-  auto s = Convert((root_ / "src").string(), (root_ / "out").string(), o);
+  auto s = ConvertFolder("src", "out", o);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->class_names, (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_EQ(s->records, 3u);
@@ -111,7 +63,7 @@ TEST_F(ConvertTest, FolderToShardsWithSkips) {
   std::map<std::string, int64_t> labels;
   for (const char* shard : {"train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"}) {
     EXPECT_TRUE(fs::exists(root_ / "out" / (std::string(shard) + ".idx")));
-    for (const auto& f : ReadAll((root_ / "out" / shard).string())) {
+    for (const auto& f : ReadExamples((root_ / "out" / shard).string())) {
       labels[f.at("image/filename").bytes[0]] = f.at("image/class/label").int64s[0];
       EXPECT_EQ(f.at("image/format").bytes[0], "JPEG");
     }
@@ -123,11 +75,11 @@ TEST_F(ConvertTest, FolderToShardsWithSkips) {
   // Strict refuses the same input.
   o.strict = true;
   o.overwrite = true;
-  EXPECT_FALSE(Convert((root_ / "src").string(), (root_ / "out").string(), o).ok());
+  EXPECT_FALSE(ConvertFolder("src", "out", o).ok());
 }
 
 TEST_F(ConvertTest, OutputInsideTheImageFolderIsRefused) {
-  Write(root_ / "src/a/1.jpg", Jpeg(8, 8));
+  Write(root_ / "src/a/1.jpg", GradientJpeg(8, 8));
   auto s = Convert((root_ / "src").string(), (root_ / "src/out").string(), {});
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Convert((root_ / "src").string(), (root_ / "src").string(), {}).status().code(),
@@ -137,10 +89,9 @@ TEST_F(ConvertTest, OutputInsideTheImageFolderIsRefused) {
 
 TEST_F(ConvertTest, ResumeKeepsFinishedShardsAndRedoesTheRest) {
   for (int i = 0; i < 12; ++i)
-    Write(root_ / "src/k" / (std::to_string(i) + ".jpg"), Jpeg(10 + i, 10));
-  ConvertOptions o;
+    Write(root_ / "src/k" / (std::to_string(i) + ".jpg"), GradientJpeg(10 + i, 10));
+  ConvertOptions o = NoSyncOptions();
   o.train_shards = 4;
-  o.sync = false;
   const std::string src = (root_ / "src").string(), out = (root_ / "out").string();
   ASSERT_TRUE(Convert(src, out, o).ok());
   auto shard = [&](int i) {
@@ -163,21 +114,20 @@ TEST_F(ConvertTest, ResumeKeepsFinishedShardsAndRedoesTheRest) {
 }
 
 TEST_F(ConvertTest, CsvManifestWithNamedAndMultiLabels) {
-  Write(root_ / "img/1.jpg", Jpeg(8, 8));
-  Write(root_ / "img/2.jpg", Jpeg(9, 9));
+  Write(root_ / "img/1.jpg", GradientJpeg(8, 8));
+  Write(root_ / "img/2.jpg", GradientJpeg(9, 9));
   Write(root_ / "m.csv",
         "image,label,score,comment\nimg/1.jpg,dog|cat,0.5,\"quoted, with comma\"\n"
         "img/2.jpg,cat,2,plain\nimg/missing.jpg,cat,1,x\n");
-  ConvertOptions o;
+  ConvertOptions o = NoSyncOptions();
   o.label_separator = "|";
   o.shuffle = false;
-  o.sync = false;
-  auto s = Convert((root_ / "m.csv").string(), (root_ / "out").string(), o);
+  auto s = ConvertFolder("m.csv", "out", o);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->class_names, (std::vector<std::string>{"cat", "dog"}));
   ASSERT_EQ(s->skipped.size(), 1u);
   EXPECT_NE(s->skipped[0].path.find("missing.jpg"), std::string::npos);
-  auto recs = ReadAll((root_ / "out/train-00000-of-00001.tfrecord").string());
+  auto recs = ReadExamples((root_ / "out/train-00000-of-00001.tfrecord").string());
   ASSERT_EQ(recs.size(), 2u);
   EXPECT_EQ(recs[0].at("image/class/label").int64s, (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(recs[0].at("image/class/text").bytes, (std::vector<std::string>{"dog", "cat"}));
@@ -197,20 +147,12 @@ TEST_F(ConvertTest, ManifestErrors) {
 }
 
 TEST_F(ConvertTest, ExtractSanitizesNames) {
-  const std::string img = Jpeg(4, 4);
-  {
-    auto w = format::RecordWriter::Open((root_ / "r.tfrecord").string());
-    ASSERT_TRUE(w.ok());
-    for (const char* name : {"../../../escape.jpg", "/etc/passwd", ".."}) {
-      example::Features f;
-      f["image/encoded"] = example::Feature::Bytes({img});
-      f["image/filename"] = example::Feature::Bytes({name});
-      f["image/class/text"] = example::Feature::Bytes({"../up"});
-      auto rec = example::SerializeExample(f);
-      ASSERT_TRUE((*w)->WriteRecord(std::as_bytes(std::span(rec.data(), rec.size()))).ok());
-    }
-    ASSERT_TRUE((*w)->Close().ok());
+  const std::string img = GradientJpeg(4, 4);
+  std::vector<example::Features> records;
+  for (const char* name : {"../../../escape.jpg", "/etc/passwd", ".."}) {
+    records.push_back(ImageExample(img, name, "../up"));
   }
+  WriteExamples(root_ / "r.tfrecord", records);
   auto s = Extract({(root_ / "r.tfrecord").string()}, (root_ / "out").string());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->images, 3u);
@@ -223,20 +165,19 @@ TEST_F(ConvertTest, ExtractSanitizesNames) {
 }
 
 TEST_F(ConvertTest, SymlinkedImageKeepsItsNameAndDuplicatesAreListed) {
-  Write(root_ / "store/blob123", Jpeg(12, 12));
-  Write(root_ / "src/a/1.jpg", Jpeg(8, 8));
-  Write(root_ / "src/b/2.jpg", Jpeg(9, 9));
+  Write(root_ / "store/blob123", GradientJpeg(12, 12));
+  Write(root_ / "src/a/1.jpg", GradientJpeg(8, 8));
+  Write(root_ / "src/b/2.jpg", GradientJpeg(9, 9));
   fs::create_symlink("../../store/blob123", root_ / "src/a/link.jpg");
   fs::create_symlink("../a/1.jpg", root_ / "src/b/dup.jpg");     // same inode as a/1.jpg
   fs::create_symlink("../../store", root_ / "src/b/store_dir");  // a folder: not followed
-  ConvertOptions o;
-  o.sync = false;
+  ConvertOptions o = NoSyncOptions();
   o.shuffle = false;
-  auto s = Convert((root_ / "src").string(), (root_ / "out").string(), o);
+  auto s = ConvertFolder("src", "out", o);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->records, 3u);
   std::set<std::string> names;
-  for (const auto& f : ReadAll((root_ / "out/train-00000-of-00001.tfrecord").string())) {
+  for (const auto& f : ReadExamples((root_ / "out/train-00000-of-00001.tfrecord").string())) {
     names.insert(f.at("image/filename").bytes[0]);
   }
   EXPECT_EQ(names, (std::set<std::string>{"1.jpg", "link.jpg", "2.jpg"}));
@@ -256,7 +197,7 @@ TEST_F(ConvertTest, AllocationFailureInAWorkerIsASkippedInputNotAHang) {
   if (format::testing::kUnderSanitizer) {
     GTEST_SKIP() << "sanitizers reserve terabytes of address space; RLIMIT_AS cannot apply";
   }
-  Write(root_ / "src/a/ok.jpg", Jpeg(16, 16));
+  Write(root_ / "src/a/ok.jpg", GradientJpeg(16, 16));
   fs::create_directories(root_ / "src/b");
   {
     std::ofstream(root_ / "src/b/huge.jpg", std::ios::binary) << "\xff\xd8";
@@ -273,10 +214,9 @@ TEST_F(ConvertTest, AllocationFailureInAWorkerIsASkippedInputNotAHang) {
     limit.rlim_cur = limit.rlim_max =
         pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) + (uint64_t{256} << 20);
     if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(10);
-    ConvertOptions o;
-    o.sync = false;
+    ConvertOptions o = NoSyncOptions();
     o.num_threads = 2;
-    auto s = Convert((root_ / "src").string(), (root_ / "out").string(), o);
+    auto s = ConvertFolder("src", "out", o);
     if (!s.ok()) ::_exit(11);
     if (s->records != 1) ::_exit(12);
     if (s->skipped.size() != 1 || s->skipped[0].path.find("huge.jpg") == std::string::npos) {
@@ -294,14 +234,13 @@ TEST_F(ConvertTest, AllocationFailureInAWorkerIsASkippedInputNotAHang) {
 }
 
 TEST_F(ConvertTest, HiddenEntriesAreListedAsSkipped) {
-  Write(root_ / "src/a/1.jpg", Jpeg(8, 8));
+  Write(root_ / "src/a/1.jpg", GradientJpeg(8, 8));
   Write(root_ / "src/a/.DS_Store", "finder");
   Write(root_ / "src/a/.git/objects/x", "git");
-  Write(root_ / "src/.cache/2.jpg", Jpeg(8, 8));
-  ConvertOptions o;
-  o.sync = false;
+  Write(root_ / "src/.cache/2.jpg", GradientJpeg(8, 8));
+  ConvertOptions o = NoSyncOptions();
   o.strict = true;  // hidden entries are left out by design: not a strict failure
-  auto s = Convert((root_ / "src").string(), (root_ / "out").string(), o);
+  auto s = ConvertFolder("src", "out", o);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->records, 1u);
   std::map<std::string, std::string> skipped;
@@ -336,14 +275,13 @@ std::string JpegWithGarbageMidStream(const std::string& jpeg) {
 }
 
 TEST_F(ConvertTest, DecodeVerifyTreatsLibjpegWarningsAsErrors) {
-  const std::string bad = JpegWithGarbageMidStream(Jpeg(64, 48));
+  const std::string bad = JpegWithGarbageMidStream(GradientJpeg(64, 48));
   ASSERT_FALSE(bad.empty()) << "no garbage placement that only warns";
   Write(root_ / "src/a/bad.jpg", bad);
-  Write(root_ / "src/a/good.jpg", Jpeg(64, 48));
-  ConvertOptions o;
-  o.sync = false;
+  Write(root_ / "src/a/good.jpg", GradientJpeg(64, 48));
+  ConvertOptions o = NoSyncOptions();
   o.verify = VerifyLevel::kDecode;
-  auto s = Convert((root_ / "src").string(), (root_ / "out").string(), o);
+  auto s = ConvertFolder("src", "out", o);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->records, 1u);
   ASSERT_EQ(s->skipped.size(), 1u);
@@ -357,12 +295,11 @@ TEST_F(ConvertTest, DecodeVerifyTreatsLibjpegWarningsAsErrors) {
 
 TEST_F(ConvertTest, OverwriteKeepsTheEarlierOutputUntilTheNewOneIsComplete) {
   for (int i = 0; i < 4; ++i)
-    Write(root_ / "src/a" / (std::to_string(i) + ".jpg"), Jpeg(16 + i, 16));
+    Write(root_ / "src/a" / (std::to_string(i) + ".jpg"), GradientJpeg(16 + i, 16));
   Write(root_ / "out/README.txt", "the user's own notes");
-  ConvertOptions o;
-  o.sync = false;
+  ConvertOptions o = NoSyncOptions();
   o.train_shards = 2;
-  ASSERT_TRUE(Convert((root_ / "src").string(), (root_ / "out").string(), o).ok());
+  ASSERT_TRUE(ConvertFolder("src", "out", o).ok());
   std::map<std::string, std::string> before;
   for (const auto& e : fs::directory_iterator(root_ / "out")) {
     if (e.is_regular_file()) before[e.path().filename().string()] = Digest(e.path());
@@ -371,12 +308,11 @@ TEST_F(ConvertTest, OverwriteKeepsTheEarlierOutputUntilTheNewOneIsComplete) {
   // The new run's images are large: with the disk "full" at 64 KiB per file the first shard
   // cannot be written.
   for (int i = 0; i < 6; ++i)
-    Write(root_ / "src2/b" / (std::to_string(i) + ".jpg"), Jpeg(400, 300));
+    Write(root_ / "src2/b" / (std::to_string(i) + ".jpg"), GradientJpeg(400, 300));
   o.overwrite = true;
   o.train_shards = 1;
-  const int code = RunWithFileSizeLimit(64 << 10, [&] {
-    return Convert((root_ / "src2").string(), (root_ / "out").string(), o).ok();
-  });
+  const int code =
+      RunWithFileSizeLimit(64 << 10, [&] { return ConvertFolder("src2", "out", o).ok(); });
   EXPECT_EQ(code, 1);
   std::map<std::string, std::string> after;
   for (const auto& e : fs::directory_iterator(root_ / "out")) {
@@ -388,7 +324,7 @@ TEST_F(ConvertTest, OverwriteKeepsTheEarlierOutputUntilTheNewOneIsComplete) {
     EXPECT_EQ(e.path().filename().string().find(".out."), std::string::npos) << e.path();
   }
   // Without a limit the overwrite replaces the output and keeps the user's file.
-  auto s = Convert((root_ / "src2").string(), (root_ / "out").string(), o);
+  auto s = ConvertFolder("src2", "out", o);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->destination, (root_ / "out").string());
   EXPECT_EQ(s->records, 6u);
@@ -457,20 +393,17 @@ TEST_F(ConvertTest, ManifestRowErrorsNameManifestLineAndField) {
 }
 
 TEST_F(ConvertTest, ExtractNamesFollowTheBytesAndKeepFolders) {
-  const std::string jpeg = Jpeg(6, 6);
+  const std::string jpeg = GradientJpeg(6, 6);
   auto rec = [&](const std::string& filename, const std::string& format) {
-    example::Features f;
-    f["image/encoded"] = example::Feature::Bytes({jpeg});
+    example::Features f = ImageExample(jpeg, filename, "cls");
     f["image/format"] = example::Feature::Bytes({format});
-    f["image/filename"] = example::Feature::Bytes({filename});
-    f["image/class/text"] = example::Feature::Bytes({"cls"});
     return f;
   };
   example::Features labels_class = rec("z.jpg", "JPEG");
   labels_class["image/class/text"] = example::Feature::Bytes({"labels.csv"});
-  WriteRecords(root_ / "r.tfrecord",
-               {rec("n01/sub/x.png", "PNG"), rec("y.gif", "GIF"), rec("w.JPEG", "JPEG"),
-                rec("./n02/../../v.jpg", "JPEG"), labels_class});
+  WriteExamples(root_ / "r.tfrecord",
+                {rec("n01/sub/x.png", "PNG"), rec("y.gif", "GIF"), rec("w.JPEG", "JPEG"),
+                 rec("./n02/../../v.jpg", "JPEG"), labels_class});
   auto s = Extract({(root_ / "r.tfrecord").string()}, (root_ / "out").string());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->images, 5u);
@@ -490,19 +423,9 @@ TEST_F(ConvertTest, ExtractSuffixesForOneNameAreLinear) {
   // 10000 records named alike: choosing -N suffixes by scanning from 1 each time makes this
   // ~5*10^7 lookups (about a minute); a per-name counter makes it 10000.
   constexpr int kRecords = 10000;
-  {
-    auto w = format::RecordWriter::Open((root_ / "r.tfrecord").string());
-    ASSERT_TRUE(w.ok());
-    example::Features f;
-    f["image/encoded"] = example::Feature::Bytes({"x"});
-    f["image/filename"] = example::Feature::Bytes({"same-name-for-every-record.jpg"});
-    f["image/class/text"] = example::Feature::Bytes({"c"});
-    const std::string rec = example::SerializeExample(f);
-    for (int i = 0; i < kRecords; ++i) {
-      ASSERT_TRUE((*w)->WriteRecord(std::as_bytes(std::span(rec.data(), rec.size()))).ok());
-    }
-    ASSERT_TRUE((*w)->Close().ok());
-  }
+  WriteExamples(root_ / "r.tfrecord",
+                std::vector<example::Features>(
+                    kRecords, ImageExample("x", "same-name-for-every-record.jpg", "c")));
   // CPU time (user + system, every thread), not wall time: the quadratic scan is ~5*10^7 stat
   // calls of CPU work, while wall time on a shared machine also counts other jobs' load.
   const auto cpu_seconds = [] {

@@ -1,60 +1,34 @@
 // Input sources: spooled items go through the same planner, writer and summary as a folder.
 #include "recordflow/convert/input_source.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <set>
 
 #include <gtest/gtest.h>
 
+#include "recordflow/convert/convert_test_util.h"
 #include "recordflow/example/example.h"
-#include "recordflow/format/record_reader.h"
-#include "recordflow/image/image.h"
-#include "recordflow/image/image_test_util.h"
 #include "recordflow/io/file.h"
 
 namespace recordflow::convert {
 namespace {
 namespace fs = std::filesystem;
 using example::Feature;
+using testing_util::GradientJpeg;
+using testing_util::ReadExamples;
 
-class SpooledSourceTest : public ::testing::Test {
+class SpooledSourceTest : public testing_util::TempFolderTest {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("rf_input_source_test_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  static std::string Jpeg(int w, int h) {
-    image::Image img = image::testing_util::BlankImage(w, h, 3);
-    for (size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = static_cast<uint8_t>(i * 5);
-    return *image::EncodeJpeg(img);
-  }
-  static std::vector<example::Features> ReadAll(const std::string& path) {
-    std::vector<example::Features> out;
-    auto reader = format::RecordReader::Open(path);
-    EXPECT_TRUE(reader.ok()) << reader.status().ToString();
-    if (!reader.ok()) return out;
-    std::span<const std::byte> rec;
-    while (*(*reader)->ReadRecord(&rec)) out.push_back(*example::ParseExample(rec));
-    return out;
-  }
   std::unique_ptr<SpooledSource> Source(std::optional<std::vector<std::string>> names) {
     auto source = SpooledSource::Create((root_ / "spool").string(), "<test>", std::move(names));
     EXPECT_TRUE(source.ok()) << source.status().ToString();
     return std::move(source).value();
   }
-  fs::path root_;
 };
 
 TEST_F(SpooledSourceTest, ItemsAreSplitShardedAndSummarizedByTheNativeConverter) {
   auto source = Source(std::vector<std::string>{"cat", "dog"});
-  const std::string jpeg = Jpeg(20, 10);
+  const std::string jpeg = GradientJpeg(20, 10);
   for (int i = 0; i < 10; ++i) {
     example::Features extra{{"row", Feature::Int64s({i})}};
     ASSERT_TRUE(source->Add(jpeg, {i % 2}, example::SerializeExample(extra), false).ok());
@@ -87,7 +61,7 @@ TEST_F(SpooledSourceTest, ItemsAreSplitShardedAndSummarizedByTheNativeConverter)
   int with_image = 0;
   for (const auto& split : summary->splits) {
     for (const auto& shard : split.shards) {
-      for (const auto& f : ReadAll(dst + "/" + shard.file)) {
+      for (const auto& f : ReadExamples(dst + "/" + shard.file)) {
         const int64_t row = f.at("row").int64s.at(0);
         rows.insert(row);
         const int64_t label = f.at("image/class/label").int64s.at(0);

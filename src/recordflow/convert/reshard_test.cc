@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,6 @@ namespace recordflow::convert {
 namespace {
 
 namespace fs = std::filesystem;
-using format::testing::Bytes;
 using format::testing::MakeTempDir;
 using format::testing::Ok;
 
@@ -29,12 +29,6 @@ std::string Payload(int file, int i) {
   std::string s = "f" + std::to_string(file) + "r" + std::to_string(i) + ":";
   s.append(static_cast<size_t>((i * 37 + file * 11) % 3000), static_cast<char>('a' + i % 26));
   return s;
-}
-
-void WriteFile(const std::string& path, const std::vector<std::string>& records) {
-  auto w = Ok(format::RecordWriter::Open(path));
-  for (const auto& r : records) ASSERT_TRUE(w->WriteRecord(Bytes(r)).ok());
-  ASSERT_TRUE(w->Close().ok());
 }
 
 std::vector<std::string> ReadRecords(const std::string& path) {
@@ -60,11 +54,22 @@ Inputs MakeInputs() {
     for (int i = 0; i < counts[f]; ++i) recs.push_back(Payload(f, i));
     const std::string path =
         in.dir + "/in" + std::to_string(f) + (f == 2 ? ".tfrecord.gz" : ".tfrecord");
-    WriteFile(path, recs);
+    format::testing::WriteRecordsOrFail(path, recs);
     in.files.push_back(path);
     in.records.insert(in.records.end(), recs.begin(), recs.end());
   }
   return in;
+}
+
+// Options for `num_shards` shards, without fsync (these tests do not survive power loss);
+// with `shuffle_seed`, the records are shuffled with that seed.
+ReshardOptions ShardOptions(int num_shards, std::optional<uint64_t> shuffle_seed = std::nullopt) {
+  ReshardOptions o;
+  o.num_shards = num_shards;
+  o.shuffle = shuffle_seed.has_value();
+  o.seed = shuffle_seed.value_or(0);
+  o.sync = false;
+  return o;
 }
 
 std::vector<std::string> AllShardRecords(const std::string& dst, const ReshardSummary& s) {
@@ -80,9 +85,7 @@ std::vector<std::string> AllShardRecords(const std::string& dst, const ReshardSu
 TEST(ReshardTest, ShardsHoldTheRecordsInInputOrderWithIndexes) {
   const Inputs in = MakeInputs();
   const std::string dst = in.dir + "/out";
-  ReshardOptions o;
-  o.num_shards = 4;
-  o.sync = false;
+  const ReshardOptions o = ShardOptions(4);
   const ReshardSummary s = Ok(Reshard(in.files, dst, o));
   ASSERT_EQ(s.shards.size(), 4u);
   EXPECT_EQ(s.records, 71u);
@@ -99,11 +102,7 @@ TEST(ReshardTest, ShardsHoldTheRecordsInInputOrderWithIndexes) {
 
 TEST(ReshardTest, ShuffleIsASeededPermutationAcrossShards) {
   const Inputs in = MakeInputs();
-  ReshardOptions o;
-  o.num_shards = 3;
-  o.shuffle = true;
-  o.seed = 42;
-  o.sync = false;
+  ReshardOptions o = ShardOptions(3, /*shuffle_seed=*/42);
   const ReshardSummary a = Ok(Reshard(in.files, in.dir + "/a", o));
   const ReshardSummary b = Ok(Reshard(in.files, in.dir + "/b", o));
   o.seed = 43;
@@ -123,10 +122,8 @@ TEST(ReshardTest, ShuffleIsASeededPermutationAcrossShards) {
 TEST(ReshardTest, CompressionChangeWritesGzipShardsWithoutIndex) {
   const Inputs in = MakeInputs();
   const std::string dst = in.dir + "/gz";
-  ReshardOptions o;
-  o.num_shards = 2;
+  ReshardOptions o = ShardOptions(2);
   o.compression = format::Compression::kGzip;
-  o.sync = false;
   const ReshardSummary s = Ok(Reshard(in.files, dst, o));
   EXPECT_EQ(s.shards[1].file, "shard-00001-of-00002.tfrecord.gz");
   EXPECT_FALSE(fs::exists(dst + "/" + s.shards[1].file + ".idx"));
@@ -134,20 +131,13 @@ TEST(ReshardTest, CompressionChangeWritesGzipShardsWithoutIndex) {
   // And back to uncompressed from the GZIP shards.
   std::vector<std::string> gz;
   for (const auto& shard : s.shards) gz.push_back(dst + "/" + shard.file);
-  ReshardOptions back;
-  back.num_shards = 5;
-  back.sync = false;
-  const ReshardSummary t = Ok(Reshard(gz, in.dir + "/plain", back));
+  const ReshardSummary t = Ok(Reshard(gz, in.dir + "/plain", ShardOptions(5)));
   EXPECT_EQ(AllShardRecords(in.dir + "/plain", t), in.records);
 }
 
 TEST(ReshardTest, ResumeKeepsWholeShardsAndMatchesAnUninterruptedRun) {
   const Inputs in = MakeInputs();
-  ReshardOptions o;
-  o.num_shards = 5;
-  o.shuffle = true;
-  o.seed = 7;
-  o.sync = false;
+  ReshardOptions o = ShardOptions(5, /*shuffle_seed=*/7);
   const std::string whole = in.dir + "/whole", cut = in.dir + "/cut";
   const ReshardSummary full = Ok(Reshard(in.files, whole, o));
   Ok(Reshard(in.files, cut, o));

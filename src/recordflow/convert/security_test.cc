@@ -2,12 +2,6 @@
 // chosen folder, whatever the records say and whatever symlinks sit in that folder.
 // (Names with "..", "/" and the like: ConvertTest.ExtractSanitizesNames and
 // python/tests/test_convert.py::test_extract_contains_path_traversal.)
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <csignal>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,35 +9,25 @@
 #include <gtest/gtest.h>
 
 #include "recordflow/convert/convert.h"
-#include "recordflow/example/example.h"
-#include "recordflow/format/record_writer.h"
+#include "recordflow/convert/convert_test_util.h"
 
 namespace recordflow::convert {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_util::ImageExample;
+using testing_util::RunWithFileSizeLimit;
+using testing_util::WriteExamples;
 
-class ExtractSecurityTest : public ::testing::Test {
+class ExtractSecurityTest : public testing_util::TempFolderTest {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("rf_extract_security_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
+    TempFolderTest::SetUp();
     fs::create_directories(root_ / "out");
-    fs::create_directories(root_ / "outside");
-    std::ofstream(root_ / "outside/victim.jpg") << "precious";
-    auto w = format::RecordWriter::Open((root_ / "r.tfrecord").string());
-    ASSERT_TRUE(w.ok());
-    example::Features f;
-    f["image/encoded"] = example::Feature::Bytes({"\xff\xd8 not really a jpeg"});
-    f["image/filename"] = example::Feature::Bytes({"victim.jpg"});
-    f["image/class/text"] = example::Feature::Bytes({"cls"});
-    const std::string rec = example::SerializeExample(f);
-    ASSERT_TRUE((*w)->WriteRecord(std::as_bytes(std::span(rec.data(), rec.size()))).ok());
-    ASSERT_TRUE((*w)->Close().ok());
+    Write(root_ / "outside/victim.jpg", "precious");
+    WriteExamples(root_ / "r.tfrecord",
+                  {ImageExample("\xff\xd8 not really a jpeg", "victim.jpg", "cls")});
   }
-  void TearDown() override { fs::remove_all(root_); }
 
   std::string Victim() {
     std::ifstream in(root_ / "outside/victim.jpg");
@@ -51,8 +35,6 @@ class ExtractSecurityTest : public ::testing::Test {
     s << in.rdbuf();
     return s.str();
   }
-
-  fs::path root_;
 };
 
 TEST_F(ExtractSecurityTest, SymlinkAtTheTargetFileIsNotWrittenThrough) {
@@ -99,30 +81,13 @@ TEST_F(ExtractSecurityTest, OverwriteDoesNotWriteThroughAHardLink) {
 
 TEST_F(ExtractSecurityTest, FullDiskLeavesNoTruncatedImage) {
   // An image larger than the file size limit (write(2) then fails with EFBIG, as on a full disk).
-  {
-    auto w = format::RecordWriter::Open((root_ / "big.tfrecord").string());
-    ASSERT_TRUE(w.ok());
-    example::Features f;
-    f["image/encoded"] =
-        example::Feature::Bytes({std::string("\xff\xd8") + std::string(20000, 'x')});
-    f["image/filename"] = example::Feature::Bytes({"big.jpg"});
-    f["image/class/text"] = example::Feature::Bytes({"cls"});
-    const std::string rec = example::SerializeExample(f);
-    ASSERT_TRUE((*w)->WriteRecord(std::as_bytes(std::span(rec.data(), rec.size()))).ok());
-    ASSERT_TRUE((*w)->Close().ok());
-  }
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit limit = {4096, 4096};
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-    auto s = Extract({(root_ / "big.tfrecord").string()}, (root_ / "out").string());
-    ::_exit(s.ok() ? 0 : 1);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 1);
+  WriteExamples(
+      root_ / "big.tfrecord",
+      {ImageExample(std::string("\xff\xd8") + std::string(20000, 'x'), "big.jpg", "cls")});
+  const int code = RunWithFileSizeLimit(4096, [&] {
+    return Extract({(root_ / "big.tfrecord").string()}, (root_ / "out").string()).ok();
+  });
+  EXPECT_EQ(code, 1);  // 100: the child did not exit normally
   // Neither the final name nor a temporary file is left.
   if (fs::exists(root_ / "out/cls")) {
     for (const auto& e : fs::directory_iterator(root_ / "out/cls")) ADD_FAILURE() << e.path();

@@ -95,51 +95,52 @@ bool ReadFeature(std::istringstream& in, Feature* f) {
 
 std::vector<GoldenRecord> ParseManifest(const std::string& text) {
   std::vector<GoldenRecord> records;
-  std::istringstream lines(text);
-  std::string line, list_key;
+  std::string list_key;
   size_t list_steps = 0;  // steps the current list declares
-  int line_no = 0;
-  while (std::getline(lines, line)) {
-    ++line_no;
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::string what, hex_key, key;
-    fields >> what;
-    bool ok = what == "record" || !records.empty();
-    if (!ok) {
-    } else if (what == "record") {
-      GoldenRecord r;
-      std::string kind;
-      int canonical = 0;
-      ok = static_cast<bool>(fields >> r.index >> kind >> r.length >> canonical >> r.source);
-      ok = ok && (kind == "example" || kind == "sequence") && r.index == records.size();
-      r.sequence = kind == "sequence";
-      r.canonical = canonical == 1;
-      records.push_back(std::move(r));
-    } else if (what == "feature" || what == "context") {
-      GoldenRecord& r = records.back();
-      Feature f;
-      ok = (what == "context") == r.sequence && (fields >> hex_key) && Unhex(hex_key, &key) &&
-           ReadFeature(fields, &f) && r.features.emplace(key, std::move(f)).second;
-    } else if (what == "list") {
-      GoldenRecord& r = records.back();
-      ok = r.sequence && (fields >> hex_key >> list_steps) && Unhex(hex_key, &list_key) &&
-           r.feature_lists.emplace(list_key, std::vector<Feature>{}).second;
-    } else if (what == "step") {
-      GoldenRecord& r = records.back();
-      Feature f;
-      auto it = r.feature_lists.find(list_key);
-      ok = it != r.feature_lists.end() && it->second.size() < list_steps && ReadFeature(fields, &f);
-      if (ok) it->second.push_back(std::move(f));
-    } else if (what == "end") {
-      for (const auto& [k, steps] : records.back().feature_lists) {
-        if (k == list_key && steps.size() != list_steps) ok = false;
-      }
-    } else {
-      ok = false;
-    }
-    EXPECT_TRUE(ok) << "examples_manifest.txt line " << line_no << ": " << line;
-  }
+  format::testing::ForEachManifestLine(
+      text, "examples_manifest.txt", [&](const std::string& what, std::istringstream& fields) {
+        if (what != "record" && records.empty()) return false;
+        std::string hex_key, key;
+        if (what == "record") {
+          GoldenRecord r;
+          std::string kind;
+          int canonical = 0;
+          bool ok =
+              static_cast<bool>(fields >> r.index >> kind >> r.length >> canonical >> r.source);
+          ok = ok && (kind == "example" || kind == "sequence") && r.index == records.size();
+          r.sequence = kind == "sequence";
+          r.canonical = canonical == 1;
+          records.push_back(std::move(r));
+          return ok;
+        }
+        if (what == "feature" || what == "context") {
+          GoldenRecord& r = records.back();
+          Feature f;
+          return (what == "context") == r.sequence && (fields >> hex_key) && Unhex(hex_key, &key) &&
+                 ReadFeature(fields, &f) && r.features.emplace(key, std::move(f)).second;
+        }
+        if (what == "list") {
+          GoldenRecord& r = records.back();
+          return r.sequence && (fields >> hex_key >> list_steps) && Unhex(hex_key, &list_key) &&
+                 r.feature_lists.emplace(list_key, std::vector<Feature>{}).second;
+        }
+        if (what == "step") {
+          GoldenRecord& r = records.back();
+          Feature f;
+          auto it = r.feature_lists.find(list_key);
+          const bool ok = it != r.feature_lists.end() && it->second.size() < list_steps &&
+                          ReadFeature(fields, &f);
+          if (ok) it->second.push_back(std::move(f));
+          return ok;
+        }
+        if (what == "end") {
+          for (const auto& [k, steps] : records.back().feature_lists) {
+            if (k == list_key && steps.size() != list_steps) return false;
+          }
+          return true;
+        }
+        return false;
+      });
   return records;
 }
 

@@ -194,6 +194,18 @@ TEST(AdversarialFileTest, TruncatedOnDiskAtEveryRecordBoundaryAndInside) {
   }
 }
 
+// Frames `payloads` as the file `name` of a fresh temporary folder (its path in `*path`) and
+// opens it with a 4 KiB buffer, so that the reader has read little ahead of the record it returns
+// when another process changes the file.
+Result<std::unique_ptr<RecordReader>> WriteAndOpenWithSmallBuffer(
+    const std::vector<std::string>& payloads, const std::string& name, std::string* path) {
+  *path = MakeTempDir() + "/" + name;
+  WriteFile(*path, Frame(payloads));
+  RecordReaderOptions options;
+  options.buffer_size = 4096;
+  return RecordReader::Open(*path, options);
+}
+
 // Another process truncates a 200-record file (payloads of 10000 bytes) while it is read: the
 // reader (a small buffer, so it has read little ahead) has read 10 records when the file is cut
 // to 100 records and `extra_bytes` more. Every record before the cut must read back intact, then
@@ -201,12 +213,8 @@ TEST(AdversarialFileTest, TruncatedOnDiskAtEveryRecordBoundaryAndInside) {
 // stored in `*status` for the caller's further checks. Call under ASSERT_NO_FATAL_FAILURE.
 void ExpectDataLossAfterTruncationWhileRead(size_t extra_bytes, Status* status) {
   const auto payloads = NumberedPayloads(200, 10000);
-  const std::string dir = MakeTempDir();
-  const std::string path = dir + "/shrinking.tfrecord";
-  WriteFile(path, Frame(payloads));
-  RecordReaderOptions options;
-  options.buffer_size = 4096;
-  auto reader = RecordReader::Open(path, options);
+  std::string path;
+  auto reader = WriteAndOpenWithSmallBuffer(payloads, "shrinking.tfrecord", &path);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   const size_t record_size = 10000 + kFramingOverhead;
   std::span<const std::byte> record;
@@ -245,13 +253,9 @@ TEST(AdversarialFileTest, FileGrowingWhileReadGivesTheSnapshotAtOpen) {
   // appended records as truncated.)
   const auto first = NumberedPayloads(50, 3000);
   const auto more = NumberedPayloads(80, 3000);
-  const std::string dir = MakeTempDir();
-  const std::string path = dir + "/growing.tfrecord";
-  WriteFile(path, Frame(first));
-  RecordReaderOptions options;
-  options.buffer_size = 4096;
-  auto reader = RecordReader::Open(path, options);
-  ASSERT_TRUE(reader.ok());
+  std::string path;
+  auto reader = WriteAndOpenWithSmallBuffer(first, "growing.tfrecord", &path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   std::span<const std::byte> record;
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(*(*reader)->ReadRecord(&record));
   AppendFile(path, Frame(more));

@@ -29,6 +29,7 @@
 #include "recordflow/format/record_test_util.h"
 #include "recordflow/format/record_writer.h"
 #include "recordflow/io/file.h"
+#include "recordflow/io/sigv4.h"
 
 namespace recordflow::format {
 namespace {
@@ -58,40 +59,35 @@ struct GoldenFile {
 //   index <offset> <size>
 std::vector<GoldenFile> ParseManifest(const std::string& text) {
   std::vector<GoldenFile> files;
-  std::istringstream lines(text);
-  std::string line;
-  int line_no = 0;
-  while (std::getline(lines, line)) {
-    ++line_no;
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::string kind;
-    fields >> kind;
-    bool ok = true;
-    if (kind == "file") {
-      GoldenFile f;
-      std::string compression;
-      ok = static_cast<bool>(fields >> f.name >> compression >> f.record_count);
-      auto parsed = ParseCompression(compression);
-      ok = ok && parsed.ok();
-      if (ok) f.compression = *parsed;
-      files.push_back(std::move(f));
-    } else if (kind == "record" && !files.empty()) {
-      GoldenRecord r;
-      std::string crc, hex;
-      ok = static_cast<bool>(fields >> r.length >> crc >> hex);
-      if (ok) r.crc32c = static_cast<uint32_t>(std::stoul(crc, nullptr, 16));
-      if (hex != "-") r.hex = hex;
-      files.back().records.push_back(std::move(r));
-    } else if (kind == "index" && !files.empty()) {
-      IndexEntry e;
-      ok = static_cast<bool>(fields >> e.offset >> e.size);
-      files.back().index.push_back(e);
-    } else {
-      ok = false;
-    }
-    EXPECT_TRUE(ok) << "manifest.txt line " << line_no << ": " << line;
-  }
+  testing::ForEachManifestLine(
+      text, "manifest.txt", [&files](const std::string& kind, std::istringstream& fields) {
+        if (kind == "file") {
+          GoldenFile f;
+          std::string compression;
+          bool ok = static_cast<bool>(fields >> f.name >> compression >> f.record_count);
+          auto parsed = ParseCompression(compression);
+          ok = ok && parsed.ok();
+          if (ok) f.compression = *parsed;
+          files.push_back(std::move(f));
+          return ok;
+        }
+        if (kind == "record" && !files.empty()) {
+          GoldenRecord r;
+          std::string crc, hex;
+          const bool ok = static_cast<bool>(fields >> r.length >> crc >> hex);
+          if (ok) r.crc32c = static_cast<uint32_t>(std::stoul(crc, nullptr, 16));
+          if (hex != "-") r.hex = hex;
+          files.back().records.push_back(std::move(r));
+          return ok;
+        }
+        if (kind == "index" && !files.empty()) {
+          IndexEntry e;
+          const bool ok = static_cast<bool>(fields >> e.offset >> e.size);
+          files.back().index.push_back(e);
+          return ok;
+        }
+        return false;
+      });
   return files;
 }
 
@@ -113,22 +109,9 @@ const GoldenFile& FindGolden(const std::string& name) {
 
 // ---- helpers --------------------------------------------------------------------------------
 
-std::string ToHex(std::span<const std::byte> data) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(data.size() * 2);
-  for (std::byte b : data) {
-    out += kDigits[static_cast<unsigned>(b) >> 4];
-    out += kDigits[static_cast<unsigned>(b) & 0xf];
-  }
-  return out;
-}
-
-using testing::ReadTextOrFail;
-
-std::span<const std::byte> AsBytes(const std::string& s) { return std::as_bytes(std::span(s)); }
-
+using testing::Bytes;
 using testing::ReadRecordsOrFail;
+using testing::ReadTextOrFail;
 
 // Checks `records` against the manifest's lengths, CRC32Cs and (short) payload bytes.
 void ExpectMatchesManifest(const GoldenFile& golden, const std::vector<std::string>& records) {
@@ -138,9 +121,9 @@ void ExpectMatchesManifest(const GoldenFile& golden, const std::vector<std::stri
     const GoldenRecord& want = golden.records[i];
     SCOPED_TRACE(golden.name + " record " + std::to_string(i));
     EXPECT_EQ(records[i].size(), want.length);
-    EXPECT_EQ(Crc32c(AsBytes(records[i])), want.crc32c);
+    EXPECT_EQ(Crc32c(Bytes(records[i])), want.crc32c);
     if (!want.hex.empty()) {
-      EXPECT_EQ(ToHex(AsBytes(records[i])), want.hex);
+      EXPECT_EQ(io::internal::HexEncode(records[i]), want.hex);
     }
   }
 }
@@ -206,7 +189,7 @@ class GoldenWriteTest : public ::testing::Test {
     EXPECT_TRUE(writer.ok()) << writer.status().ToString();
     if (!writer.ok()) return {};
     for (const auto& p : payloads) {
-      Status s = (*writer)->WriteRecord(AsBytes(p));
+      Status s = (*writer)->WriteRecord(Bytes(p));
       EXPECT_TRUE(s.ok()) << s.ToString();
     }
     Status s = (*writer)->Close();
@@ -339,7 +322,7 @@ TEST(GoldenRead, TruncatedGoldenFileIsDataLoss) {
     SCOPED_TRACE("cut " + std::to_string(cut) + " bytes");
     std::string data = raw.substr(0, raw.size() - cut);
     auto reader = RecordReader::FromStream(
-        NewMemoryInputStream(AsBytes(data), Compression::kNone, "truncated.tfrecord"));
+        NewMemoryInputStream(Bytes(data), Compression::kNone, "truncated.tfrecord"));
     std::span<const std::byte> record;
     for (uint64_t i = 0; i + 1 < g.record_count; ++i) {
       auto more = reader->ReadRecord(&record);
@@ -363,8 +346,8 @@ TEST(GoldenRead, TruncatedGoldenGzipIsDataLoss) {
     for (size_t cut : {size_t{1}, size_t{3}, size_t{100}}) {
       SCOPED_TRACE(std::string(name) + " cut " + std::to_string(cut));
       std::string data = compressed.substr(0, compressed.size() - cut);
-      auto reader = RecordReader::FromStream(
-          NewMemoryInputStream(AsBytes(data), g.compression, name), {}, g.compression);
+      auto reader = RecordReader::FromStream(NewMemoryInputStream(Bytes(data), g.compression, name),
+                                             {}, g.compression);
       std::span<const std::byte> record;
       Status error;
       uint64_t n = 0;
@@ -413,7 +396,7 @@ TEST_F(GoldenWriteTest, FlushBetweenRecordsChangesNoByte) {
   auto writer = RecordWriter::Open(Path("flushed.tfrecord"), options);
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
   for (const auto& p : GoldenPayloads()) {
-    ASSERT_TRUE((*writer)->WriteRecord(AsBytes(p)).ok());
+    ASSERT_TRUE((*writer)->WriteRecord(Bytes(p)).ok());
     ASSERT_TRUE((*writer)->Flush().ok());
   }
   ASSERT_TRUE((*writer)->Close().ok());
@@ -481,7 +464,7 @@ TEST_P(GoldenCompressedWriteTest, FlushBetweenRecordsReadsBack) {
   auto writer = RecordWriter::Open(Path("flushed.tfrecord" + ext), options);
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
   for (const auto& p : GoldenPayloads()) {
-    ASSERT_TRUE((*writer)->WriteRecord(AsBytes(p)).ok());
+    ASSERT_TRUE((*writer)->WriteRecord(Bytes(p)).ok());
     ASSERT_TRUE((*writer)->Flush().ok());
   }
   ASSERT_TRUE((*writer)->Close().ok());

@@ -1,5 +1,7 @@
 #include "recordflow/format/record_index.h"
 
+#include <initializer_list>
+#include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -14,6 +16,15 @@ namespace {
 using testing::Bytes;
 using testing::MakeTempDir;
 using testing::ToString;
+
+// `status` is kDataLoss, and its message names each of `wanted` (the path, line, record, ...).
+void ExpectDataLossNaming(const Status& status, std::initializer_list<std::string> wanted) {
+  EXPECT_EQ(status.code(), StatusCode::kDataLoss) << status.ToString();
+  for (const std::string& w : wanted) {
+    EXPECT_NE(status.message().find(w), std::string::npos)
+        << "'" << w << "' not in: " << status.message();
+  }
+}
 
 std::vector<std::string> Payloads(int n) {
   std::vector<std::string> p;
@@ -87,8 +98,7 @@ TEST(RecordIndexTest, StaleIndexDetected) {
   ASSERT_TRUE(reader.ok());
   std::vector<std::byte> scratch;
   auto rec = (*reader)->ReadRecord(3, &scratch);
-  EXPECT_EQ(rec.status().code(), StatusCode::kDataLoss);
-  EXPECT_NE(rec.status().message().find("record index 3"), std::string::npos);
+  ExpectDataLossNaming(rec.status(), {"record index 3"});
   // An index pointing past the end of the file is refused at open.
   entries.push_back({1u << 20, 100});
   EXPECT_EQ(IndexedRecordReader::Open(path, entries).status().code(), StatusCode::kDataLoss);
@@ -100,9 +110,7 @@ TEST(RecordIndexTest, StaleIndexDetected) {
 TEST(RecordIndexTest, EntriesWhoseEndOverflowsAreRefused) {
   auto parsed = ParseIndex("0 17\n149 18446744073709551615\n1165 18\n", "x.idx");
   ASSERT_FALSE(parsed.ok());
-  EXPECT_EQ(parsed.status().code(), StatusCode::kDataLoss);
-  EXPECT_NE(parsed.status().message().find("line 2"), std::string::npos);
-  EXPECT_NE(parsed.status().message().find("overflow"), std::string::npos);
+  ExpectDataLossNaming(parsed.status(), {"line 2", "overflow"});
 
   // The same entries handed to Open directly, bypassing ParseIndex, are refused at open too.
   auto payloads = Payloads(10);
@@ -111,8 +119,7 @@ TEST(RecordIndexTest, EntriesWhoseEndOverflowsAreRefused) {
   entries[4].size = UINT64_MAX;
   auto opened = IndexedRecordReader::Open(path, entries);
   ASSERT_FALSE(opened.ok());
-  EXPECT_EQ(opened.status().code(), StatusCode::kDataLoss);
-  EXPECT_NE(opened.status().message().find("record 4"), std::string::npos);
+  ExpectDataLossNaming(opened.status(), {"record 4"});
   entries = *ReadIndexFile(path + ".idx");
   entries[2].offset = UINT64_MAX - 8;
   EXPECT_EQ(IndexedRecordReader::Open(path, entries).status().code(), StatusCode::kDataLoss);
@@ -124,8 +131,7 @@ TEST(RecordIndexTest, EntriesWhoseEndOverflowsAreRefused) {
 TEST(RecordIndexTest, MalformedIndexNamesTheLine) {
   auto bad = ParseIndex("0 16\n16 20\nbanana\n", "x.idx");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
-  EXPECT_NE(bad.status().message().find("line 3"), std::string::npos);
+  ExpectDataLossNaming(bad.status(), {"line 3"});
   EXPECT_FALSE(ParseIndex("0 8\n", "x.idx").ok()) << "size under 16";
   EXPECT_FALSE(ParseIndex("0 100\n50 20\n", "x.idx").ok()) << "overlap";
   EXPECT_FALSE(ParseIndex("0 16 7\n", "x.idx").ok()) << "trailing junk";
@@ -151,10 +157,7 @@ TEST(RecordIndexTest, IndexThatDoesNotCoverTheFileExactlyIsRefused) {
     std::vector<IndexEntry> part(entries.begin(), entries.begin() + static_cast<long>(kept));
     auto r = IndexedRecordReader::Open(path, part);
     ASSERT_FALSE(r.ok()) << kept << " of 10 entries were trusted";
-    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
-    EXPECT_NE(r.status().message().find(path), std::string::npos) << r.status().message();
-    EXPECT_NE(r.status().message().find("stale or incomplete"), std::string::npos)
-        << r.status().message();
+    ExpectDataLossNaming(r.status(), {path, "stale or incomplete"});
   }
   // A gap: entry 3 left out.
   std::vector<IndexEntry> gap = entries;

@@ -5,6 +5,8 @@
 #include <zlib.h>
 
 #include <cstring>
+#include <functional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "recordflow/format/compression.h"
 #include "recordflow/format/record_format.h"
 #include "recordflow/format/record_reader.h"
+#include "recordflow/format/record_writer.h"
 #include "recordflow/io/file.h"
 
 namespace recordflow::format::testing {
@@ -135,6 +138,38 @@ inline std::vector<std::string> ReadRecordsOrFail(const std::string& path,
     out.push_back(ToString(record));
   }
   return out;
+}
+
+// Writes `payloads` to `path` with RecordWriter (compressed as its extension says, unless
+// `options` say otherwise), failing the calling test at any error.
+inline void WriteRecordsOrFail(const std::string& path, const std::vector<std::string>& payloads,
+                               RecordWriterOptions options = {}) {
+  auto writer = RecordWriter::Open(path, options);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  for (const std::string& p : payloads) {
+    ASSERT_TRUE((*writer)->WriteRecord(Bytes(p)).ok()) << path;
+  }
+  ASSERT_TRUE((*writer)->Close().ok()) << path;
+}
+
+// Calls `parse_line(kind, fields)` for each line of the manifest `text` (a golden-file list
+// that a testdata/golden/*.py script wrote) that is neither blank nor a '#' comment: `kind` is
+// its first word, `fields` the rest of it. A line `parse_line` returns false for fails the
+// calling test, naming `manifest_name`, the line number and the line.
+inline void ForEachManifestLine(
+    const std::string& text, const std::string& manifest_name,
+    const std::function<bool(const std::string& kind, std::istringstream& fields)>& parse_line) {
+  std::istringstream lines(text);
+  std::string line;
+  int line_no = 0;
+  while (std::getline(lines, line)) {
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string kind;
+    fields >> kind;
+    EXPECT_TRUE(parse_line(kind, fields)) << manifest_name << " line " << line_no << ": " << line;
+  }
 }
 
 // The whole file at `path`, or "" after failing the calling test.

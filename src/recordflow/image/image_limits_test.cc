@@ -5,17 +5,14 @@
 #include <zlib.h>
 
 #include <chrono>
-#include <cstdio>
 #include <string>
 #include <vector>
-
-// jpeglib.h needs FILE and size_t declared first.
-#include <jpeglib.h>
 
 #include <gtest/gtest.h>
 
 #include "recordflow/image/image.h"
 #include "recordflow/image/image_test_util.h"
+#include "recordflow/image/libjpeg_test_util.h"
 #include "recordflow/image/ops.h"
 
 namespace recordflow::image {
@@ -24,6 +21,7 @@ namespace {
 using testing_util::Be32;
 using testing_util::Bytes;
 using testing_util::Contains;
+using testing_util::GrayPng;
 using testing_util::PngChunk;
 using testing_util::WithJpegSize;
 
@@ -122,30 +120,11 @@ TEST(GifFrameLimit, FrameFarLargerThanTheScreenIsRefusedUnderTheDefaultLimit) {
 
 // `img` (gray or RGB) encoded by libjpeg with the scan script `script`.
 std::string JpegWithScans(const Image& img, const std::vector<jpeg_scan_info>& script) {
-  jpeg_compress_struct c;
-  jpeg_error_mgr err;
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buffer, &size);
-  c.image_width = img.width;
-  c.image_height = img.height;
-  c.input_components = img.channels;
-  c.in_color_space = img.channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_set_defaults(&c);
-  c.scan_info = script.data();
-  c.num_scans = static_cast<int>(script.size());
-  jpeg_start_compress(&c, TRUE);
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(img.row(static_cast<int>(c.next_scanline)));
-    jpeg_write_scanlines(&c, &row, 1);
-  }
-  jpeg_finish_compress(&c);
-  jpeg_destroy_compress(&c);
-  std::string out(reinterpret_cast<char*>(buffer), size);
-  std::free(buffer);
-  return out;
+  return testing_util::LibjpegEncode(img, img.channels == 1 ? JCS_GRAYSCALE : JCS_RGB,
+                                     [&script](jpeg_compress_struct& c) {
+                                       c.scan_info = script.data();
+                                       c.num_scans = static_cast<int>(script.size());
+                                     });
 }
 
 // A valid progressive grayscale JPEG with 11 DC scans (Al 10..0, libjpeg's range for 8-bit
@@ -329,15 +308,7 @@ std::string Png(uint32_t width, uint32_t height) {
     raw += '\0';
     for (uint32_t x = 0; x < width; ++x) raw += static_cast<char>(x * 31 + y * 17);
   }
-  std::string packed(compressBound(raw.size()), '\0');
-  uLongf n = packed.size();
-  EXPECT_EQ(compress(reinterpret_cast<Bytef*>(packed.data()), &n,
-                     reinterpret_cast<const Bytef*>(raw.data()), raw.size()),
-            Z_OK);
-  packed.resize(n);
-  const std::string ihdr = Be32(width) + Be32(height) + std::string("\x08\x00\x00\x00\x00", 5);
-  return std::string("\x89PNG\r\n\x1a\n", 8) + PngChunk("IHDR", ihdr) +
-         PngChunk("tEXt", std::string("k\0v", 3)) + PngChunk("IDAT", packed) + PngChunk("IEND", "");
+  return GrayPng(width, height, raw, PngChunk("tEXt", std::string("k\0v", 3)));
 }
 
 TEST(StructureCheck, TruncatedOrCrcBrokenPng) {

@@ -57,4 +57,25 @@ inline std::string PngChunk(const std::string& type, const std::string& data) {
   return Be32(static_cast<uint32_t>(data.size())) + body + Be32(static_cast<uint32_t>(crc));
 }
 
+// zlib's compress() of `raw`: the data of a PNG's IDAT chunks.
+inline std::string ZlibCompress(const std::string& raw) {
+  std::string packed(compressBound(raw.size()), '\0');
+  uLongf n = packed.size();
+  EXPECT_EQ(compress(reinterpret_cast<Bytef*>(packed.data()), &n,
+                     reinterpret_cast<const Bytef*>(raw.data()), raw.size()),
+            Z_OK);
+  packed.resize(n);
+  return packed;
+}
+
+// A valid-CRC gray 8-bit PNG claiming width x height, whose one IDAT holds `raw` (each row's
+// filter byte and samples, compressed here), with `extra_chunks` (whole chunks, PngChunk)
+// between IHDR and IDAT.
+inline std::string GrayPng(uint32_t width, uint32_t height, const std::string& raw,
+                           const std::string& extra_chunks = "") {
+  const std::string ihdr = Be32(width) + Be32(height) + std::string("\x08\x00\x00\x00\x00", 5);
+  return std::string("\x89PNG\r\n\x1a\n", 8) + PngChunk("IHDR", ihdr) + extra_chunks +
+         PngChunk("IDAT", ZlibCompress(raw)) + PngChunk("IEND", "");
+}
+
 }  // namespace recordflow::image::testing_util

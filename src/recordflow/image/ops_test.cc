@@ -9,12 +9,11 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-// jpeglib.h needs FILE and size_t declared first.
-#include <jpeglib.h>
 
 #include "recordflow/image/image.h"
 #include "recordflow/image/image_test_util.h"
 #include "recordflow/image/kernels_internal.h"
+#include "recordflow/image/libjpeg_test_util.h"
 
 namespace recordflow::image {
 namespace {
@@ -52,30 +51,8 @@ std::string Jpeg(const Image& img, ChromaSubsampling sub = ChromaSubsampling::k4
 
 // A 4-component (CMYK, Adobe-inverted as Photoshop writes it) JPEG, straight through libjpeg.
 std::string CmykJpeg(int w, int h) {
-  jpeg_compress_struct c;
-  jpeg_error_mgr err;
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buf, &size);
-  c.image_width = w;
-  c.image_height = h;
-  c.input_components = 4;
-  c.in_color_space = JCS_CMYK;
-  jpeg_set_defaults(&c);
-  jpeg_set_quality(&c, 90, TRUE);
-  jpeg_start_compress(&c, TRUE);
-  Image p = Photo(w, h, 4, 7);
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW row = p.row(static_cast<int>(c.next_scanline));
-    jpeg_write_scanlines(&c, &row, 1);
-  }
-  jpeg_finish_compress(&c);
-  jpeg_destroy_compress(&c);
-  std::string out(reinterpret_cast<char*>(buf), size);
-  free(buf);
-  return out;
+  return testing_util::LibjpegEncode(
+      Photo(w, h, 4, 7), JCS_CMYK, [](jpeg_compress_struct& c) { jpeg_set_quality(&c, 90, TRUE); });
 }
 
 Image Crop(const Image& img, Rect r) {

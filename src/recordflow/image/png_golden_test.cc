@@ -74,6 +74,16 @@ std::string Compare(const std::vector<T>& got, const std::vector<int>& want) {
   return wrong == 0 ? "" : std::to_string(wrong) + " samples differ, first " + first;
 }
 
+// A decoded image (8- or 16-bit samples) against TensorFlow's decode of the same file.
+template <typename DecodedImage>
+void ExpectDecodedAsGolden(const Result<DecodedImage>& img, const GoldenDecode& g) {
+  ASSERT_TRUE(img.ok()) << img.status().ToString();
+  EXPECT_EQ(img->width, g.width);
+  EXPECT_EQ(img->height, g.height);
+  EXPECT_EQ(img->channels, g.channels);
+  EXPECT_EQ(Compare(img->pixels, g.samples), "");
+}
+
 TEST(PngGolden, ManifestCoversTheCases) {
   const auto golden = LoadManifest();
   EXPECT_EQ(golden.size(), 60u);
@@ -87,19 +97,9 @@ TEST(PngGolden, DecodeMatchesTensorFlow) {
     DecodeOptions o;
     o.desired_channels = g.channels_requested;
     if (g.sixteen) {
-      auto img = Decode16(Bytes(png), o);
-      ASSERT_TRUE(img.ok()) << img.status().ToString();
-      EXPECT_EQ(img->width, g.width);
-      EXPECT_EQ(img->height, g.height);
-      EXPECT_EQ(img->channels, g.channels);
-      EXPECT_EQ(Compare(img->pixels, g.samples), "");
+      ExpectDecodedAsGolden(Decode16(Bytes(png), o), g);
     } else {
-      auto img = Decode(Bytes(png), o);
-      ASSERT_TRUE(img.ok()) << img.status().ToString();
-      EXPECT_EQ(img->width, g.width);
-      EXPECT_EQ(img->height, g.height);
-      EXPECT_EQ(img->channels, g.channels);
-      EXPECT_EQ(Compare(img->pixels, g.samples), "");
+      ExpectDecodedAsGolden(Decode(Bytes(png), o), g);
     }
   }
 }

@@ -2,6 +2,7 @@
 // payloads, and writing/reading a shard of records at a URL.
 #pragma once
 
+#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <random>
@@ -17,6 +18,18 @@
 #include "recordflow/io/filesystem.h"
 
 namespace recordflow::io::testing_util {
+
+// Sets the remote options to retry quickly (backoffs of 10 to 100 ms, 10 s in all), so that a
+// test of failures ends in seconds. Returns the options set before, for TearDown to restore.
+inline RemoteOptions UseFastRetries() {
+  const RemoteOptions saved = GetRemoteOptions();
+  RemoteOptions o = saved;
+  o.retry.initial_backoff = std::chrono::milliseconds(10);
+  o.retry.max_backoff = std::chrono::milliseconds(100);
+  o.retry.max_total = std::chrono::milliseconds(10000);
+  SetRemoteOptions(o);
+  return saved;
+}
 
 // The variable's value; "" when unset.
 inline std::string Env(const char* name) {
@@ -77,6 +90,14 @@ inline std::vector<std::string> ReadAll(const std::string& url, Status* status) 
 
 // Writes 50 records with their .idx to `url`; the indexed reader finds them through the
 // remote index, in any order.
+// Reading `url`, an object that does not exist, fails with kNotFound naming the URL.
+inline void ExpectMissingObjectIsNotFound(const std::string& url) {
+  Status s;
+  ReadAll(url, &s);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_NE(s.message().find(url), std::string::npos) << s.ToString();
+}
+
 inline void ExpectIndexedReads(const std::string& url) {
   const auto written = WriteShard(url, 50, 777, true);
   auto r = format::IndexedRecordReader::Open(url);

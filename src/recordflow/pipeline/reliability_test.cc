@@ -66,15 +66,14 @@ std::vector<std::string> WriteExamples(const std::string& dir, int files, int pe
   std::vector<std::string> paths;
   for (int f = 0; f < files; ++f) {
     const std::string path = dir + "/part-" + std::to_string(100 + f) + ".tfrecord";
-    auto w = format::RecordWriter::Open(path);
-    EXPECT_TRUE(w.ok());
+    std::vector<std::string> records;
     for (int j = 0; j < per_file; ++j) {
       example::Features features;
       features["id"] = example::Feature::Int64s({int64_t{f} * per_file + j});
       features["payload"] = example::Feature::Bytes({std::string(payload, static_cast<char>(j))});
-      EXPECT_TRUE((*w)->WriteRecord(Bytes(example::SerializeExample(features))).ok());
+      records.push_back(example::SerializeExample(features));
     }
-    EXPECT_TRUE((*w)->Close().ok());
+    format::testing::WriteRecordsOrFail(path, records);
     paths.push_back(path);
   }
   return paths;
@@ -83,6 +82,17 @@ std::vector<std::string> WriteExamples(const std::string& dir, int files, int pe
 std::vector<example::FeatureSpec> Spec() {
   return {example::FeatureSpec::FixedLen("id", example::DType::kInt64),
           example::FeatureSpec::FixedLen("payload", example::DType::kBytes)};
+}
+
+// The files read 4 at a time with read-ahead (interleave), shuffled when `shuffle_buffer` > 0
+// (seed 7), batched by `batch_size`, parsed and prefetched: the pipeline whose memory bounds
+// and checkpoints these tests measure.
+Dataset InterleavedParsedBatches(const std::vector<std::string>& paths, int64_t batch_size,
+                                 size_t shuffle_buffer = 0) {
+  Dataset ds = Ok(Dataset::FromFiles(paths));
+  ds = Ok(ds.Interleave({.cycle_length = 4, .block_length = 1, .num_parallel = 4}));
+  if (shuffle_buffer > 0) ds = Ok(ds.Shuffle({.buffer_size = shuffle_buffer, .seed = 7}));
+  return Ok(Ok(Ok(ds.Batch(batch_size)).Parse(Spec())).Prefetch(kAutotune));
 }
 
 // Drains `it`; returns the record count, or the first error.
@@ -161,13 +171,7 @@ TEST(MemoryBoundTest, LargeShuffleOver100kRecordsStaysUnderItsBound) {
   constexpr double kRssSlackMiB = 12.0;
   const std::string dir = MakeTempDir();
   const auto paths = WriteExamples(dir, 8, 12'500, 560);
-  auto build = [&](size_t shuffle) {
-    Dataset ds = Ok(Dataset::FromFiles(paths));
-    ds = Ok(ds.Interleave({.cycle_length = 4, .block_length = 1, .num_parallel = 4}));
-    if (shuffle > 0) ds = Ok(ds.Shuffle({.buffer_size = shuffle, .seed = 7}));
-    ds = Ok(Ok(Ok(ds.Batch(64)).Parse(Spec())).Prefetch(kAutotune));
-    return ds;
-  };
+  auto build = [&](size_t shuffle) { return InterleavedParsedBatches(paths, 64, shuffle); };
   // 40 MiB, of which the shuffle takes ~84% and the 4 open readers' 1 MiB buffers 10% (first:
   // its RSS growth is measured from a heap that no earlier run has grown); 64 MiB without and
   // with the shuffle.
@@ -284,9 +288,7 @@ TEST(MemoryBoundTest, MemoryCacheOverTheBudgetIsResourceExhausted) {
 TEST(MemoryBoundTest, BudgetSmallerThanOneBatchStillMakesProgress) {
   const std::string dir = MakeTempDir();
   const auto paths = WriteExamples(dir, 4, 500, 200);
-  Dataset ds = Ok(Dataset::FromFiles(paths));
-  ds = Ok(ds.Interleave({.cycle_length = 4, .block_length = 1, .num_parallel = 4}));
-  ds = Ok(Ok(Ok(ds.Batch(64)).Parse(Spec())).Prefetch(kAutotune));
+  Dataset ds = InterleavedParsedBatches(paths, 64);
   IteratorOptions options;
   options.memory_budget = 1024;  // less than 5 records, 64 to a batch
   auto it = Ok(ds.MakeIterator(options));
@@ -317,9 +319,7 @@ TEST(MemoryBoundTest, BudgetSmallerThanOneBatchStillMakesProgress) {
 TEST(PipelineTest, CheckpointAfterEveryBatchWithReadaheadRestoresExactlyTheRest) {
   const std::string dir = MakeTempDir();
   const auto paths = WriteExamples(dir, 4, 500, 100);
-  Dataset ds = Ok(Dataset::FromFiles(paths));
-  ds = Ok(ds.Interleave({.cycle_length = 4, .block_length = 1, .num_parallel = 4}));
-  ds = Ok(Ok(Ok(ds.Batch(8)).Parse(Spec())).Prefetch(kAutotune));
+  Dataset ds = InterleavedParsedBatches(paths, 8);
   for (int round = 0; round < 10; ++round) {
     auto it = Ok(ds.MakeIterator());
     Element e;
@@ -434,14 +434,9 @@ TEST(SoakTest, EpochsAndIteratorChurnKeepRssFlat) {
 std::vector<std::string> WriteNamedRecords(const std::string& path, int n, bool index) {
   format::RecordWriterOptions o;
   o.write_index = index;
-  auto w = format::RecordWriter::Open(path, o);
-  EXPECT_TRUE(w.ok());
   std::vector<std::string> out;
-  for (int i = 0; i < n; ++i) {
-    out.push_back("record-" + std::to_string(i));
-    EXPECT_TRUE((*w)->WriteRecord(Bytes(out.back())).ok());
-  }
-  EXPECT_TRUE((*w)->Close().ok());
+  for (int i = 0; i < n; ++i) out.push_back("record-" + std::to_string(i));
+  format::testing::WriteRecordsOrFail(path, out, o);
   return out;
 }
 
@@ -521,10 +516,8 @@ TEST(MemoryBoundTest, HugeCompressedRecordsAreRefusedOverTheBudget) {
   std::vector<std::string> paths;
   for (int f = 0; f < 2; ++f) {
     paths.push_back(dir + "/big-" + std::to_string(f) + ".tfrecord.gz");
-    auto w = format::RecordWriter::Open(paths.back());
-    ASSERT_TRUE(w.ok());
-    ASSERT_TRUE((*w)->WriteRecord(Bytes(std::string(size_t{24} << 20, '\0'))).ok());
-    ASSERT_TRUE((*w)->Close().ok());
+    ASSERT_NO_FATAL_FAILURE(
+        format::testing::WriteRecordsOrFail(paths.back(), {std::string(size_t{24} << 20, '\0')}));
   }
   Dataset ds = Ok(Dataset::FromFiles(paths));
   IteratorOptions options;
