@@ -55,54 +55,48 @@ int Cores() {
 
 }  // namespace internal
 
-Result<Dataset> PipelinePlan::Build() const {
-  RF_ASSIGN_OR_RETURN(Dataset ds, Dataset::FromFiles(files, files_options));
+namespace {
+
+// `ds` with the Dataset call of `s`.
+Result<Dataset> Apply(const Dataset& ds, const PlanStep& s) {
   using K = PlanStep::Kind;
+  switch (s.kind) {
+    case K::kShard:
+      return ds.Shard(static_cast<int>(s.count), static_cast<int>(s.index));
+    case K::kInterleave:
+      return ds.Interleave(s.interleave);
+    case K::kShuffle:
+      return ds.Shuffle(s.shuffle);
+    case K::kGlobalShuffle:
+      return ds.GlobalShuffle(s.shuffle.seed, s.shuffle.reshuffle_each_iteration);
+    case K::kRepeat:
+      return ds.Repeat(s.count);
+    case K::kTake:
+      return ds.Take(s.count);
+    case K::kSkip:
+      return ds.Skip(s.count);
+    case K::kCache:
+      return ds.Cache(s.cache_path);
+    case K::kParse:
+      return ds.Parse(s.specs);
+    case K::kMap:
+      return ds.Map(s.map, s.map_name, s.map_options);
+    case K::kBatch:
+      if (s.count <= 0) return InvalidArgumentError("batch size must be > 0");
+      return ds.Batch(static_cast<size_t>(s.count), s.drop_remainder);
+    case K::kPrefetch:
+      return ds.Prefetch(static_cast<int>(s.count));
+  }
+  return InvalidArgumentError("unknown plan step");
+}
+
+}  // namespace
+
+Result<Dataset> PipelinePlan::Build() const {
+  RF_ASSIGN_OR_RETURN(Dataset ds, records ? Result<Dataset>(Dataset::FromRecords(*records))
+                                          : Dataset::FromFiles(files, files_options));
   for (const PlanStep& s : steps) {
-    switch (s.kind) {
-      case K::kShard: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Shard(static_cast<int>(s.count), static_cast<int>(s.index)));
-        break;
-      }
-      case K::kInterleave: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Interleave(s.interleave));
-        break;
-      }
-      case K::kShuffle: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Shuffle(s.shuffle));
-        break;
-      }
-      case K::kRepeat:
-        ds = ds.Repeat(s.count);
-        break;
-      case K::kTake:
-        ds = ds.Take(s.count);
-        break;
-      case K::kSkip:
-        ds = ds.Skip(s.count);
-        break;
-      case K::kCache: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Cache(s.cache_path));
-        break;
-      }
-      case K::kParse: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Parse(s.specs));
-        break;
-      }
-      case K::kMap: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Map(s.map, s.map_name, s.map_options));
-        break;
-      }
-      case K::kBatch: {
-        if (s.count <= 0) return InvalidArgumentError("batch size must be > 0");
-        RF_ASSIGN_OR_RETURN(ds, ds.Batch(static_cast<size_t>(s.count), s.drop_remainder));
-        break;
-      }
-      case K::kPrefetch: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Prefetch(static_cast<int>(s.count)));
-        break;
-      }
-    }
+    RF_ASSIGN_OR_RETURN(ds, Apply(ds, s));
   }
   return ds;
 }
@@ -116,6 +110,7 @@ std::optional<size_t> PipelinePlan::BatchSize() const {
 }
 
 bool PipelinePlan::Compressed() const {
+  if (records) return false;
   if (files_options.compression) return *files_options.compression != format::Compression::kNone;
   for (const std::string& p : files) {
     for (const char* suffix : {".gz", ".gzip", ".zz", ".zlib"}) {

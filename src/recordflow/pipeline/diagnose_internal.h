@@ -55,6 +55,10 @@ Result<std::vector<std::string>> ReadRecords(const std::string& path,
                                              std::optional<format::Compression> compression,
                                              size_t limit = SIZE_MAX);
 
+// The first `limit` records of the plan's source: its in-memory records, else its files in
+// order. Errors: those of RecordReader.
+Result<std::vector<std::string>> FirstRecords(const PipelinePlan& plan, size_t limit);
+
 // What the variants of one diagnosis need.
 struct VariantContext {
   const PipelinePlan& plan;
