@@ -278,7 +278,7 @@ std::tuple<std::string, std::vector<double>, std::vector<double>> DiagnoseNative
     bool shuffle_files, std::optional<uint64_t> seed, const std::string& on_corruption,
     bool verify_checksums, const nb::list& steps, double seconds,
     std::optional<double> variant_seconds, std::optional<double> step_seconds, bool try_variants,
-    nb::object log, std::optional<nb::list> records) {
+    nb::object log, std::optional<nb::list> records, int max_threads, double max_cpu_fraction) {
   pipeline::PipelinePlan plan;
   if (records) {  // Dataset.from_records: the records in place of the files
     auto held = std::make_shared<std::vector<std::string>>();
@@ -304,6 +304,8 @@ std::tuple<std::string, std::vector<double>, std::vector<double>> DiagnoseNative
   options.variant_seconds = variant_seconds;
   options.step_seconds = step_seconds;
   options.try_variants = try_variants;
+  options.iterator.max_threads = max_threads;  // the Dataset's with_options caps
+  options.iterator.max_cpu_fraction = max_cpu_fraction;
   if (!log.is_none()) {
     // Held through a shared_ptr: copies of options.log made without the GIL touch no Python
     // reference count; the last reference goes with `options`, with the GIL held.
@@ -337,7 +339,7 @@ void RegisterDiagnose(nb::module_& m) {
   m.def("doctor_diagnose", &DiagnoseNative, "paths"_a, "compression"_a.none(), "shuffle_files"_a,
         "seed"_a.none(), "on_corruption"_a, "verify_checksums"_a, "steps"_a, "seconds"_a,
         "variant_seconds"_a.none(), "step_seconds"_a.none(), "try_variants"_a, "log"_a.none(),
-        "records"_a.none() = nb::none(),
+        "records"_a.none() = nb::none(), "max_threads"_a = 0, "max_cpu_fraction"_a = 0.0,
         "pipeline::Diagnose on a native pipeline (on `records` in place of the files when given): "
         "(report JSON, step waits, step computes).");
   m.def("doctor_judge", &Judge, "measurements"_a,

@@ -587,3 +587,14 @@ def test_shaped_parse_features_are_native_in_the_doctor(tmp_path, monkeypatch):
     d = rf.diagnose(ds, seconds=0.3, try_variants=False).to_dict()
     assert d["measured_by"] == "engine" and calls
     assert [s[0] for s in calls[0]] == ["repeat", "batch", "parse"]
+
+
+@pytest.mark.parametrize("step_fn", [None, lambda batch: None])
+def test_the_engine_measures_with_the_datasets_core_caps(plain_files, step_fn):
+    """with_options(max_threads=1) caps the engine's runs as it caps the Dataset's iterators:
+    the parse stage runs on one thread (whole pipeline in the engine, or under a step_fn)."""
+    ds = (rf.Dataset.from_files(plain_files).repeat().batch(8).parse(SPEC).prefetch()
+          .with_options(max_threads=1))
+    d = rf.diagnose(ds, step_fn, seconds=0.3, try_variants=False).to_dict()
+    process = next(s for s in d["stages"] if s["id"] == "process")
+    assert process["measured_by"] == "engine" and process["parallelism"] == 1, process

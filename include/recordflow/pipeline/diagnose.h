@@ -245,7 +245,10 @@ struct DiagnoseOptions {
   std::optional<double> step_seconds;     // a simulated step (sleep)
   StepFn step;                            // or a real one (not both)
   std::string step_name = "step";
-  bool try_variants = true;                   // false: the rules' advice without numbers
+  bool try_variants = true;  // false: the rules' advice without numbers
+  // Every iterator Diagnose runs (the phases, the stream alone, the variants) is made with
+  // these: a pipeline capped with max_threads / max_cpu_fraction is measured as it runs.
+  IteratorOptions iterator;
   std::function<void(std::string_view)> log;  // progress lines; may be empty
 };
 
@@ -260,9 +263,11 @@ struct DiagnoseReport {
 Result<DiagnoseReport> Diagnose(const PipelinePlan& plan, const DiagnoseOptions& options = {});
 
 // Runs `dataset` alone for `seconds` after its first element.
-Result<AloneRun> RunAlone(const Dataset& dataset, double seconds);
+Result<AloneRun> RunAlone(const Dataset& dataset, double seconds,
+                          const IteratorOptions& iterator = {});
 // Runs `dataset` with `step` on each element for `seconds` after the first.
-Result<StepRun> RunWithStep(const Dataset& dataset, const StepFn& step, double seconds);
+Result<StepRun> RunWithStep(const Dataset& dataset, const StepFn& step, double seconds,
+                            const IteratorOptions& iterator = {});
 
 // ---- the report -----------------------------------------------------------------------------
 

@@ -76,10 +76,14 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
     engine_log = print_line if verbose else None
 
     plan = _native_plan(dataset)
+    # The engine's runs use the Dataset's with_options settings, as its own iterators do: the
+    # shard cache (process-wide) and the core caps (passed to each pipeline::Diagnose).
+    dataset._apply_cache(None, None)
+    caps = dataset._caps(None, None)
     if plan is not None and step_fn is None:
         log("the pipeline is native: measured, stepped and varied by the engine's doctor")
         data, waits, computes = _engine_diagnose(plan, seconds, variant_seconds, step_seconds,
-                                                 try_variants, engine_log)
+                                                 try_variants, engine_log, caps)
         data["pipeline"] = dataset.describe()
         return Report(data, list(zip(waits, computes)))
 
@@ -101,7 +105,7 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
     if prefix is not None:
         log("the native stages: measured by the engine's doctor ...")
         engine, _, _ = _engine_diagnose(prefix, seconds, variant_seconds, None, False,
-                                        engine_log)
+                                        engine_log, caps)
     log(f"running the pipeline alone for {seconds:g} s ...")
     alone = _run_alone(dataset, seconds)
     stages = _stages(alone)
@@ -161,7 +165,7 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
         if try_variants:
             log("trying the native stages' variants in the engine's doctor ...")
             tried, _, _ = _engine_diagnose(prefix, min(seconds, variant_seconds), variant_seconds,
-                                           None, True, engine_log)
+                                           None, True, engine_log, caps)
             engine_recs = tried["recommendations"]
         else:
             engine_recs = engine["recommendations"]
@@ -210,9 +214,10 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
 
 def _engine_diagnose(plan: tuple[_st.Files | _st.Records, list[tuple]], seconds: float,
                      variant_seconds: float, step_seconds: float | None, try_variants: bool,
-                     log) -> tuple[dict, list[float], list[float]]:
-    """pipeline::Diagnose on ``plan`` (_native_plan's): the report as a dict, and the per-step
-    waits and computes."""
+                     log, caps: dict) -> tuple[dict, list[float], list[float]]:
+    """pipeline::Diagnose on ``plan`` (_native_plan's) with the iterator ``caps``
+    (max_threads, max_cpu_fraction): the report as a dict, and the per-step waits and
+    computes."""
     source, steps = plan
     if isinstance(source, _st.Records):  # Dataset::FromRecords in place of the files
         files, records = ([], None, False, None, "raise", True), list(source.records)
@@ -223,7 +228,7 @@ def _engine_diagnose(plan: tuple[_st.Files | _st.Records, list[tuple]], seconds:
     text, waits, computes = _core.doctor_diagnose(
         *files, steps, seconds,
         variant_seconds if try_variants else 0.0, step_seconds, try_variants, log,
-        records=records)
+        records=records, **caps)
     data = json.loads(text)
     for s in data["stages"]:
         s["measured_by"] = "engine"

@@ -121,10 +121,10 @@ bool PipelinePlan::Compressed() const {
   return false;
 }
 
-Result<AloneRun> RunAlone(const Dataset& dataset, double seconds) {
+Result<AloneRun> RunAlone(const Dataset& dataset, double seconds, const IteratorOptions& iterator) {
   AloneRun run;
   const Clock::time_point start = Clock::now();
-  RF_ASSIGN_OR_RETURN(std::unique_ptr<Iterator> it, dataset.MakeIterator());
+  RF_ASSIGN_OR_RETURN(std::unique_ptr<Iterator> it, dataset.MakeIterator(iterator));
   Element element;
   RF_ASSIGN_OR_RETURN(bool got, it->GetNext(&element));
   if (!got) return NoElements();
@@ -158,8 +158,9 @@ double ThreadCpuSeconds() {
 }
 }  // namespace
 
-Result<StepRun> RunWithStep(const Dataset& dataset, const StepFn& step, double seconds) {
-  RF_ASSIGN_OR_RETURN(std::unique_ptr<Iterator> it, dataset.MakeIterator());
+Result<StepRun> RunWithStep(const Dataset& dataset, const StepFn& step, double seconds,
+                            const IteratorOptions& iterator) {
+  RF_ASSIGN_OR_RETURN(std::unique_ptr<Iterator> it, dataset.MakeIterator(iterator));
   Element element;
   RF_ASSIGN_OR_RETURN(bool got, it->GetNext(&element));
   if (!got) return NoElements();
@@ -199,7 +200,8 @@ namespace {
 // Records/s of the plan's record stream alone (its steps before the first parse, map, batch
 // or prefetch), batched natively so that the consumer is not the limit. nullopt when it
 // cannot run: the check is advisory.
-std::optional<double> ReadAloneRate(const PipelinePlan& plan, double seconds) {
+std::optional<double> ReadAloneRate(const PipelinePlan& plan, double seconds,
+                                    const IteratorOptions& iterator) {
   PipelinePlan stream = plan;
   stream.steps.clear();
   for (const PlanStep& s : plan.steps) {
@@ -215,7 +217,7 @@ std::optional<double> ReadAloneRate(const PipelinePlan& plan, double seconds) {
   stream.steps.push_back(batch);
   Result<Dataset> ds = stream.Build();
   if (!ds.ok()) return std::nullopt;
-  Result<AloneRun> run = RunAlone(*ds, seconds);
+  Result<AloneRun> run = RunAlone(*ds, seconds, iterator);
   if (!run.ok()) return std::nullopt;
   return run->elements_per_s * 256;
 }
@@ -253,7 +255,7 @@ Result<DiagnoseReport> Diagnose(const PipelinePlan& plan, const DiagnoseOptions&
   m.cores = internal::Cores();
   m.batch_size = plan.BatchSize();
   log(internal::Format("running the pipeline alone for %g s ...", options.seconds));
-  RF_ASSIGN_OR_RETURN(m.alone, RunAlone(dataset, options.seconds));
+  RF_ASSIGN_OR_RETURN(m.alone, RunAlone(dataset, options.seconds, options.iterator));
   m.stages = StagesFromStats(m.alone.stats);
   // Reading from a bucket is network time, not disk time: the report says which it measured.
   std::string remote_origin;
@@ -272,13 +274,13 @@ Result<DiagnoseReport> Diagnose(const PipelinePlan& plan, const DiagnoseOptions&
   log(remote_origin.empty() ? std::string("timing the record stream alone ...")
                             : "timing the remote record stream (" + remote_origin + ") alone ...");
   m.read_alone_records_per_s =
-      ReadAloneRate(plan, std::min({variant_seconds, options.seconds, 1.0}));
+      ReadAloneRate(plan, std::min({variant_seconds, options.seconds, 1.0}), options.iterator);
   for (StageMeasurement& s : m.stages) {
     if (s.id == "read") s.alone_records_per_s = m.read_alone_records_per_s;
   }
   if (step) {
     log(internal::Format("running the pipeline with the step for %g s ...", options.seconds));
-    RF_ASSIGN_OR_RETURN(m.step, RunWithStep(dataset, step, options.seconds));
+    RF_ASSIGN_OR_RETURN(m.step, RunWithStep(dataset, step, options.seconds, options.iterator));
   }
 
   report.verdict = JudgeMeasurements(m);
@@ -286,9 +288,13 @@ Result<DiagnoseReport> Diagnose(const PipelinePlan& plan, const DiagnoseOptions&
     if (s.id == "read") s.utilization_note = report.verdict.read_note;
   }
   if (!report.verdict.rule_cause.id.empty()) {
-    internal::VariantContext context{
-        plan, m, report.verdict.rule_cause, step, options.try_variants ? variant_seconds : 0.0,
-        log};
+    internal::VariantContext context{plan,
+                                     m,
+                                     report.verdict.rule_cause,
+                                     step,
+                                     options.try_variants ? variant_seconds : 0.0,
+                                     log,
+                                     options.iterator};
     report.recommendations = internal::Recommend(context);
   }
   if (std::optional<Recommendation> cap = CpuCapRecommendation(m)) {

@@ -67,6 +67,7 @@ struct VariantContext {
   const StepFn& step;
   double seconds;  // each variant; 0: the rules' advice without running anything
   std::function<void(const std::string&)> log;
+  IteratorOptions iterator = {};  // of every variant's iterator (DiagnoseOptions::iterator)
 };
 
 // The recommendations for `context.cause`, each variant measured (diagnose_variants.cc).

@@ -469,6 +469,32 @@ TEST(DiagnoseTest, InMemoryRecordsAreAPlanSource) {
   }
 }
 
+TEST(DiagnoseTest, TheIteratorOptionsCapEveryRun) {
+  PipelinePlan plan;
+  plan.files = WriteFiles(MakeTempDir(), 2, 64);
+  plan.steps = {Step(PlanStep::Kind::kRepeat), Step(PlanStep::Kind::kBatch, 8)};
+  PlanStep parse = Step(PlanStep::Kind::kParse);
+  parse.specs = {example::FeatureSpec::FixedLen("x", example::DType::kInt64)};
+  plan.steps.push_back(parse);
+  plan.steps.push_back(Step(PlanStep::Kind::kPrefetch, kAutotune));
+  DiagnoseOptions options;
+  options.seconds = 0.2;
+  options.try_variants = false;
+  auto process_parallelism = [&]() {
+    Result<DiagnoseReport> report = Diagnose(plan, options);
+    EXPECT_TRUE(report.ok()) << report.status().ToString();
+    for (const StageMeasurement& s : report->measurements.stages) {
+      if (s.id == "process") return s.parallelism;
+    }
+    return -1;
+  };
+  const int uncapped = process_parallelism();
+  options.iterator.max_threads = 1;
+  const int capped = process_parallelism();
+  EXPECT_EQ(capped, 1);
+  EXPECT_GE(uncapped, capped);
+}
+
 }  // namespace
 }  // namespace recordflow::pipeline
 

@@ -62,7 +62,7 @@ class Variants {
   // running it.
   Result<double> RateAlone(const PipelinePlan& plan) const {
     RF_ASSIGN_OR_RETURN(Dataset ds, plan.Build());
-    RF_ASSIGN_OR_RETURN(AloneRun run, RunAlone(ds, c_.seconds));
+    RF_ASSIGN_OR_RETURN(AloneRun run, RunAlone(ds, c_.seconds, c_.iterator));
     return run.elements_per_s;
   }
 
@@ -534,7 +534,7 @@ void Variants::Prefetch() {
   }
   Result<Dataset> ds = v.Build();
   Result<StepRun> run = !c_.step  ? Result<StepRun>(InvalidArgumentError("no step"))
-                        : ds.ok() ? RunWithStep(*ds, c_.step, c_.seconds)
+                        : ds.ok() ? RunWithStep(*ds, c_.step, c_.seconds, c_.iterator)
                                   : Result<StepRun>(ds.status());
   if (!run.ok() || !m_.step) {
     Recommendation r = Make("bigger_prefetch", title, detail);
