@@ -257,6 +257,7 @@ pipeline::PlanStep PlanStepFrom(const nb::tuple& t) {
   } else if (kind == "parse") {
     s.kind = K::kParse;
     s.specs = ToSpecs(nb::cast<nb::list>(t[1]));
+    s.bytes_as_views = true;  // as rf.Dataset's pipeline parses (PipelineDataset.parse)
   } else if (kind == "map") {
     s.kind = K::kMap;
     const NativeMapOp& op = nb::cast<const NativeMapOp&>(t[1]);

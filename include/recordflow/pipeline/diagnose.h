@@ -70,6 +70,7 @@ struct PlanStep {
   ShuffleOptions shuffle;  // shuffle; global_shuffle: its seed and reshuffle_each_iteration
   std::string cache_path;
   std::vector<example::FeatureSpec> specs;  // parse
+  bool bytes_as_views = false;              // parse: Dataset::Parse's (rf.Dataset's parse sets it)
   MapFn map;
   std::string map_name;  // e.g. "imagenet_eval(224, 256)": the rules read presets from it
   MapOptions map_options;

@@ -78,7 +78,7 @@ Result<Dataset> Apply(const Dataset& ds, const PlanStep& s) {
     case K::kCache:
       return ds.Cache(s.cache_path);
     case K::kParse:
-      return ds.Parse(s.specs);
+      return ds.Parse(s.specs, s.bytes_as_views);
     case K::kMap:
       return ds.Map(s.map, s.map_name, s.map_options);
     case K::kBatch:

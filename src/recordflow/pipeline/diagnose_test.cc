@@ -495,6 +495,32 @@ TEST(DiagnoseTest, TheIteratorOptionsCapEveryRun) {
   EXPECT_GE(uncapped, capped);
 }
 
+TEST(DiagnoseTest, AParseStepKeepsBytesAsViewsWhenAsked) {
+  std::vector<std::string> records;
+  for (int j = 0; j < 8; ++j) {
+    example::Features features;
+    features["name"] = example::Feature::Bytes({"record " + std::to_string(j)});
+    records.push_back(example::SerializeExample(features));
+  }
+  PipelinePlan plan;
+  plan.records = std::make_shared<std::vector<std::string>>(records);
+  PlanStep parse = Step(PlanStep::Kind::kParse);
+  parse.specs = {example::FeatureSpec::FixedLen("name", example::DType::kBytes)};
+  plan.steps = {Step(PlanStep::Kind::kBatch, 4), parse};
+  for (bool views : {false, true}) {
+    plan.steps[1].bytes_as_views = views;
+    Result<Dataset> ds = plan.Build();
+    ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+    Result<std::unique_ptr<Iterator>> it = ds->MakeIterator();
+    ASSERT_TRUE(it.ok());
+    Element element;
+    Result<bool> got = (*it)->GetNext(&element);
+    ASSERT_TRUE(got.ok() && *got);
+    ASSERT_EQ(element.columns.size(), 1u);
+    EXPECT_EQ(element.columns[0].bytes_views.size(), views ? 4u : 0u) << views;
+  }
+}
+
 }  // namespace
 }  // namespace recordflow::pipeline
 
