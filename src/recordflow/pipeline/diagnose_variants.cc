@@ -88,6 +88,20 @@ class Variants {
     return measured;
   }
 
+  // `variant` against `base`, both run alone: `id` with `measured_detail` after `detail`, or
+  // with the error of a base that did not run.
+  Recommendation MeasureAgainst(const PipelinePlan& base, const PipelinePlan& variant,
+                                const std::string& id, const std::string& title,
+                                const std::string& detail, const std::string& measured_detail) {
+    Result<double> rate = RateAlone(base);
+    if (!rate.ok()) {
+      Recommendation r = Make(id, title, detail);
+      r.error = ErrorText(rate.status());
+      return r;
+    }
+    return MeasureAlone(variant, *rate, id, title, detail + measured_detail, false);
+  }
+
   // The plan over the sample files: a leading file-level shard dropped (it would empty a
   // one-file sample), a repeat added when there is none.
   PipelinePlan Sample(const std::vector<std::string>& files,
@@ -327,17 +341,10 @@ Recommendation Variants::CacheVariant() {
     break;
   }
   c_.log(Format("trying: .cache() on a sample of %zu file(s) ...", sample.size()));
-  Result<double> base = RateAlone(base_plan);
-  if (!base.ok()) {
-    Recommendation r = Make("cache", title, detail);
-    r.error = ErrorText(base.status());
-    return r;
-  }
-  return MeasureAlone(cached, *base, "cache", title,
-                      detail + Format(" Measured on a sample of %zu file(s) against the same "
-                                      "sample uncached.",
-                                      sample.size()),
-                      false);
+  return MeasureAgainst(base_plan, cached, "cache", title, detail,
+                        Format(" Measured on a sample of %zu file(s) against the same "
+                               "sample uncached.",
+                               sample.size()));
 }
 
 // The shorter side a pre-resize at conversion should keep for a vision preset map.
@@ -484,17 +491,11 @@ std::optional<Recommendation> Variants::PreResize(int target, const std::string&
     return std::nullopt;
   }
   c_.log(Format("trying: pre-resized images on a sample of %zu records ...", original.size()));
-  Result<double> base = RateAlone(Sample({a}, format::Compression::kNone));
-  if (!base.ok()) {
-    Recommendation r = Make("pre_resize", title, detail);
-    r.error = ErrorText(base.status());
-    return r;
-  }
-  return MeasureAlone(Sample({b}, format::Compression::kNone), *base, "pre_resize", title,
-                      detail + Format(" Measured on a sample of %zu records re-encoded that way, "
-                                      "against the same records as they are.",
-                                      original.size()),
-                      false);
+  return MeasureAgainst(Sample({a}, format::Compression::kNone),
+                        Sample({b}, format::Compression::kNone), "pre_resize", title, detail,
+                        Format(" Measured on a sample of %zu records re-encoded that way, "
+                               "against the same records as they are.",
+                               original.size()));
 }
 
 void Variants::Prefetch() {
