@@ -5,8 +5,8 @@
 //   _core.doctor_order(recommendations) -> indices in report order
 //   _core.doctor_render_text(report) / _core.doctor_render_html(report, waits, computes, json)
 //   _core.doctor_reshard_command(paths, total_bytes, compression) -> (command, shards)
-//   _core.doctor_diagnose(files..., steps, ...) -> (report JSON, waits, computes): a native
-//     pipeline (no Python stage, no Python step) diagnosed wholly by pipeline::Diagnose
+//   _core.doctor_diagnose(files..., steps, ..., records) -> (report JSON, waits, computes): a
+//     native pipeline (or the native stages before a Python one) run by pipeline::Diagnose
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -14,6 +14,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -240,6 +241,10 @@ pipeline::PlanStep PlanStepFrom(const nb::tuple& t) {
     s.kind = K::kShuffle;
     s.shuffle = {nb::cast<size_t>(t[1]), nb::cast<std::optional<uint64_t>>(t[2]),
                  nb::cast<bool>(t[3])};
+  } else if (kind == "global_shuffle") {
+    s.kind = K::kGlobalShuffle;
+    s.shuffle.seed = nb::cast<std::optional<uint64_t>>(t[1]);
+    s.shuffle.reshuffle_each_iteration = nb::cast<bool>(t[2]);
   } else if (kind == "repeat" || kind == "take" || kind == "skip" || kind == "prefetch") {
     s.kind = kind == "repeat" ? K::kRepeat
              : kind == "take" ? K::kTake
@@ -252,6 +257,7 @@ pipeline::PlanStep PlanStepFrom(const nb::tuple& t) {
   } else if (kind == "parse") {
     s.kind = K::kParse;
     s.specs = ToSpecs(nb::cast<nb::list>(t[1]));
+    s.bytes_as_views = true;  // as rf.Dataset's pipeline parses (PipelineDataset.parse)
   } else if (kind == "map") {
     s.kind = K::kMap;
     const NativeMapOp& op = nb::cast<const NativeMapOp&>(t[1]);
@@ -273,8 +279,18 @@ std::tuple<std::string, std::vector<double>, std::vector<double>> DiagnoseNative
     bool shuffle_files, std::optional<uint64_t> seed, const std::string& on_corruption,
     bool verify_checksums, const nb::list& steps, double seconds,
     std::optional<double> variant_seconds, std::optional<double> step_seconds, bool try_variants,
-    nb::object log) {
+    nb::object log, std::optional<nb::list> records, int max_threads, double max_cpu_fraction) {
   pipeline::PipelinePlan plan;
+  if (records) {  // Dataset.from_records: the records in place of the files
+    auto held = std::make_shared<std::vector<std::string>>();
+    for (nb::handle r : *records) {
+      char* data;
+      Py_ssize_t size;
+      if (PyBytes_AsStringAndSize(r.ptr(), &data, &size) != 0) throw nb::python_error();
+      held->emplace_back(data, static_cast<size_t>(size));
+    }
+    plan.records = std::move(held);
+  }
   plan.files_options.compression =
       compression && !compression->empty()
           ? std::optional(ValueOrThrow(format::ParseCompression(*compression)))
@@ -289,6 +305,8 @@ std::tuple<std::string, std::vector<double>, std::vector<double>> DiagnoseNative
   options.variant_seconds = variant_seconds;
   options.step_seconds = step_seconds;
   options.try_variants = try_variants;
+  options.iterator.max_threads = max_threads;  // the Dataset's with_options caps
+  options.iterator.max_cpu_fraction = max_cpu_fraction;
   if (!log.is_none()) {
     // Held through a shared_ptr: copies of options.log made without the GIL touch no Python
     // reference count; the last reference goes with `options`, with the GIL held.
@@ -303,7 +321,9 @@ std::tuple<std::string, std::vector<double>, std::vector<double>> DiagnoseNative
     };
   }
   DiagnoseReport r = ValueOrThrow(WithoutGil([&]() -> Result<DiagnoseReport> {
-    RF_ASSIGN_OR_RETURN(plan.files, io::ExpandGlobs(paths));
+    if (!plan.records) {
+      RF_ASSIGN_OR_RETURN(plan.files, io::ExpandGlobs(paths));
+    }
     return pipeline::Diagnose(plan, options);
   }));
   std::vector<double> waits, computes;
@@ -320,7 +340,9 @@ void RegisterDiagnose(nb::module_& m) {
   m.def("doctor_diagnose", &DiagnoseNative, "paths"_a, "compression"_a.none(), "shuffle_files"_a,
         "seed"_a.none(), "on_corruption"_a, "verify_checksums"_a, "steps"_a, "seconds"_a,
         "variant_seconds"_a.none(), "step_seconds"_a.none(), "try_variants"_a, "log"_a.none(),
-        "pipeline::Diagnose on a native pipeline: (report JSON, step waits, step computes).");
+        "records"_a.none() = nb::none(), "max_threads"_a = 0, "max_cpu_fraction"_a = 0.0,
+        "pipeline::Diagnose on a native pipeline (on `records` in place of the files when given): "
+        "(report JSON, step waits, step computes).");
   m.def("doctor_judge", &Judge, "measurements"_a,
         "The doctor's rules: verdict, cause and slowest stage from measurements.");
   m.def("doctor_order", &Order, "recommendations"_a,

@@ -474,3 +474,127 @@ def test_slow_native_read_before_a_python_map_is_blamed_on_read(gzip_files, monk
     parallel = _rec(d, "parallel_reads")
     assert parallel["measured_by"] == "engine" and parallel["measured"], parallel
     assert parallel["variant"] > 0 and parallel["error"] is None
+
+
+def test_a_python_step_fn_on_a_native_pipeline_leaves_the_stages_to_the_engine(
+        gzip_files, monkeypatch):
+    """A native pipeline with a Python step_fn: the engine's doctor measures every stage and
+    tries the native variants; Python times only the step (and the loop that calls it)."""
+    calls = _spy_engine(monkeypatch)
+    ds = rf.Dataset.from_files(gzip_files).repeat().batch(32).parse(SPEC)
+
+    def train_step(batch):
+        assert batch["x"].shape == (32,)
+
+    report = rf.diagnose(ds, train_step, seconds=0.8, variant_seconds=0.4)
+    d = report.to_dict()
+    assert d["measured_by"] == "engine+python"
+    assert d["step"]["mode"].startswith("step_fn ") and "train_step" in d["step"]["mode"]
+    assert d["step"]["steps"] > 0 and len(report.timeline) == d["step"]["steps"]
+    # The whole pipeline ran in pipeline::Diagnose: measured once, then with its variants.
+    assert calls and all([s[0] for s in c] == ["repeat", "batch", "parse"] for c in calls)
+    native = [s for s in d["stages"] if s["kind"] == "native"]
+    assert [s["id"] for s in native][0] == "read" and native
+    assert all(s["measured_by"] == "engine" for s in native), native
+    assert native[0]["alone_records_per_s"] > 0 and "files(24" in native[0]["name"]
+    # Only the loop that calls the step is Python's own stage.
+    assert [s["id"] for s in d["stages"] if s["kind"] != "native"] == ["python_consumer"]
+    assert d["native_stages"]["measured_by"] == "engine"
+    # One thread inflating 24 GZIP files: read is the cause and the engine tried its variant.
+    assert d["verdict"] == "input-bound" and d["cause"]["id"] == "read", d["stages"]
+    parallel = _rec(d, "parallel_reads")
+    assert parallel["measured_by"] == "engine" and parallel["measured"], parallel
+
+
+@pytest.mark.parametrize("tail", ["unbatch", "padded_batch", "enumerate", "take_while",
+                                  "flat_map", "ignore_errors"])
+def test_native_stages_before_any_python_stage_go_to_the_engine(plain_files, monkeypatch, tail):
+    """Whatever the first Python stage is (not only a map or filter), the native stages before
+    it are measured by the engine's doctor; Python times the tail."""
+    calls = _spy_engine(monkeypatch)
+    ds = rf.Dataset.from_files(plain_files).repeat().batch(8).parse(SPEC).prefetch()
+    ds = {"unbatch": lambda: ds.unbatch(),
+          "padded_batch": lambda: ds.unbatch().padded_batch(4),
+          "enumerate": lambda: ds.enumerate(),
+          "take_while": lambda: ds.take_while(lambda b: True),
+          "flat_map": lambda: ds.flat_map(lambda b: rf.Dataset.range(2)),
+          "ignore_errors": lambda: ds.ignore_errors()}[tail]()
+    d = rf.diagnose(ds, step_seconds=0.0005, seconds=0.5, try_variants=False).to_dict()
+    assert d["measured_by"] == "engine+python"
+    assert calls and [s[0] for s in calls[0]] == ["repeat", "batch", "parse", "prefetch"]
+    native = [s for s in d["stages"] if s["kind"] == "native"]
+    assert [s["id"] for s in native] == ["read", "process", "prefetch"]
+    assert all(s["measured_by"] == "engine" for s in native)
+    # The native stages ran at the pace Python took their elements: never above alone.
+    for s in native:
+        if s["alone_utilization"] is not None:
+            assert 0 <= s["utilization"] <= s["alone_utilization"] + 1e-9, s
+    assert any(s["kind"].startswith("python_") and s["kind"] != "python_consumer"
+               for s in d["stages"]), d["stages"]
+
+
+def test_a_global_shuffle_pipeline_is_native_in_the_doctor(plain_files, monkeypatch):
+    """global_shuffle is a PlanStep: the whole pipeline goes to the engine's doctor, whose
+    variants keep to what Dataset allows (no interleave before a global shuffle)."""
+    import recordflow.doctor.run as run
+    calls = _spy_engine(monkeypatch)
+    monkeypatch.setattr(run, "_run_alone", lambda *a, **k: pytest.fail("measured from Python"))
+    ds = (rf.Dataset.from_files(plain_files).global_shuffle(seed=3).repeat().batch(16)
+          .parse(SPEC))
+    d = rf.diagnose(ds, step_seconds=0.0, seconds=0.5, variant_seconds=0.3).to_dict()
+    assert d["measured_by"] == "engine" and "global_shuffle(seed=3)" in d["pipeline"]
+    assert calls and calls[0][0] == ("global_shuffle", 3, True)
+    assert all(s["measured_by"] == "engine" for s in d["stages"])
+    ids = [r["id"] for r in d["recommendations"]]
+    assert "parallel_reads" not in ids and "cache" not in ids, ids
+    assert all(r.get("error") is None for r in d["recommendations"]), d["recommendations"]
+
+
+def test_a_from_records_pipeline_is_native_in_the_doctor(monkeypatch):
+    """Dataset.from_records: the records are the PipelinePlan's source (Dataset::FromRecords)."""
+    import recordflow.doctor.run as run
+    calls = _spy_engine(monkeypatch)
+    python_alone = run._run_alone
+    monkeypatch.setattr(run, "_run_alone", lambda *a, **k: pytest.fail("measured from Python"))
+    records = [rf.Example({"x": i}).serialize() for i in range(200)]
+    ds = rf.Dataset.from_records(records).repeat().batch(8).parse(SPEC)
+    d = rf.diagnose(ds, step_seconds=0.0005, seconds=0.4, variant_seconds=0.3).to_dict()
+    assert d["measured_by"] == "engine" and d["pipeline"] == ds.describe()
+    assert calls and [s[0] for s in calls[0]] == ["repeat", "batch", "parse"]
+    assert d["stages"][0]["id"] == "read" and d["stages"][0]["measured_by"] == "engine"
+    assert d["step"]["steps"] > 0 and d["ceiling"]["batch_size"] == 8
+    ids = [r["id"] for r in d["recommendations"]]
+    assert not {"cache", "fewer_larger_files", "uncompressed_files"} & set(ids), ids
+    # A Python tail on records: the native stages still go to the engine.
+    monkeypatch.setattr(run, "_run_alone", python_alone)
+    calls.clear()
+    d = rf.diagnose(ds.unbatch(), seconds=0.3, try_variants=False).to_dict()
+    assert d["measured_by"] == "engine+python" and len(calls) == 1
+
+
+def test_shaped_parse_features_are_native_in_the_doctor(tmp_path, monkeypatch):
+    """A parse with rf.SparseFeature / rf.RaggedFeature lowers as the columns it reads (as
+    the pipeline does), so the doctor runs it in the engine."""
+    calls = _spy_engine(monkeypatch)
+    path = str(tmp_path / "shaped.tfrecord")
+    with rf.RecordWriter(path) as w:
+        for i in range(64):
+            w.write(rf.Example({"idx": [0, 2], "val": [1.0, 2.0], "r": [float(i)] * (i % 3 + 1)})
+                    .serialize())
+    spec = {"sp": rf.SparseFeature("idx", "val", "float32", 4),
+            "r": rf.RaggedFeature("float32")}
+    ds = rf.Dataset.from_files(path).repeat().batch(8).parse(spec)
+    d = rf.diagnose(ds, seconds=0.3, try_variants=False).to_dict()
+    assert d["measured_by"] == "engine" and calls
+    assert [s[0] for s in calls[0]] == ["repeat", "batch", "parse"]
+
+
+@pytest.mark.parametrize("step_fn", [None, lambda batch: None])
+def test_the_engine_measures_with_the_datasets_core_caps(plain_files, step_fn):
+    """with_options(max_threads=1) caps the engine's runs as it caps the Dataset's iterators:
+    the parse stage runs on one thread (whole pipeline in the engine, or under a step_fn)."""
+    ds = (rf.Dataset.from_files(plain_files).repeat().batch(8).parse(SPEC).prefetch()
+          .with_options(max_threads=1))
+    d = rf.diagnose(ds, step_fn, seconds=0.3, try_variants=False).to_dict()
+    process = next(s for s in d["stages"] if s["id"] == "process")
+    assert process["measured_by"] == "engine" and process["parallelism"] == 1, process

@@ -132,9 +132,9 @@ def _engine_prefix(read_util, read_alone):
 
 
 def _python_tail(taken, map_busy, steady=1.0):
-    """Python's run of the whole pipeline (recorded): the tail took `taken` native elements in
+    """Python's run of the whole pipeline (recorded): the engine delivered `taken` elements in
     `steady` seconds; its map was busy `map_busy` of them."""
-    alone = {"steady_tail_inputs": taken, "steady_seconds": steady}
+    alone = {"steady_native_delivered": taken, "steady_seconds": steady}
     stages = [_stage("read", 0.99, measured_by="python"),  # Python's own view: replaced
               _stage("prefetch", None, measured_by="python", buffer_size=8, buffer_fill=0.9),
               _stage("python_map_0", map_busy, kind="python_map", measured_by="python"),

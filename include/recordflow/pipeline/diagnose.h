@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,12 +45,13 @@ inline constexpr uint64_t kReshardTargetBytes = uint64_t{128} << 20;
 // pipeline's threads compete with it for cores (recommend IteratorOptions::max_cpu_fraction).
 inline constexpr double kCpuHeavyStepShare = 0.5;
 
-// One Dataset call after FromFiles.
+// One Dataset call after the source.
 struct PlanStep {
   enum class Kind {
     kShard,
     kInterleave,
     kShuffle,
+    kGlobalShuffle,
     kRepeat,
     kTake,
     kSkip,
@@ -65,18 +67,22 @@ struct PlanStep {
   int64_t index = 0;   // shard: index
   bool drop_remainder = false;
   InterleaveOptions interleave;
-  ShuffleOptions shuffle;
+  ShuffleOptions shuffle;  // shuffle; global_shuffle: its seed and reshuffle_each_iteration
   std::string cache_path;
   std::vector<example::FeatureSpec> specs;  // parse
+  bool bytes_as_views = false;              // parse: Dataset::Parse's (rf.Dataset's parse sets it)
   MapFn map;
   std::string map_name;  // e.g. "imagenet_eval(224, 256)": the rules read presets from it
   MapOptions map_options;
 };
 
-// A native pipeline as data: Dataset::FromFiles(files, files_options) then `steps`.
+// A native pipeline as data: Dataset::FromFiles(files, files_options), or
+// Dataset::FromRecords(*records) when `records` is set, then `steps`.
 struct PipelinePlan {
   std::vector<std::string> files;  // paths (globs expanded)
   FilesOptions files_options;
+  // In-memory records in place of the files (shared: the variants copy the plan).
+  std::shared_ptr<const std::vector<std::string>> records;
   std::vector<PlanStep> steps;
 
   // The Dataset. Errors: those of the Dataset calls.
@@ -145,9 +151,10 @@ struct Measurements {
   std::optional<StepRun> step;
   std::string step_mode;  // e.g. "simulated 120 ms step"
   // Who measured: "engine" (Diagnose), "engine+python" (rf.diagnose of a pipeline with a
-  // Python tail: the native stages by Diagnose, the tail in Python) or "python".
+  // Python tail or a Python step: the native stages by Diagnose, the tail, the loop and the
+  // step in Python) or "python".
   std::string measured_by = "engine";
-  // With a Python tail: the native stages Diagnose ran on their own (their DebugString) and
+  // With "engine+python": the native stages Diagnose ran on their own (their DebugString) and
   // their elements/s alone; empty / nullopt otherwise.
   std::string native_pipeline;
   std::optional<double> native_elements_per_s;
@@ -239,7 +246,10 @@ struct DiagnoseOptions {
   std::optional<double> step_seconds;     // a simulated step (sleep)
   StepFn step;                            // or a real one (not both)
   std::string step_name = "step";
-  bool try_variants = true;                   // false: the rules' advice without numbers
+  bool try_variants = true;  // false: the rules' advice without numbers
+  // Every iterator Diagnose runs (the phases, the stream alone, the variants) is made with
+  // these: a pipeline capped with max_threads / max_cpu_fraction is measured as it runs.
+  IteratorOptions iterator;
   std::function<void(std::string_view)> log;  // progress lines; may be empty
 };
 
@@ -254,9 +264,11 @@ struct DiagnoseReport {
 Result<DiagnoseReport> Diagnose(const PipelinePlan& plan, const DiagnoseOptions& options = {});
 
 // Runs `dataset` alone for `seconds` after its first element.
-Result<AloneRun> RunAlone(const Dataset& dataset, double seconds);
+Result<AloneRun> RunAlone(const Dataset& dataset, double seconds,
+                          const IteratorOptions& iterator = {});
 // Runs `dataset` with `step` on each element for `seconds` after the first.
-Result<StepRun> RunWithStep(const Dataset& dataset, const StepFn& step, double seconds);
+Result<StepRun> RunWithStep(const Dataset& dataset, const StepFn& step, double seconds,
+                            const IteratorOptions& iterator = {});
 
 // ---- the report -----------------------------------------------------------------------------
 

@@ -149,7 +149,7 @@ def _run_alone(ds: Dataset, seconds: float) -> dict:
         wait_at_first = it.stats()["consumer_wait_seconds"]
         python_at_first = sum(st["timer"].seconds / st["parallelism"]
                               for st in python_stages if st["timer"] is not None)
-        inputs_at_first = _tail_inputs(python_stages)
+        delivered_at_first = _delivered(it)
         n = 0
         exhausted = False
         while time.perf_counter() - t_first < seconds:
@@ -161,6 +161,7 @@ def _run_alone(ds: Dataset, seconds: float) -> dict:
             n += 1
         t_end = time.perf_counter()
         stats = it.stats()
+        delivered = _delivered(it)
     finally:
         it.close()
     elapsed = t_end - t_first
@@ -173,18 +174,19 @@ def _run_alone(ds: Dataset, seconds: float) -> dict:
                                          for st in python_stages if st["timer"] is not None)
                                      - python_at_first,
             "element_bytes": _element_bytes(first),
-            # Elements the Python tail took from the engine after the first one (None when the
-            # tail does not start with a timed callable): the native stages' pace in this run.
-            "steady_tail_inputs": None if inputs_at_first is None
-                                  else _tail_inputs(python_stages) - inputs_at_first}
+            # Elements the engine's native stages delivered to Python after the first one
+            # (whatever takes them: a Python stage or the loop); None when not counted.
+            "steady_native_delivered": None if None in (delivered, delivered_at_first)
+                                       else delivered - delivered_at_first}
 
 
-def _tail_inputs(python_stages: list[dict]) -> int | None:
-    """Calls of the Python tail's first stage so far, when it is a timed map/filter: each call
-    takes one element of the native stages before it."""
-    if not python_stages or python_stages[0]["timer"] is None:
+def _delivered(it) -> int | None:
+    """Elements the engine has delivered to Python so far (it.stats()), or None."""
+    try:
+        n = it.stats().get("elements_delivered")
+    except Exception:  # a Python source has no engine to count
         return None
-    return python_stages[0]["timer"].calls
+    return None if n is None else int(n)
 
 
 def _run_with_step(ds: Dataset, step: Callable[[Any], Any], seconds: float) -> dict:

@@ -36,7 +36,7 @@ from recordflow.doctor.rules import (
 )
 from recordflow.doctor.samples import _remote_origin
 from recordflow.doctor.variants import _recommend
-from recordflow.example import _specs
+from recordflow.example import _Plan as _SpecPlan
 
 
 def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
@@ -75,11 +75,15 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
 
     engine_log = print_line if verbose else None
 
-    plan = _native_plan(dataset) if step_fn is None else None
-    if plan is not None:
+    plan = _native_plan(dataset)
+    # The engine's runs use the Dataset's with_options settings, as its own iterators do: the
+    # shard cache (process-wide) and the core caps (passed to each pipeline::Diagnose).
+    dataset._apply_cache(None, None)
+    caps = dataset._caps(None, None)
+    if plan is not None and step_fn is None:
         log("the pipeline is native: measured, stepped and varied by the engine's doctor")
         data, waits, computes = _engine_diagnose(plan, seconds, variant_seconds, step_seconds,
-                                                 try_variants, engine_log)
+                                                 try_variants, engine_log, caps)
         data["pipeline"] = dataset.describe()
         return Report(data, list(zip(waits, computes)))
 
@@ -93,14 +97,15 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
         def step(_batch, _s=float(step_seconds)):
             time.sleep(_s)
 
-    # The native stages before the first Python callable: the engine's doctor measures them
-    # (pipeline::Diagnose on that prefix); Python times only the tail and the step.
-    prefix = _native_prefix_plan(dataset)
+    # The native stages (all of them under a Python step_fn, else those before the first
+    # Python stage): the engine's doctor measures them (pipeline::Diagnose on that plan);
+    # Python times only the tail, the consuming loop and the step.
+    prefix = plan if plan is not None else _native_prefix_plan(dataset)
     engine = None
     if prefix is not None:
         log("the native stages: measured by the engine's doctor ...")
         engine, _, _ = _engine_diagnose(prefix, seconds, variant_seconds, None, False,
-                                        engine_log)
+                                        engine_log, caps)
     log(f"running the pipeline alone for {seconds:g} s ...")
     alone = _run_alone(dataset, seconds)
     stages = _stages(alone)
@@ -160,7 +165,7 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
         if try_variants:
             log("trying the native stages' variants in the engine's doctor ...")
             tried, _, _ = _engine_diagnose(prefix, min(seconds, variant_seconds), variant_seconds,
-                                           None, True, engine_log)
+                                           None, True, engine_log, caps)
             engine_recs = tried["recommendations"]
         else:
             engine_recs = engine["recommendations"]
@@ -207,47 +212,56 @@ def diagnose(dataset: Dataset, step_fn: Callable[[Any], Any] | None = None, *,
     return Report(data, timeline)
 
 
-def _engine_diagnose(plan: tuple[_st.Files, list[tuple]], seconds: float,
+def _engine_diagnose(plan: tuple[_st.Files | _st.Records, list[tuple]], seconds: float,
                      variant_seconds: float, step_seconds: float | None, try_variants: bool,
-                     log) -> tuple[dict, list[float], list[float]]:
-    """pipeline::Diagnose on ``plan`` (_native_plan's): the report as a dict, and the per-step
-    waits and computes."""
-    files, steps = plan
+                     log, caps: dict) -> tuple[dict, list[float], list[float]]:
+    """pipeline::Diagnose on ``plan`` (_native_plan's) with the iterator ``caps``
+    (max_threads, max_cpu_fraction): the report as a dict, and the per-step waits and
+    computes."""
+    source, steps = plan
+    if isinstance(source, _st.Records):  # Dataset::FromRecords in place of the files
+        files, records = ([], None, False, None, "raise", True), list(source.records)
+    else:
+        files = (list(source.paths), source.compression, source.shuffle_files, source.seed,
+                 source.on_corruption, source.verify_checksums)
+        records = None
     text, waits, computes = _core.doctor_diagnose(
-        list(files.paths), files.compression, files.shuffle_files, files.seed,
-        files.on_corruption, files.verify_checksums, steps, seconds,
-        variant_seconds if try_variants else 0.0, step_seconds, try_variants, log)
+        *files, steps, seconds,
+        variant_seconds if try_variants else 0.0, step_seconds, try_variants, log,
+        records=records, **caps)
     data = json.loads(text)
     for s in data["stages"]:
         s["measured_by"] = "engine"
     return data, waits, computes
 
 
-def _native_prefix_plan(ds: Dataset) -> tuple[_st.Files, list[tuple]] | None:
-    """The plan of ``ds``'s native stages (those before its first Python callable) when the
-    engine's doctor can run them and a timed Python map/filter takes their elements; None
-    otherwise (then the Python measurements time the whole pipeline)."""
+def _native_prefix_plan(ds: Dataset) -> tuple[_st.Files | _st.Records, list[tuple]] | None:
+    """The plan of ``ds``'s native stages (those before its first Python stage, whichever it
+    is: map, filter, unbatch, flat_map, padded_batch, ...) when the engine's doctor can run
+    them; None when no stage runs in Python or the native part has no plan (a Python source:
+    then the Python measurements time the whole pipeline)."""
     ops = _ops(ds)
     start = _python_start(ops)
-    if start == len(ops) or not isinstance(ops[start], (_st.Map, _st.Filter)):
+    if start == len(ops):
         return None
     return _native_plan(_with_ops(ds, ops[:start]))
 
 
 def _merge_engine_stages(engine: dict, alone: dict, stages: list[dict]) -> list[dict]:
-    """The stages table of a pipeline with a Python tail: the native stages as the engine's
-    doctor measured them, then the Python stages as timed here.
+    """The stages table of a pipeline timed in Python (a Python tail, or a Python step_fn): the
+    native stages as the engine's doctor measured them, then the Python stages (the tail, the
+    consuming loop) as timed here.
 
     The engine ran the native stages alone, as fast as they go; in the whole pipeline they
-    run at the pace the Python tail takes their elements. A stage's utilization there is its
+    run at the pace Python takes their elements (the engine's elements delivered). A stage's utilization there is its
     utilization alone scaled by that pace over its pace alone (a stage busy 90% of the time at
     1000 elements/s is busy 9% at 100/s). ``alone_utilization`` keeps the engine's figure."""
     engine_rate = engine["ceiling"]["iterator_elements_per_s"]
-    taken = alone.get("steady_tail_inputs")
+    taken = alone.get("steady_native_delivered")
     steady = alone["steady_seconds"]
     if taken and steady > 0 and engine_rate > 0:
         pace = min(1.0, taken / steady / engine_rate)
-    else:  # the tail took nothing after its first element: the native stages were not busy
+    else:  # nothing was taken after the first element: the native stages were not busy
         pace = 0.0
     # The prefetch buffer's fill depends on who drains it: in the whole pipeline it is the
     # tail, so its fill is the one the engine counted in that run (it.stats()).
@@ -266,12 +280,12 @@ def _merge_engine_stages(engine: dict, alone: dict, stages: list[dict]) -> list[
     return native + [s for s in stages if s["kind"] != "native"]
 
 
-def _native_plan(ds: Dataset) -> tuple[_st.Files, list[tuple]] | None:
+def _native_plan(ds: Dataset) -> tuple[_st.Files | _st.Records, list[tuple]] | None:
     """The pipeline as pipeline::PipelinePlan's steps (the arguments _lowering.lower() gives the same
     Dataset calls), or None when a stage runs in Python or has no plan step: then the Python
     measurements below time it."""
     source, *rest = ds.stages
-    if not isinstance(source, _st.Files):
+    if not isinstance(source, (_st.Files, _st.Records)):  # a Python source (range, zip, ...)
         return None
     steps: list[tuple] = []
     for s in rest:
@@ -282,21 +296,25 @@ def _native_plan(ds: Dataset) -> tuple[_st.Files, list[tuple]] | None:
                           s.deterministic))
         elif isinstance(s, _st.Shuffle):
             steps.append(("shuffle", s.buffer_size, s.seed, s.reshuffle_each_iteration))
+        elif isinstance(s, _st.GlobalShuffle):
+            steps.append(("global_shuffle", s.seed, s.reshuffle_each_iteration))
         elif isinstance(s, (_st.Repeat, _st.Take, _st.Skip)):
             steps.append((s.name, s.count))
         elif isinstance(s, _st.Cache):
             steps.append(("cache", s.path))
         elif isinstance(s, _st.Parse):
-            steps.append(("parse", _specs(s.spec, "spec")))
+            # The specs _lowering.lower() gives the engine: shaped features (sparse, ragged,
+            # sequences) as the columns they read.
+            steps.append(("parse", _SpecPlan(s.spec, "spec").specs))
         elif isinstance(s, _st.NativeMap):
             steps.append(("map", s.op._core, s.num_parallel))
         elif isinstance(s, _st.Batch):
             steps.append(("batch", s.batch_size, s.drop_remainder))
         elif isinstance(s, _st.Prefetch):
             steps.append(("prefetch", s.n))
-        else:  # a Python callable, GlobalShuffle, ...: measured from Python
+        else:  # a Python stage (not native): measured from Python
             return None
-    for path in source.paths:  # s3:// from Python: botocore's credentials, as _lowering.lower() does
+    for path in getattr(source, "paths", ()):  # s3:// from Python: botocore's credentials, as _lowering.lower() does
         if path.startswith("s3://"):
             from recordflow import _remote
             _remote.prepare(path)

@@ -55,54 +55,48 @@ int Cores() {
 
 }  // namespace internal
 
-Result<Dataset> PipelinePlan::Build() const {
-  RF_ASSIGN_OR_RETURN(Dataset ds, Dataset::FromFiles(files, files_options));
+namespace {
+
+// `ds` with the Dataset call of `s`.
+Result<Dataset> Apply(const Dataset& ds, const PlanStep& s) {
   using K = PlanStep::Kind;
+  switch (s.kind) {
+    case K::kShard:
+      return ds.Shard(static_cast<int>(s.count), static_cast<int>(s.index));
+    case K::kInterleave:
+      return ds.Interleave(s.interleave);
+    case K::kShuffle:
+      return ds.Shuffle(s.shuffle);
+    case K::kGlobalShuffle:
+      return ds.GlobalShuffle(s.shuffle.seed, s.shuffle.reshuffle_each_iteration);
+    case K::kRepeat:
+      return ds.Repeat(s.count);
+    case K::kTake:
+      return ds.Take(s.count);
+    case K::kSkip:
+      return ds.Skip(s.count);
+    case K::kCache:
+      return ds.Cache(s.cache_path);
+    case K::kParse:
+      return ds.Parse(s.specs, s.bytes_as_views);
+    case K::kMap:
+      return ds.Map(s.map, s.map_name, s.map_options);
+    case K::kBatch:
+      if (s.count <= 0) return InvalidArgumentError("batch size must be > 0");
+      return ds.Batch(static_cast<size_t>(s.count), s.drop_remainder);
+    case K::kPrefetch:
+      return ds.Prefetch(static_cast<int>(s.count));
+  }
+  return InvalidArgumentError("unknown plan step");
+}
+
+}  // namespace
+
+Result<Dataset> PipelinePlan::Build() const {
+  RF_ASSIGN_OR_RETURN(Dataset ds, records ? Result<Dataset>(Dataset::FromRecords(*records))
+                                          : Dataset::FromFiles(files, files_options));
   for (const PlanStep& s : steps) {
-    switch (s.kind) {
-      case K::kShard: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Shard(static_cast<int>(s.count), static_cast<int>(s.index)));
-        break;
-      }
-      case K::kInterleave: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Interleave(s.interleave));
-        break;
-      }
-      case K::kShuffle: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Shuffle(s.shuffle));
-        break;
-      }
-      case K::kRepeat:
-        ds = ds.Repeat(s.count);
-        break;
-      case K::kTake:
-        ds = ds.Take(s.count);
-        break;
-      case K::kSkip:
-        ds = ds.Skip(s.count);
-        break;
-      case K::kCache: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Cache(s.cache_path));
-        break;
-      }
-      case K::kParse: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Parse(s.specs));
-        break;
-      }
-      case K::kMap: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Map(s.map, s.map_name, s.map_options));
-        break;
-      }
-      case K::kBatch: {
-        if (s.count <= 0) return InvalidArgumentError("batch size must be > 0");
-        RF_ASSIGN_OR_RETURN(ds, ds.Batch(static_cast<size_t>(s.count), s.drop_remainder));
-        break;
-      }
-      case K::kPrefetch: {
-        RF_ASSIGN_OR_RETURN(ds, ds.Prefetch(static_cast<int>(s.count)));
-        break;
-      }
-    }
+    RF_ASSIGN_OR_RETURN(ds, Apply(ds, s));
   }
   return ds;
 }
@@ -116,6 +110,7 @@ std::optional<size_t> PipelinePlan::BatchSize() const {
 }
 
 bool PipelinePlan::Compressed() const {
+  if (records) return false;
   if (files_options.compression) return *files_options.compression != format::Compression::kNone;
   for (const std::string& p : files) {
     for (const char* suffix : {".gz", ".gzip", ".zz", ".zlib"}) {
@@ -126,10 +121,10 @@ bool PipelinePlan::Compressed() const {
   return false;
 }
 
-Result<AloneRun> RunAlone(const Dataset& dataset, double seconds) {
+Result<AloneRun> RunAlone(const Dataset& dataset, double seconds, const IteratorOptions& iterator) {
   AloneRun run;
   const Clock::time_point start = Clock::now();
-  RF_ASSIGN_OR_RETURN(std::unique_ptr<Iterator> it, dataset.MakeIterator());
+  RF_ASSIGN_OR_RETURN(std::unique_ptr<Iterator> it, dataset.MakeIterator(iterator));
   Element element;
   RF_ASSIGN_OR_RETURN(bool got, it->GetNext(&element));
   if (!got) return NoElements();
@@ -163,8 +158,9 @@ double ThreadCpuSeconds() {
 }
 }  // namespace
 
-Result<StepRun> RunWithStep(const Dataset& dataset, const StepFn& step, double seconds) {
-  RF_ASSIGN_OR_RETURN(std::unique_ptr<Iterator> it, dataset.MakeIterator());
+Result<StepRun> RunWithStep(const Dataset& dataset, const StepFn& step, double seconds,
+                            const IteratorOptions& iterator) {
+  RF_ASSIGN_OR_RETURN(std::unique_ptr<Iterator> it, dataset.MakeIterator(iterator));
   Element element;
   RF_ASSIGN_OR_RETURN(bool got, it->GetNext(&element));
   if (!got) return NoElements();
@@ -204,7 +200,8 @@ namespace {
 // Records/s of the plan's record stream alone (its steps before the first parse, map, batch
 // or prefetch), batched natively so that the consumer is not the limit. nullopt when it
 // cannot run: the check is advisory.
-std::optional<double> ReadAloneRate(const PipelinePlan& plan, double seconds) {
+std::optional<double> ReadAloneRate(const PipelinePlan& plan, double seconds,
+                                    const IteratorOptions& iterator) {
   PipelinePlan stream = plan;
   stream.steps.clear();
   for (const PlanStep& s : plan.steps) {
@@ -220,7 +217,7 @@ std::optional<double> ReadAloneRate(const PipelinePlan& plan, double seconds) {
   stream.steps.push_back(batch);
   Result<Dataset> ds = stream.Build();
   if (!ds.ok()) return std::nullopt;
-  Result<AloneRun> run = RunAlone(*ds, seconds);
+  Result<AloneRun> run = RunAlone(*ds, seconds, iterator);
   if (!run.ok()) return std::nullopt;
   return run->elements_per_s * 256;
 }
@@ -258,7 +255,7 @@ Result<DiagnoseReport> Diagnose(const PipelinePlan& plan, const DiagnoseOptions&
   m.cores = internal::Cores();
   m.batch_size = plan.BatchSize();
   log(internal::Format("running the pipeline alone for %g s ...", options.seconds));
-  RF_ASSIGN_OR_RETURN(m.alone, RunAlone(dataset, options.seconds));
+  RF_ASSIGN_OR_RETURN(m.alone, RunAlone(dataset, options.seconds, options.iterator));
   m.stages = StagesFromStats(m.alone.stats);
   // Reading from a bucket is network time, not disk time: the report says which it measured.
   std::string remote_origin;
@@ -277,13 +274,13 @@ Result<DiagnoseReport> Diagnose(const PipelinePlan& plan, const DiagnoseOptions&
   log(remote_origin.empty() ? std::string("timing the record stream alone ...")
                             : "timing the remote record stream (" + remote_origin + ") alone ...");
   m.read_alone_records_per_s =
-      ReadAloneRate(plan, std::min({variant_seconds, options.seconds, 1.0}));
+      ReadAloneRate(plan, std::min({variant_seconds, options.seconds, 1.0}), options.iterator);
   for (StageMeasurement& s : m.stages) {
     if (s.id == "read") s.alone_records_per_s = m.read_alone_records_per_s;
   }
   if (step) {
     log(internal::Format("running the pipeline with the step for %g s ...", options.seconds));
-    RF_ASSIGN_OR_RETURN(m.step, RunWithStep(dataset, step, options.seconds));
+    RF_ASSIGN_OR_RETURN(m.step, RunWithStep(dataset, step, options.seconds, options.iterator));
   }
 
   report.verdict = JudgeMeasurements(m);
@@ -291,9 +288,13 @@ Result<DiagnoseReport> Diagnose(const PipelinePlan& plan, const DiagnoseOptions&
     if (s.id == "read") s.utilization_note = report.verdict.read_note;
   }
   if (!report.verdict.rule_cause.id.empty()) {
-    internal::VariantContext context{
-        plan, m, report.verdict.rule_cause, step, options.try_variants ? variant_seconds : 0.0,
-        log};
+    internal::VariantContext context{plan,
+                                     m,
+                                     report.verdict.rule_cause,
+                                     step,
+                                     options.try_variants ? variant_seconds : 0.0,
+                                     log,
+                                     options.iterator};
     report.recommendations = internal::Recommend(context);
   }
   if (std::optional<Recommendation> cap = CpuCapRecommendation(m)) {

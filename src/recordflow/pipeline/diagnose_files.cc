@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "diagnose_internal.h"
@@ -111,6 +113,22 @@ Result<std::vector<std::string>> ReadRecords(const std::string& path,
     RF_ASSIGN_OR_RETURN(bool got, reader->ReadRecord(&record));
     if (!got) break;
     out.emplace_back(reinterpret_cast<const char*>(record.data()), record.size());
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> FirstRecords(const PipelinePlan& plan, size_t limit) {
+  if (plan.records) {
+    const std::vector<std::string>& all = *plan.records;
+    return std::vector<std::string>(
+        all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min(limit, all.size())));
+  }
+  std::vector<std::string> out;
+  for (const std::string& path : plan.files) {
+    if (out.size() >= limit) break;
+    RF_ASSIGN_OR_RETURN(std::vector<std::string> more,
+                        ReadRecords(path, plan.files_options.compression, limit - out.size()));
+    for (std::string& r : more) out.push_back(std::move(r));
   }
   return out;
 }

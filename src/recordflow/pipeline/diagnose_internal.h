@@ -55,6 +55,10 @@ Result<std::vector<std::string>> ReadRecords(const std::string& path,
                                              std::optional<format::Compression> compression,
                                              size_t limit = SIZE_MAX);
 
+// The first `limit` records of the plan's source: its in-memory records, else its files in
+// order. Errors: those of RecordReader.
+Result<std::vector<std::string>> FirstRecords(const PipelinePlan& plan, size_t limit);
+
 // What the variants of one diagnosis need.
 struct VariantContext {
   const PipelinePlan& plan;
@@ -63,6 +67,7 @@ struct VariantContext {
   const StepFn& step;
   double seconds;  // each variant; 0: the rules' advice without running anything
   std::function<void(const std::string&)> log;
+  IteratorOptions iterator = {};  // of every variant's iterator (DiagnoseOptions::iterator)
 };
 
 // The recommendations for `context.cause`, each variant measured (diagnose_variants.cc).

@@ -60,6 +60,22 @@ void AppendDouble(std::string& out, double d) {
   out += text;
 }
 
+// An array's or object's `n` items between `open` and `close` (`item(k)` writes item k), each
+// after `pad`; empty: just the brackets.
+template <typename Item>
+void DumpItems(std::string& out, char open, char close, size_t n, const char* sep,
+               const std::string& pad, const std::string& end_pad, const Item& item) {
+  out += open;
+  if (n > 0) {
+    for (size_t k = 0; k < n; ++k) {
+      out += (k ? sep : "") + pad;
+      item(k);
+    }
+    out += end_pad;
+  }
+  out += close;
+}
+
 void Dump(const Json& j, std::string& out, int indent, int depth) {
   const std::string pad =
       indent > 0 ? "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ') : "";
@@ -79,29 +95,14 @@ void Dump(const Json& j, std::string& out, int indent, int depth) {
   } else if (const Json::Raw* r = std::get_if<Json::Raw>(&j.v)) {
     out += r->text;
   } else if (const Json::Array* a = std::get_if<Json::Array>(&j.v)) {
-    if (a->empty()) {
-      out += "[]";
-      return;
-    }
-    out += '[';
-    for (size_t k = 0; k < a->size(); ++k) {
-      out += (k ? sep : "") + pad;
-      Dump((*a)[k], out, indent, depth + 1);
-    }
-    out += end_pad + "]";
+    DumpItems(out, '[', ']', a->size(), sep, pad, end_pad,
+              [&](size_t k) { Dump((*a)[k], out, indent, depth + 1); });
   } else if (const Json::Object* o = std::get_if<Json::Object>(&j.v)) {
-    if (o->empty()) {
-      out += "{}";
-      return;
-    }
-    out += '{';
-    for (size_t k = 0; k < o->size(); ++k) {
-      out += (k ? sep : "") + pad;
+    DumpItems(out, '{', '}', o->size(), sep, pad, end_pad, [&](size_t k) {
       AppendString(out, (*o)[k].first);
       out += ": ";
       Dump((*o)[k].second, out, indent, depth + 1);
-    }
-    out += end_pad + "}";
+    });
   }
 }
 

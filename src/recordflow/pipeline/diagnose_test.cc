@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -378,6 +379,146 @@ TEST(DiagnoseTest, ReadCauseOnManyFilesAdvisesParallelReadsAndMeasuresThem) {
   EXPECT_TRUE(find("fewer_larger_files")->measured)
       << find("fewer_larger_files")->error.value_or("");
   EXPECT_FALSE(std::filesystem::exists(dir + "/resharded"));  // advice only, nothing written there
+}
+
+std::vector<Recommendation>::const_iterator Find(const std::vector<Recommendation>& recs,
+                                                 const std::string& id) {
+  return std::find_if(recs.begin(), recs.end(),
+                      [&](const Recommendation& r) { return r.id == id; });
+}
+
+PlanStep GlobalShuffle(bool reshuffle_each_iteration) {
+  PlanStep s = Step(PlanStep::Kind::kGlobalShuffle);
+  s.shuffle.seed = 7;
+  s.shuffle.reshuffle_each_iteration = reshuffle_each_iteration;
+  return s;
+}
+
+TEST(DiagnoseTest, AGlobalShuffleIsAPlanStepAndItsVariantsKeepItOnTheFiles) {
+  const std::string dir = MakeTempDir();
+  PipelinePlan plan;
+  plan.files = WriteFiles(dir, 4, 32);
+  plan.steps = {GlobalShuffle(true), Step(PlanStep::Kind::kBatch, 8)};
+  Result<Dataset> ds = plan.Build();
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  EXPECT_NE(ds->DebugString().find("global_shuffle(seed=7)"), std::string::npos);
+  DiagnoseOptions options;
+  options.seconds = 0.2;
+  options.try_variants = false;
+  Result<DiagnoseReport> report = Diagnose(plan, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_NE(report->measurements.pipeline.find("global_shuffle"), std::string::npos);
+
+  Measurements m;
+  m.cores = 2;
+  m.alone.elements_per_s = 10;
+  Cause cause{"read", "read", "", std::nullopt, false};
+  StepFn no_step;
+  internal::VariantContext tried{plan, m, cause, no_step, 0.15, [](const std::string&) {}};
+  std::vector<Recommendation> recs = internal::Recommend(tried);
+  // Dataset allows no interleave before a global shuffle: no such variant.
+  EXPECT_EQ(Find(recs, "parallel_reads"), recs.end());
+  // The sample's plan gets its repeat after the global shuffle, which stays on the files.
+  ASSERT_NE(Find(recs, "fewer_larger_files"), recs.end());
+  EXPECT_TRUE(Find(recs, "fewer_larger_files")->measured)
+      << Find(recs, "fewer_larger_files")->error.value_or("");
+  // A cache would replay the first epoch's order in place of a new permutation each epoch.
+  plan.steps.insert(plan.steps.begin() + 1, Step(PlanStep::Kind::kRepeat));
+  internal::VariantContext advice{plan, m, cause, no_step, 0.0, [](const std::string&) {}};
+  recs = internal::Recommend(advice);
+  EXPECT_EQ(Find(recs, "cache"), recs.end());
+  plan.steps[0] = GlobalShuffle(false);  // the same order every epoch: a cache keeps it
+  recs = internal::Recommend(advice);
+  EXPECT_NE(Find(recs, "cache"), recs.end());
+}
+
+TEST(DiagnoseTest, InMemoryRecordsAreAPlanSource) {
+  auto records = std::make_shared<std::vector<std::string>>();
+  for (int j = 0; j < 64; ++j) {
+    example::Features features;
+    features["x"] = example::Feature::Int64s({j});
+    records->push_back(example::SerializeExample(features));
+  }
+  PipelinePlan plan;
+  plan.records = records;
+  plan.steps = {Step(PlanStep::Kind::kRepeat), Step(PlanStep::Kind::kBatch, 8)};
+  PlanStep parse = Step(PlanStep::Kind::kParse);
+  parse.specs = {example::FeatureSpec::FixedLen("x", example::DType::kInt64)};
+  plan.steps.push_back(parse);
+  EXPECT_FALSE(plan.Compressed());
+  Result<std::vector<std::string>> first = internal::FirstRecords(plan, 3);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(*first, std::vector<std::string>(records->begin(), records->begin() + 3));
+  DiagnoseOptions options;
+  options.seconds = 0.2;
+  options.step_seconds = 0.001;
+  Result<DiagnoseReport> report = Diagnose(plan, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const Measurements& m = report->measurements;
+  EXPECT_EQ(m.pipeline.rfind("records(64)", 0), 0u) << m.pipeline;
+  ASSERT_FALSE(m.stages.empty());
+  EXPECT_EQ(m.stages[0].id, "read");
+  EXPECT_GT(m.alone.elements_per_s, 0);
+  ASSERT_TRUE(m.step.has_value());
+  EXPECT_GT(m.step->steps, 0u);
+  // Nothing to rewrite or cache: the records are in memory already.
+  for (const Recommendation& r : report->recommendations) {
+    EXPECT_NE(r.id, "cache");
+    EXPECT_NE(r.id, "fewer_larger_files");
+    EXPECT_FALSE(r.error.has_value()) << r.id << ": " << *r.error;
+  }
+}
+
+TEST(DiagnoseTest, TheIteratorOptionsCapEveryRun) {
+  PipelinePlan plan;
+  plan.files = WriteFiles(MakeTempDir(), 2, 64);
+  plan.steps = {Step(PlanStep::Kind::kRepeat), Step(PlanStep::Kind::kBatch, 8)};
+  PlanStep parse = Step(PlanStep::Kind::kParse);
+  parse.specs = {example::FeatureSpec::FixedLen("x", example::DType::kInt64)};
+  plan.steps.push_back(parse);
+  plan.steps.push_back(Step(PlanStep::Kind::kPrefetch, kAutotune));
+  DiagnoseOptions options;
+  options.seconds = 0.2;
+  options.try_variants = false;
+  auto process_parallelism = [&]() {
+    Result<DiagnoseReport> report = Diagnose(plan, options);
+    EXPECT_TRUE(report.ok()) << report.status().ToString();
+    for (const StageMeasurement& s : report->measurements.stages) {
+      if (s.id == "process") return s.parallelism;
+    }
+    return -1;
+  };
+  const int uncapped = process_parallelism();
+  options.iterator.max_threads = 1;
+  const int capped = process_parallelism();
+  EXPECT_EQ(capped, 1);
+  EXPECT_GE(uncapped, capped);
+}
+
+TEST(DiagnoseTest, AParseStepKeepsBytesAsViewsWhenAsked) {
+  std::vector<std::string> records;
+  for (int j = 0; j < 8; ++j) {
+    example::Features features;
+    features["name"] = example::Feature::Bytes({"record " + std::to_string(j)});
+    records.push_back(example::SerializeExample(features));
+  }
+  PipelinePlan plan;
+  plan.records = std::make_shared<std::vector<std::string>>(records);
+  PlanStep parse = Step(PlanStep::Kind::kParse);
+  parse.specs = {example::FeatureSpec::FixedLen("name", example::DType::kBytes)};
+  plan.steps = {Step(PlanStep::Kind::kBatch, 4), parse};
+  for (bool views : {false, true}) {
+    plan.steps[1].bytes_as_views = views;
+    Result<Dataset> ds = plan.Build();
+    ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+    Result<std::unique_ptr<Iterator>> it = ds->MakeIterator();
+    ASSERT_TRUE(it.ok());
+    Element element;
+    Result<bool> got = (*it)->GetNext(&element);
+    ASSERT_TRUE(got.ok() && *got);
+    ASSERT_EQ(element.columns.size(), 1u);
+    EXPECT_EQ(element.columns[0].bytes_views.size(), views ? 4u : 0u) << views;
+  }
 }
 
 }  // namespace

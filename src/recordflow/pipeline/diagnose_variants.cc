@@ -26,6 +26,7 @@ namespace {
 
 using internal::ErrorText;
 using internal::FileSize;
+using internal::FirstRecords;
 using internal::Format;
 using internal::ReadRecords;
 using internal::TempDir;
@@ -57,6 +58,14 @@ class Variants {
                               measured);
   }
 
+  // Elements/s of `plan` run alone for the variants' seconds. Errors: those of building and
+  // running it.
+  Result<double> RateAlone(const PipelinePlan& plan) const {
+    RF_ASSIGN_OR_RETURN(Dataset ds, plan.Build());
+    RF_ASSIGN_OR_RETURN(AloneRun run, RunAlone(ds, c_.seconds, c_.iterator));
+    return run.elements_per_s;
+  }
+
   // Runs `variant` alone and compares its rate with `baseline`.
   Recommendation MeasureAlone(const PipelinePlan& variant, double baseline, std::string id,
                               std::string title, std::string detail, bool log = true,
@@ -65,19 +74,32 @@ class Variants {
     rec.command = std::move(command);
     if (c_.seconds <= 0) return rec;
     if (log) c_.log("trying: " + title + " ...");
-    Result<Dataset> ds = variant.Build();
-    Result<AloneRun> run = ds.ok() ? RunAlone(*ds, c_.seconds) : Result<AloneRun>(ds.status());
-    if (!run.ok()) {
-      rec.error = ErrorText(run.status());
+    Result<double> rate = RateAlone(variant);
+    if (!rate.ok()) {
+      rec.error = ErrorText(rate.status());
       return rec;
     }
-    const double gain = run->elements_per_s / std::max(baseline, 1e-9);
+    const double gain = *rate / std::max(baseline, 1e-9);
     Recommendation measured = Make(rec.id, rec.title, rec.detail, gain, true);
     measured.metric = "elements_per_s";
     measured.baseline = baseline;
-    measured.variant = run->elements_per_s;
+    measured.variant = *rate;
     measured.command = rec.command;
     return measured;
+  }
+
+  // `variant` against `base`, both run alone: `id` with `measured_detail` after `detail`, or
+  // with the error of a base that did not run.
+  Recommendation MeasureAgainst(const PipelinePlan& base, const PipelinePlan& variant,
+                                const std::string& id, const std::string& title,
+                                const std::string& detail, const std::string& measured_detail) {
+    Result<double> rate = RateAlone(base);
+    if (!rate.ok()) {
+      Recommendation r = Make(id, title, detail);
+      r.error = ErrorText(rate.status());
+      return r;
+    }
+    return MeasureAlone(variant, *rate, id, title, detail + measured_detail, false);
   }
 
   // The plan over the sample files: a leading file-level shard dropped (it would empty a
@@ -92,7 +114,9 @@ class Variants {
                      [](const PlanStep& s) { return s.kind == K::kRepeat; })) {
       PlanStep repeat;
       repeat.kind = K::kRepeat;
-      p.steps.insert(p.steps.begin(), repeat);
+      // After a global shuffle: it reads the files by index, so it must come first.
+      const bool global = !p.steps.empty() && p.steps.front().kind == K::kGlobalShuffle;
+      p.steps.insert(p.steps.begin() + (global ? 1 : 0), repeat);
     }
     return p;
   }
@@ -104,7 +128,14 @@ class Variants {
     for (size_t i = 0; i < c_.plan.steps.size(); ++i) {
       if (c_.plan.steps[i].kind == K::kInterleave) interleaves.push_back(i);
     }
-    if (paths.size() > 1 && interleaves.empty()) {
+    // A global shuffle reads records by index straight from the files: Dataset allows no
+    // interleave before it, and one after it has no files to read.
+    const bool global_shuffle =
+        std::any_of(c_.plan.steps.begin(), c_.plan.steps.end(),
+                    [](const PlanStep& s) { return s.kind == K::kGlobalShuffle; });
+    if (global_shuffle) {
+      // No parallel-reads variant.
+    } else if (paths.size() > 1 && interleaves.empty()) {
       const int cycle = std::min(static_cast<int>(paths.size()), std::max(cores, 4));
       PipelinePlan v = c_.plan;
       size_t at = 0;
@@ -141,7 +172,14 @@ class Variants {
       return std::any_of(steps.begin(), steps.end(),
                          [&](const PlanStep& s) { return s.kind == kind; });
     };
-    if (has(K::kRepeat) && !has(K::kCache)) recs_.push_back(CacheVariant());
+    // Not for records already in memory, nor a global shuffle that reshuffles each epoch (a
+    // cache would replay the first epoch's order).
+    const bool reshuffles = std::any_of(steps.begin(), steps.end(), [](const PlanStep& s) {
+      return s.kind == K::kGlobalShuffle && s.shuffle.reshuffle_each_iteration;
+    });
+    if (has(K::kRepeat) && !has(K::kCache) && !c_.plan.records && !reshuffles) {
+      recs_.push_back(CacheVariant());
+    }
   }
 
   void FileLayout();
@@ -217,9 +255,7 @@ void Variants::FileLayout() {
   TempDir tmp;
   c_.log(Format("trying file layouts on a sample of %zu file(s), %.1f MiB ...", sample.size(),
                 static_cast<double>(total) / mib));
-  Result<Dataset> base_ds = Sample(sample, compression).Build();
-  Result<AloneRun> base =
-      base_ds.ok() ? RunAlone(*base_ds, c_.seconds) : Result<AloneRun>(base_ds.status());
+  Result<double> base = RateAlone(Sample(sample, compression));
   if (!base.ok() || tmp.path().empty()) {
     Recommendation r = Make(failed_id, "rewrite the files", "");
     r.error = base.ok() ? "IOError: cannot create a temporary directory" : ErrorText(base.status());
@@ -247,7 +283,7 @@ void Variants::FileLayout() {
       recs_.push_back(std::move(r));
     } else {
       recs_.push_back(MeasureAlone(
-          Sample(plain, format::Compression::kNone), base->elements_per_s, "uncompressed_files",
+          Sample(plain, format::Compression::kNone), *base, "uncompressed_files",
           "store the records uncompressed: " + cmd,
           "Compressed TFRecords cost an inflate of every byte on the reading thread." + detail_tail,
           true, cmd));
@@ -268,8 +304,7 @@ void Variants::FileLayout() {
       recs_.push_back(std::move(r));
     } else {
       recs_.push_back(MeasureAlone(
-          Sample({joined}, out), base->elements_per_s, "fewer_larger_files",
-          fewer_title(n, cmd, " files"),
+          Sample({joined}, out), *base, "fewer_larger_files", fewer_title(n, cmd, " files"),
           "Each file costs an open, a read-ahead restart and (compressed) a new inflater. "
           "recordflow reshard copies the records unchanged (CRC-checked), with .idx files." +
               detail_tail,
@@ -306,19 +341,10 @@ Recommendation Variants::CacheVariant() {
     break;
   }
   c_.log(Format("trying: .cache() on a sample of %zu file(s) ...", sample.size()));
-  Result<Dataset> base_ds = base_plan.Build();
-  Result<AloneRun> base =
-      base_ds.ok() ? RunAlone(*base_ds, c_.seconds) : Result<AloneRun>(base_ds.status());
-  if (!base.ok()) {
-    Recommendation r = Make("cache", title, detail);
-    r.error = ErrorText(base.status());
-    return r;
-  }
-  return MeasureAlone(cached, base->elements_per_s, "cache", title,
-                      detail + Format(" Measured on a sample of %zu file(s) against the same "
-                                      "sample uncached.",
-                                      sample.size()),
-                      false);
+  return MeasureAgainst(base_plan, cached, "cache", title, detail,
+                        Format(" Measured on a sample of %zu file(s) against the same "
+                               "sample uncached.",
+                               sample.size()));
 }
 
 // The shorter side a pre-resize at conversion should keep for a vision preset map.
@@ -370,9 +396,8 @@ void Variants::Process() {
              upper, false));
     // The first images of the first file, headers only.
     std::vector<std::pair<int, int>> dims;
-    if (!c_.plan.files.empty()) {
-      Result<std::vector<std::string>> records =
-          ReadRecords(c_.plan.files[0], c_.plan.files_options.compression, 256);
+    {
+      Result<std::vector<std::string>> records = FirstRecords(c_.plan, 256);
       for (size_t i = 0; records.ok() && i < records->size() && dims.size() < 16; ++i) {
         const std::string& r = (*records)[i];
         Result<example::Features> f =
@@ -429,9 +454,8 @@ std::optional<Recommendation> Variants::PreResize(int target, const std::string&
   if (c_.seconds <= 0) return std::nullopt;
   const std::string key = "image/encoded";
   std::vector<std::string> original, resized;
-  for (const std::string& path : c_.plan.files) {
-    Result<std::vector<std::string>> records =
-        ReadRecords(path, c_.plan.files_options.compression, 128 - original.size());
+  {
+    Result<std::vector<std::string>> records = FirstRecords(c_.plan, 128);
     if (!records.ok()) return std::nullopt;
     for (const std::string& r : *records) {
       Result<example::Features> f =
@@ -457,7 +481,6 @@ std::optional<Recommendation> Variants::PreResize(int target, const std::string&
       original.push_back(r);
       resized.push_back(example::SerializeExample(*f));
     }
-    if (original.size() >= 128) break;
   }
   if (original.empty()) return std::nullopt;
   TempDir tmp;
@@ -468,20 +491,11 @@ std::optional<Recommendation> Variants::PreResize(int target, const std::string&
     return std::nullopt;
   }
   c_.log(Format("trying: pre-resized images on a sample of %zu records ...", original.size()));
-  Result<Dataset> base_ds = Sample({a}, format::Compression::kNone).Build();
-  Result<AloneRun> base =
-      base_ds.ok() ? RunAlone(*base_ds, c_.seconds) : Result<AloneRun>(base_ds.status());
-  if (!base.ok()) {
-    Recommendation r = Make("pre_resize", title, detail);
-    r.error = ErrorText(base.status());
-    return r;
-  }
-  return MeasureAlone(Sample({b}, format::Compression::kNone), base->elements_per_s, "pre_resize",
-                      title,
-                      detail + Format(" Measured on a sample of %zu records re-encoded that way, "
-                                      "against the same records as they are.",
-                                      original.size()),
-                      false);
+  return MeasureAgainst(Sample({a}, format::Compression::kNone),
+                        Sample({b}, format::Compression::kNone), "pre_resize", title, detail,
+                        Format(" Measured on a sample of %zu records re-encoded that way, "
+                               "against the same records as they are.",
+                               original.size()));
 }
 
 void Variants::Prefetch() {
@@ -521,7 +535,7 @@ void Variants::Prefetch() {
   }
   Result<Dataset> ds = v.Build();
   Result<StepRun> run = !c_.step  ? Result<StepRun>(InvalidArgumentError("no step"))
-                        : ds.ok() ? RunWithStep(*ds, c_.step, c_.seconds)
+                        : ds.ok() ? RunWithStep(*ds, c_.step, c_.seconds, c_.iterator)
                                   : Result<StepRun>(ds.status());
   if (!run.ok() || !m_.step) {
     Recommendation r = Make("bigger_prefetch", title, detail);
