@@ -34,6 +34,9 @@ Environment each server exposes (also in D/<kind>/env.sh):
   gcs:   STORAGE_EMULATOR_HOST, RF_TEST_GCS_BUCKET, RF_TEST_GCS_PID
   proxy: RF_TEST_PROXY_URL, RF_TEST_PROXY_CONTROL (GET /stats, POST /config, POST /reset),
          RF_TEST_PROXY_TARGET, RF_TEST_PROXY_PID
+
+Over 600 lines: the four kinds, the fault proxy's HTTP handler and the CLI that CI and ctest
+call share the state files and the one start/stop routine defined here.
 """
 
 from __future__ import annotations

@@ -1,3 +1,6 @@
+// Over 600 lines: the fused crop/decode checks and the kernel-backend battery (every kernel on
+// every backend against the portable one) share the test photos, JPEG encoders, crop and PSNR
+// helpers defined at the top.
 #include "recordflow/image/ops.h"
 
 #include <bit>
