@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "example_internal.h"
+#include "recordflow/core/enum_names.h"
 
 namespace recordflow::example {
 
@@ -23,19 +24,18 @@ Result<DType> ParseDType(std::string_view name) {
   return dtype;
 }
 
-std::string_view ListKindName(ListKind kind) {
-  switch (kind) {
-    case ListKind::kNone:
-      return "none";
-    case ListKind::kBytes:
-      return "bytes";
-    case ListKind::kFloat:
-      return "float32";
-    case ListKind::kInt64:
-      return "int64";
-  }
-  return "?";
-}
+namespace {
+
+constexpr EnumName<ListKind> kListKindNames[] = {
+    {ListKind::kNone, "none"},
+    {ListKind::kBytes, "bytes"},
+    {ListKind::kFloat, "float32"},
+    {ListKind::kInt64, "int64"},
+};
+
+}  // namespace
+
+std::string_view ListKindName(ListKind kind) { return NameOf(kListKindNames, kind, "?"); }
 
 ListKind ListKindFor(DType dtype) {
   switch (dtype) {

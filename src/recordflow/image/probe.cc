@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "image_internal.h"
+#include "recordflow/core/enum_names.h"
 #include "recordflow/image/image.h"
 
 namespace recordflow::image {
@@ -628,44 +629,32 @@ int CountJpegScans(std::span<const std::byte> d, int stop_after) {
 
 }  // namespace internal
 
-std::string_view ImageFormatName(ImageFormat format) {
-  switch (format) {
-    case ImageFormat::kJpeg:
-      return "JPEG";
-    case ImageFormat::kPng:
-      return "PNG";
-    case ImageFormat::kGif:
-      return "GIF";
-    case ImageFormat::kBmp:
-      return "BMP";
-    case ImageFormat::kWebp:
-      return "WEBP";
-    case ImageFormat::kUnknown:
-      break;
-  }
-  return "";
-}
+namespace {
+
+constexpr EnumName<ImageFormat> kImageFormatNames[] = {
+    {ImageFormat::kJpeg, "JPEG"}, {ImageFormat::kPng, "PNG"},   {ImageFormat::kGif, "GIF"},
+    {ImageFormat::kBmp, "BMP"},   {ImageFormat::kWebp, "WEBP"},
+};
+
+constexpr EnumName<ColorSpace> kColorSpaceNames[] = {
+    {ColorSpace::kGray, "Gray"}, {ColorSpace::kGrayAlpha, "GrayAlpha"}, {ColorSpace::kRGB, "RGB"},
+    {ColorSpace::kRGBA, "RGBA"}, {ColorSpace::kYCbCr, "YCbCr"},         {ColorSpace::kCMYK, "CMYK"},
+    {ColorSpace::kYCCK, "YCCK"},
+};
+
+constexpr EnumName<ChromaSubsampling> kChromaSubsamplingNames[] = {
+    {ChromaSubsampling::k420, "4:2:0"},
+    {ChromaSubsampling::k422, "4:2:2"},
+    {ChromaSubsampling::k444, "4:4:4"},
+};
+
+}  // namespace
+
+// kUnknown has no name.
+std::string_view ImageFormatName(ImageFormat format) { return NameOf(kImageFormatNames, format); }
 
 std::string_view ColorSpaceName(ColorSpace colorspace) {
-  switch (colorspace) {
-    case ColorSpace::kGray:
-      return "Gray";
-    case ColorSpace::kGrayAlpha:
-      return "GrayAlpha";
-    case ColorSpace::kRGB:
-      return "RGB";
-    case ColorSpace::kRGBA:
-      return "RGBA";
-    case ColorSpace::kYCbCr:
-      return "YCbCr";
-    case ColorSpace::kCMYK:
-      return "CMYK";
-    case ColorSpace::kYCCK:
-      return "YCCK";
-    case ColorSpace::kUnknown:
-      break;
-  }
-  return "";
+  return NameOf(kColorSpaceNames, colorspace);
 }
 
 int ImageInfo::decoded_channels() const {
@@ -723,23 +712,11 @@ Result<ImageInfo> Probe(std::span<const std::byte> data, ProbeOptions options) {
 }
 
 Result<ChromaSubsampling> ParseChromaSubsampling(std::string_view name) {
-  if (name == "4:2:0") return ChromaSubsampling::k420;
-  if (name == "4:2:2") return ChromaSubsampling::k422;
-  if (name == "4:4:4") return ChromaSubsampling::k444;
-  return InvalidArgumentError("unknown chroma subsampling '" + std::string(name) +
-                              "': expected '4:2:0', '4:2:2' or '4:4:4'");
+  return ParseName(kChromaSubsamplingNames, name, "chroma subsampling");
 }
 
 std::string_view ChromaSubsamplingName(ChromaSubsampling subsampling) {
-  switch (subsampling) {
-    case ChromaSubsampling::k420:
-      return "4:2:0";
-    case ChromaSubsampling::k422:
-      return "4:2:2";
-    case ChromaSubsampling::k444:
-      return "4:4:4";
-  }
-  return "4:2:0";
+  return NameOf(kChromaSubsamplingNames, subsampling, "4:2:0");
 }
 
 }  // namespace recordflow::image
