@@ -84,43 +84,21 @@ class Parser {
       }
       if (pos_ >= s_.size()) return Error("unterminated escape");
       char e = s_[pos_++];
-      switch (e) {
-        case '"':
-          out->push_back('"');
-          break;
-        case '\\':
-          out->push_back('\\');
-          break;
-        case '/':
-          out->push_back('/');
-          break;
-        case 'b':
-          out->push_back('\b');
-          break;
-        case 'f':
-          out->push_back('\f');
-          break;
-        case 'n':
-          out->push_back('\n');
-          break;
-        case 'r':
-          out->push_back('\r');
-          break;
-        case 't':
-          out->push_back('\t');
-          break;
-        case 'u': {
-          RF_ASSIGN_OR_RETURN(uint32_t cp, Hex4());
-          if (cp >= 0xD800 && cp < 0xDC00 && Consume("\\u")) {
-            RF_ASSIGN_OR_RETURN(uint32_t lo, Hex4());
-            if (lo >= 0xDC00 && lo < 0xE000) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          }
-          AppendUtf8(cp, out);
-          break;
+      if (e == 'u') {
+        RF_ASSIGN_OR_RETURN(uint32_t cp, Hex4());
+        if (cp >= 0xD800 && cp < 0xDC00 && Consume("\\u")) {
+          RF_ASSIGN_OR_RETURN(uint32_t lo, Hex4());
+          if (lo >= 0xDC00 && lo < 0xE000) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
         }
-        default:
-          return Error("bad escape");
+        AppendUtf8(cp, out);
+        continue;
       }
+      // JSON's one-character escapes: \X stands for kEscaped[i] where X is kEscapes[i].
+      static constexpr std::string_view kEscapes = "\"\\/bfnrt";
+      static constexpr std::string_view kEscaped = "\"\\/\b\f\n\r\t";
+      const size_t i = kEscapes.find(e);
+      if (i == std::string_view::npos) return Error("bad escape");
+      out->push_back(kEscaped[i]);
     }
   }
   Status ParseValue(JsonValue* v, int depth) {
