@@ -521,15 +521,22 @@ Status CheckBmpStructure(std::span<const std::byte> d, const ImageInfo& info) {
   return Status::OK();
 }
 
+// GIF, BMP and WebP decode to RGB, or RGBA when the image has alpha: checks the size
+// (CheckSize) and sets it with the channels and colorspace.
+Status SetRgbSize(std::string_view format, int64_t w, int64_t h, bool alpha, ImageInfo* info) {
+  RF_RETURN_IF_ERROR(CheckSize(format, w, h));
+  info->width = static_cast<int>(w);
+  info->height = static_cast<int>(h);
+  info->channels = alpha ? 4 : 3;
+  info->colorspace = alpha ? ColorSpace::kRGBA : ColorSpace::kRGB;
+  return Status::OK();
+}
+
 Result<ImageInfo> ProbeGif(std::span<const std::byte> d) {
   if (d.size() < 13) return Truncated("GIF", "logical screen descriptor");
   ImageInfo info;
   info.format = ImageFormat::kGif;
-  RF_RETURN_IF_ERROR(CheckSize("GIF", Le16(d, 6), Le16(d, 8)));
-  info.width = static_cast<int>(Le16(d, 6));
-  info.height = static_cast<int>(Le16(d, 8));
-  info.channels = 3;
-  info.colorspace = ColorSpace::kRGB;
+  RF_RETURN_IF_ERROR(SetRgbSize("GIF", Le16(d, 6), Le16(d, 8), /*alpha=*/false, &info));
   return info;
 }
 
@@ -553,14 +560,10 @@ Result<ImageInfo> ProbeBmp(std::span<const std::byte> d) {
     return DataLossError("malformed BMP: info header size " + std::to_string(header_size));
   }
   if (h < 0) h = -h;  // top-down rows
-  RF_RETURN_IF_ERROR(CheckSize("BMP", w, h));
+  RF_RETURN_IF_ERROR(SetRgbSize("BMP", w, h, /*alpha=*/false, &info));
   if (bpp != 1 && bpp != 4 && bpp != 8 && bpp != 16 && bpp != 24 && bpp != 32) {
     return DataLossError("malformed BMP: " + std::to_string(bpp) + " bits per pixel");
   }
-  info.width = static_cast<int>(w);
-  info.height = static_cast<int>(h);
-  info.channels = 3;
-  info.colorspace = ColorSpace::kRGB;
   return info;
 }
 
@@ -592,11 +595,7 @@ Result<ImageInfo> ProbeWebp(std::span<const std::byte> d) {
   } else {
     return DataLossError("malformed WebP: unknown first chunk");
   }
-  RF_RETURN_IF_ERROR(CheckSize("WebP", w, h));
-  info.width = static_cast<int>(w);
-  info.height = static_cast<int>(h);
-  info.channels = alpha ? 4 : 3;
-  info.colorspace = alpha ? ColorSpace::kRGBA : ColorSpace::kRGB;
+  RF_RETURN_IF_ERROR(SetRgbSize("WebP", w, h, alpha, &info));
   return info;
 }
 
