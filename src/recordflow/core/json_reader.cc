@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "recordflow/core/json.h"
 
@@ -101,6 +102,19 @@ class Parser {
       out->push_back(kEscaped[i]);
     }
   }
+  // An object's or array's elements after its opening bracket: parse_one() for each, ',' between
+  // them and `close` after the last (or at once, when there are none).
+  template <typename Fn>
+  Status ParseElements(std::string_view close, std::string_view expected, Fn&& parse_one) {
+    SkipSpace();
+    if (Consume(close)) return Status::OK();
+    while (true) {
+      RF_RETURN_IF_ERROR(parse_one());
+      SkipSpace();
+      if (Consume(close)) return Status::OK();
+      if (!Consume(",")) return Error(expected);
+    }
+  }
   Status ParseValue(JsonValue* v, int depth) {
     if (depth > 64) return Error("nested too deeply");
     SkipSpace();
@@ -109,9 +123,7 @@ class Parser {
     if (c == '{') {
       v->type = JsonValue::Type::kObject;
       ++pos_;
-      SkipSpace();
-      if (Consume("}")) return Status::OK();
-      while (true) {
+      return ParseElements("}", "expected ',' or '}'", [&]() -> Status {
         SkipSpace();
         if (pos_ >= s_.size() || s_[pos_] != '"') return Error("expected a member name");
         std::string key;
@@ -122,24 +134,18 @@ class Parser {
         RF_RETURN_IF_ERROR(ParseValue(&member, depth + 1));
         v->member_names.push_back(std::move(key));
         v->member_values.push_back(std::move(member));
-        SkipSpace();
-        if (Consume("}")) return Status::OK();
-        if (!Consume(",")) return Error("expected ',' or '}'");
-      }
+        return Status::OK();
+      });
     }
     if (c == '[') {
       v->type = JsonValue::Type::kArray;
       ++pos_;
-      SkipSpace();
-      if (Consume("]")) return Status::OK();
-      while (true) {
+      return ParseElements("]", "expected ',' or ']'", [&]() -> Status {
         JsonValue item;
         RF_RETURN_IF_ERROR(ParseValue(&item, depth + 1));
         v->items.push_back(std::move(item));
-        SkipSpace();
-        if (Consume("]")) return Status::OK();
-        if (!Consume(",")) return Error("expected ',' or ']'");
-      }
+        return Status::OK();
+      });
     }
     if (c == '"') {
       v->type = JsonValue::Type::kString;
