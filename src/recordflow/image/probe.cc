@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -282,30 +283,20 @@ Result<ImageInfo> ProbePng(std::span<const std::byte> d) {
   RF_RETURN_IF_ERROR(CheckSize("PNG", w, h));
   info.width = static_cast<int>(w);
   info.height = static_cast<int>(h);
-  switch (U8(d, 25)) {
-    case 0:
-      info.channels = 1;
-      info.colorspace = ColorSpace::kGray;
-      break;
-    case 2:
-      info.channels = 3;
-      info.colorspace = ColorSpace::kRGB;
-      break;
-    case 3:
-      info.channels = 3;
-      info.colorspace = ColorSpace::kRGB;
-      break;  // palette
-    case 4:
-      info.channels = 2;
-      info.colorspace = ColorSpace::kGrayAlpha;
-      break;
-    case 6:
-      info.channels = 4;
-      info.colorspace = ColorSpace::kRGBA;
-      break;
-    default:
-      return DataLossError("malformed PNG: bad color type " + std::to_string(U8(d, 25)));
+  // What each IHDR color type decodes to, by type: gray, -, RGB, palette (RGB), gray + alpha, -,
+  // RGBA; 0 channels for the types PNG does not define.
+  static constexpr struct {
+    int channels;
+    ColorSpace colorspace;
+  } kColorTypes[] = {{1, ColorSpace::kGray}, {0, ColorSpace::kUnknown},   {3, ColorSpace::kRGB},
+                     {3, ColorSpace::kRGB},  {2, ColorSpace::kGrayAlpha}, {0, ColorSpace::kUnknown},
+                     {4, ColorSpace::kRGBA}};
+  const uint8_t color_type = U8(d, 25);
+  if (color_type >= std::size(kColorTypes) || kColorTypes[color_type].channels == 0) {
+    return DataLossError("malformed PNG: bad color type " + std::to_string(color_type));
   }
+  info.channels = kColorTypes[color_type].channels;
+  info.colorspace = kColorTypes[color_type].colorspace;
   return info;
 }
 
