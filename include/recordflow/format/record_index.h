@@ -82,6 +82,11 @@ class IndexedRecordReader {
 
  private:
   IndexedRecordReader(std::unique_ptr<io::RandomAccessFile> file, std::vector<IndexEntry> entries);
+  // Record `index`'s entry, or kOutOfRange naming the file and its record count.
+  Result<const IndexEntry*> Entry(uint64_t index) const;
+  // "'<path>' at byte offset <offset> (record index <index>)", for errors about record `index`.
+  std::string Where(uint64_t index) const;
+
   std::unique_ptr<io::RandomAccessFile> file_;
   std::vector<IndexEntry> entries_;
 };

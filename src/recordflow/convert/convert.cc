@@ -201,14 +201,8 @@ struct ShardResult {
   bool resumed = false;
 
   std::string ToJson(const std::string& file) const {
-    std::vector<std::string> counts, skips;
+    std::vector<std::string> counts;
     for (uint64_t c : per_class) counts.push_back(std::to_string(c));
-    for (const auto& s : skipped) {
-      skips.push_back(JsonWriter(JsonLayout::kSpaced)
-                          .AddString("path", s.path)
-                          .AddString("reason", s.reason)
-                          .str());
-    }
     return JsonWriter(JsonLayout::kSpaced)
                .AddString("file", file)
                .AddUint("records", records)
@@ -216,7 +210,7 @@ struct ShardResult {
                .AddUint("input_bytes", input_bytes)
                .AddUint("transcoded", transcoded)
                .AddRaw("per_class", JsonArray(counts, JsonLayout::kSpaced))
-               .AddRaw("skipped", JsonArray(skips, JsonLayout::kSpaced))
+               .AddRaw("skipped", internal::SkippedJson(skipped, "path"))
                .AddString("etag", etag)
                .str() +
            "\n";
@@ -814,7 +808,7 @@ Result<ConvertSummary> ConvertInto(InputSource& source, const std::string& dst,
 }  // namespace
 
 std::string ConvertSummary::ToJson() const {
-  std::vector<std::string> classes, splits_json, skipped_json;
+  std::vector<std::string> classes, splits_json;
   for (const auto& c : class_names) classes.push_back(JsonQuote(c));
   JsonWriter splits_obj(JsonLayout::kSpaced);
   for (const auto& split : splits) {
@@ -833,12 +827,6 @@ std::string ConvertSummary::ToJson() const {
                                       .AddRaw("shards", JsonArray(shards, JsonLayout::kSpaced))
                                       .str());
   }
-  for (const auto& s : skipped) {
-    skipped_json.push_back(JsonWriter(JsonLayout::kSpaced)
-                               .AddString("path", s.path)
-                               .AddString("reason", s.reason)
-                               .str());
-  }
   return JsonWriter(JsonLayout::kSpaced)
       .AddString("source", source)
       .AddString("destination", destination)
@@ -856,7 +844,7 @@ std::string ConvertSummary::ToJson() const {
       .AddDouble("images_per_second",
                  seconds > 0 ? static_cast<double>(records_this_run) / seconds : 0.0)
       .AddRaw("splits", splits_obj.str())
-      .AddRaw("skipped", JsonArray(skipped_json, JsonLayout::kSpaced))
+      .AddRaw("skipped", internal::SkippedJson(skipped, "path"))
       .str();
 }
 

@@ -258,19 +258,12 @@ std::string SanitizePathComponent(std::string_view name, std::string_view fallba
 }
 
 std::string ExtractSummary::ToJson() const {
-  std::vector<std::string> skips;
-  for (const auto& s : skipped) {
-    skips.push_back(JsonWriter(JsonLayout::kSpaced)
-                        .AddString("record", s.path)
-                        .AddString("reason", s.reason)
-                        .str());
-  }
   return JsonWriter(JsonLayout::kSpaced)
       .AddUint("records", records)
       .AddUint("images", images)
       .AddUint("bytes", bytes)
       .AddUint("skipped_count", skipped.size())
-      .AddRaw("skipped", JsonArray(skips, JsonLayout::kSpaced))
+      .AddRaw("skipped", internal::SkippedJson(skipped, "record"))
       .str();
 }
 

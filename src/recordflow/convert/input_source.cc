@@ -8,6 +8,7 @@
 #include <cctype>
 #include <filesystem>
 
+#include "convert_internal.h"
 #include "recordflow/io/file.h"
 #include "recordflow/io/filesystem.h"
 
@@ -16,19 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool EndsWithCaseless(std::string_view s, std::string_view suffix) {
-  if (s.size() < suffix.size()) return false;
-  for (size_t i = 0; i < suffix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(s[s.size() - suffix.size() + i])) != suffix[i]) {
-      return false;
-    }
-  }
-  return true;
-}
-
 bool IsManifestName(std::string_view s) {
-  return EndsWithCaseless(s, ".csv") || EndsWithCaseless(s, ".jsonl") ||
-         EndsWithCaseless(s, ".ndjson") || EndsWithCaseless(s, ".json");
+  return internal::EndsWithCaseless(s, ".csv") || internal::EndsWithCaseless(s, ".jsonl") ||
+         internal::EndsWithCaseless(s, ".ndjson") || internal::EndsWithCaseless(s, ".json");
 }
 
 class PathSource final : public InputSource {

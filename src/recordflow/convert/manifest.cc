@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "convert_internal.h"
 #include "json_internal.h"
 #include "recordflow/convert/plan.h"
 #include "recordflow/io/file.h"
@@ -39,16 +40,6 @@ struct Row {
   uint64_t line = 0;
   std::map<std::string, Cell> cells;
 };
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  if (s.size() < suffix.size()) return false;
-  for (size_t i = 0; i < suffix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(s[s.size() - suffix.size() + i])) != suffix[i]) {
-      return false;
-    }
-  }
-  return true;
-}
 
 bool ParsesAsInt(const std::string& s) {
   if (s.empty()) return false;
@@ -219,8 +210,9 @@ std::string DirName(const std::string& path) {
 
 Result<InputListing> ReadManifest(const std::string& path, const ConvertOptions& options) {
   RF_ASSIGN_OR_RETURN(std::string text, io::ReadFileToString(path));
-  const bool jsonl =
-      EndsWith(path, ".jsonl") || EndsWith(path, ".ndjson") || EndsWith(path, ".json");
+  const bool jsonl = internal::EndsWithCaseless(path, ".jsonl") ||
+                     internal::EndsWithCaseless(path, ".ndjson") ||
+                     internal::EndsWithCaseless(path, ".json");
   std::vector<Row> rows;
   std::vector<std::string> columns;  // in first-seen order
   std::set<std::string> seen_columns;

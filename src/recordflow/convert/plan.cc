@@ -9,6 +9,7 @@
 #include <map>
 
 #include "convert_internal.h"
+#include "recordflow/core/enum_names.h"
 #include "recordflow/core/random.h"
 #include "recordflow/core/thread_pool.h"
 #include "recordflow/io/filesystem.h"
@@ -414,35 +415,35 @@ Result<Plan> MakePlan(InputListing listing, const ConvertOptions& options) {
   return plan;
 }
 
+namespace {
+
+constexpr EnumName<NonJpegPolicy> kNonJpegPolicyNames[] = {
+    {NonJpegPolicy::kTranscode, "transcode"},
+    {NonJpegPolicy::kKeep, "keep"},
+};
+
+constexpr EnumName<VerifyLevel> kVerifyLevelNames[] = {
+    {VerifyLevel::kHeader, "header"},
+    {VerifyLevel::kStructure, "structure"},
+    {VerifyLevel::kDecode, "decode"},
+};
+
+}  // namespace
+
 Result<NonJpegPolicy> ParseNonJpegPolicy(std::string_view name) {
-  if (name == "transcode") return NonJpegPolicy::kTranscode;
-  if (name == "keep") return NonJpegPolicy::kKeep;
-  return InvalidArgumentError("unknown non-JPEG policy '" + std::string(name) +
-                              "': expected 'transcode' or 'keep'");
+  return ParseName(kNonJpegPolicyNames, name, "non-JPEG policy");
 }
 
 std::string_view NonJpegPolicyName(NonJpegPolicy policy) {
-  return policy == NonJpegPolicy::kKeep ? "keep" : "transcode";
+  return NameOf(kNonJpegPolicyNames, policy, "transcode");
 }
 
 Result<VerifyLevel> ParseVerifyLevel(std::string_view name) {
-  if (name == "header") return VerifyLevel::kHeader;
-  if (name == "structure") return VerifyLevel::kStructure;
-  if (name == "decode") return VerifyLevel::kDecode;
-  return InvalidArgumentError("unknown verify level '" + std::string(name) +
-                              "': expected 'header', 'structure' or 'decode'");
+  return ParseName(kVerifyLevelNames, name, "verify level");
 }
 
 std::string_view VerifyLevelName(VerifyLevel level) {
-  switch (level) {
-    case VerifyLevel::kHeader:
-      return "header";
-    case VerifyLevel::kStructure:
-      return "structure";
-    case VerifyLevel::kDecode:
-      return "decode";
-  }
-  return "structure";
+  return NameOf(kVerifyLevelNames, level, "structure");
 }
 
 }  // namespace recordflow::convert

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "json_internal.h"
+#include "recordflow/convert/plan.h"
 #include "recordflow/core/random.h"
 #include "recordflow/format/record_index.h"
 #include "recordflow/format/record_reader.h"
@@ -142,12 +143,8 @@ bool ShardComplete(const std::string& path, bool indexed, uint64_t records) {
 
 std::string ReshardFileName(const std::string& prefix, int index, int count,
                             format::Compression compression) {
-  char buf[48];
-  std::snprintf(buf, sizeof(buf), "-%05d-of-%05d.tfrecord", index, count);
-  std::string name = prefix + buf;
-  if (compression == format::Compression::kGzip) name += ".gz";
-  if (compression == format::Compression::kZlib) name += ".zz";
-  return name;
+  // convert's shard names, with the prefix in place of the split.
+  return ShardFileName(prefix, index, count, compression);
 }
 
 std::string ReshardSummary::ToJson() const {

@@ -1,26 +1,24 @@
 #include "recordflow/core/dtype.h"
 
+#include <optional>
 #include <string>
+
+#include "recordflow/core/enum_names.h"
 
 namespace recordflow {
 
-std::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kUint8:
-      return "uint8";
-    case DType::kInt64:
-      return "int64";
-    case DType::kFloat16:
-      return "float16";
-    case DType::kBFloat16:
-      return "bfloat16";
-    case DType::kFloat32:
-      return "float32";
-    case DType::kBytes:
-      return "bytes";
-  }
-  return "?";
-}
+namespace {
+
+// ParseAnyDType reads the rows in order: the canonical names, then the aliases.
+constexpr EnumName<DType> kDTypeNames[] = {
+    {DType::kUint8, "uint8"},       {DType::kInt64, "int64"},     {DType::kFloat16, "float16"},
+    {DType::kBFloat16, "bfloat16"}, {DType::kFloat32, "float32"}, {DType::kBytes, "bytes"},
+    {DType::kFloat32, "float"},     {DType::kBytes, "string"},    {DType::kBytes, "str"},
+};
+
+}  // namespace
+
+std::string_view DTypeName(DType dtype) { return NameOf(kDTypeNames, dtype, "?"); }
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
@@ -40,14 +38,9 @@ size_t DTypeSize(DType dtype) {
 }
 
 Result<DType> ParseAnyDType(std::string_view name) {
-  for (DType t : {DType::kUint8, DType::kInt64, DType::kFloat16, DType::kBFloat16, DType::kFloat32,
-                  DType::kBytes}) {
-    if (name == DTypeName(t)) return t;
-  }
-  if (name == "float") return DType::kFloat32;
-  if (name == "string" || name == "str") return DType::kBytes;
-  return InvalidArgumentError("unknown dtype \"" + std::string(name) +
-                              "\": expected uint8, int64, float16, bfloat16, float32 or bytes");
+  if (std::optional<DType> dtype = FindByName(kDTypeNames, name)) return *dtype;
+  return InvalidArgumentError("unknown dtype \"" + std::string(name) + "\": expected " +
+                              NameList(kDTypeNames, ""));
 }
 
 }  // namespace recordflow

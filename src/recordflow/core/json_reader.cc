@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "recordflow/core/json.h"
 
@@ -84,43 +85,34 @@ class Parser {
       }
       if (pos_ >= s_.size()) return Error("unterminated escape");
       char e = s_[pos_++];
-      switch (e) {
-        case '"':
-          out->push_back('"');
-          break;
-        case '\\':
-          out->push_back('\\');
-          break;
-        case '/':
-          out->push_back('/');
-          break;
-        case 'b':
-          out->push_back('\b');
-          break;
-        case 'f':
-          out->push_back('\f');
-          break;
-        case 'n':
-          out->push_back('\n');
-          break;
-        case 'r':
-          out->push_back('\r');
-          break;
-        case 't':
-          out->push_back('\t');
-          break;
-        case 'u': {
-          RF_ASSIGN_OR_RETURN(uint32_t cp, Hex4());
-          if (cp >= 0xD800 && cp < 0xDC00 && Consume("\\u")) {
-            RF_ASSIGN_OR_RETURN(uint32_t lo, Hex4());
-            if (lo >= 0xDC00 && lo < 0xE000) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          }
-          AppendUtf8(cp, out);
-          break;
+      if (e == 'u') {
+        RF_ASSIGN_OR_RETURN(uint32_t cp, Hex4());
+        if (cp >= 0xD800 && cp < 0xDC00 && Consume("\\u")) {
+          RF_ASSIGN_OR_RETURN(uint32_t lo, Hex4());
+          if (lo >= 0xDC00 && lo < 0xE000) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
         }
-        default:
-          return Error("bad escape");
+        AppendUtf8(cp, out);
+        continue;
       }
+      // JSON's one-character escapes: \X stands for kEscaped[i] where X is kEscapes[i].
+      static constexpr std::string_view kEscapes = "\"\\/bfnrt";
+      static constexpr std::string_view kEscaped = "\"\\/\b\f\n\r\t";
+      const size_t i = kEscapes.find(e);
+      if (i == std::string_view::npos) return Error("bad escape");
+      out->push_back(kEscaped[i]);
+    }
+  }
+  // An object's or array's elements after its opening bracket: parse_one() for each, ',' between
+  // them and `close` after the last (or at once, when there are none).
+  template <typename Fn>
+  Status ParseElements(std::string_view close, std::string_view expected, Fn&& parse_one) {
+    SkipSpace();
+    if (Consume(close)) return Status::OK();
+    while (true) {
+      RF_RETURN_IF_ERROR(parse_one());
+      SkipSpace();
+      if (Consume(close)) return Status::OK();
+      if (!Consume(",")) return Error(expected);
     }
   }
   Status ParseValue(JsonValue* v, int depth) {
@@ -131,9 +123,7 @@ class Parser {
     if (c == '{') {
       v->type = JsonValue::Type::kObject;
       ++pos_;
-      SkipSpace();
-      if (Consume("}")) return Status::OK();
-      while (true) {
+      return ParseElements("}", "expected ',' or '}'", [&]() -> Status {
         SkipSpace();
         if (pos_ >= s_.size() || s_[pos_] != '"') return Error("expected a member name");
         std::string key;
@@ -144,24 +134,18 @@ class Parser {
         RF_RETURN_IF_ERROR(ParseValue(&member, depth + 1));
         v->member_names.push_back(std::move(key));
         v->member_values.push_back(std::move(member));
-        SkipSpace();
-        if (Consume("}")) return Status::OK();
-        if (!Consume(",")) return Error("expected ',' or '}'");
-      }
+        return Status::OK();
+      });
     }
     if (c == '[') {
       v->type = JsonValue::Type::kArray;
       ++pos_;
-      SkipSpace();
-      if (Consume("]")) return Status::OK();
-      while (true) {
+      return ParseElements("]", "expected ',' or ']'", [&]() -> Status {
         JsonValue item;
         RF_RETURN_IF_ERROR(ParseValue(&item, depth + 1));
         v->items.push_back(std::move(item));
-        SkipSpace();
-        if (Consume("]")) return Status::OK();
-        if (!Consume(",")) return Error("expected ',' or ']'");
-      }
+        return Status::OK();
+      });
     }
     if (c == '"') {
       v->type = JsonValue::Type::kString;

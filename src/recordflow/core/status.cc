@@ -3,38 +3,32 @@
 #include <cerrno>
 #include <cstring>
 
+#include "recordflow/core/enum_names.h"
+
 namespace recordflow {
 
+namespace {
+
+constexpr EnumName<StatusCode> kStatusCodeNames[] = {
+    {StatusCode::kOk, "OK"},
+    {StatusCode::kCancelled, "Cancelled"},
+    {StatusCode::kInvalidArgument, "InvalidArgument"},
+    {StatusCode::kNotFound, "NotFound"},
+    {StatusCode::kAlreadyExists, "AlreadyExists"},
+    {StatusCode::kPermissionDenied, "PermissionDenied"},
+    {StatusCode::kResourceExhausted, "ResourceExhausted"},
+    {StatusCode::kFailedPrecondition, "FailedPrecondition"},
+    {StatusCode::kOutOfRange, "OutOfRange"},
+    {StatusCode::kUnimplemented, "Unimplemented"},
+    {StatusCode::kInternal, "Internal"},
+    {StatusCode::kIOError, "IOError"},
+    {StatusCode::kDataLoss, "DataLoss"},
+};
+
+}  // namespace
+
 std::string_view StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "OK";
-    case StatusCode::kCancelled:
-      return "Cancelled";
-    case StatusCode::kInvalidArgument:
-      return "InvalidArgument";
-    case StatusCode::kNotFound:
-      return "NotFound";
-    case StatusCode::kAlreadyExists:
-      return "AlreadyExists";
-    case StatusCode::kPermissionDenied:
-      return "PermissionDenied";
-    case StatusCode::kResourceExhausted:
-      return "ResourceExhausted";
-    case StatusCode::kFailedPrecondition:
-      return "FailedPrecondition";
-    case StatusCode::kOutOfRange:
-      return "OutOfRange";
-    case StatusCode::kUnimplemented:
-      return "Unimplemented";
-    case StatusCode::kInternal:
-      return "Internal";
-    case StatusCode::kIOError:
-      return "IOError";
-    case StatusCode::kDataLoss:
-      return "DataLoss";
-  }
-  return "Unknown";
+  return NameOf(kStatusCodeNames, code, "Unknown");
 }
 
 Status::Status(StatusCode code, std::string message) {

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "example_internal.h"
+#include "recordflow/core/enum_names.h"
 
 namespace recordflow::example {
 
@@ -23,19 +24,18 @@ Result<DType> ParseDType(std::string_view name) {
   return dtype;
 }
 
-std::string_view ListKindName(ListKind kind) {
-  switch (kind) {
-    case ListKind::kNone:
-      return "none";
-    case ListKind::kBytes:
-      return "bytes";
-    case ListKind::kFloat:
-      return "float32";
-    case ListKind::kInt64:
-      return "int64";
-  }
-  return "?";
-}
+namespace {
+
+constexpr EnumName<ListKind> kListKindNames[] = {
+    {ListKind::kNone, "none"},
+    {ListKind::kBytes, "bytes"},
+    {ListKind::kFloat, "float32"},
+    {ListKind::kInt64, "int64"},
+};
+
+}  // namespace
+
+std::string_view ListKindName(ListKind kind) { return NameOf(kListKindNames, kind, "?"); }
 
 ListKind ListKindFor(DType dtype) {
   switch (dtype) {
@@ -67,11 +67,26 @@ Result<size_t> CountValues(const FeatureView& feature) {
   return internal::CountListValues(feature);
 }
 
+namespace {
+
+// kInvalidArgument unless `feature` holds `kind` values or none.
+Status CheckListKind(const FeatureView& feature, ListKind kind) {
+  if (feature.kind == kind || feature.kind == ListKind::kNone) return Status::OK();
+  return InvalidArgumentError("feature holds " + std::string(ListKindName(feature.kind)) +
+                              " values, not " + std::string(ListKindName(kind)));
+}
+
+// The caller sized `out` from the feature's own count, so a different count read back is a bug.
+Status CheckDecodedCount(size_t expected, size_t found, std::string_view what) {
+  if (found == expected) return Status::OK();
+  return InternalError("expected " + std::to_string(expected) + " " + std::string(what) +
+                       " values, found " + std::to_string(found));
+}
+
+}  // namespace
+
 Status DecodeInt64s(const FeatureView& feature, std::span<int64_t> out) {
-  if (feature.kind != ListKind::kInt64 && feature.kind != ListKind::kNone) {
-    return InvalidArgumentError("feature holds " + std::string(ListKindName(feature.kind)) +
-                                " values, not int64");
-  }
+  RF_RETURN_IF_ERROR(CheckListKind(feature, ListKind::kInt64));
   size_t i = 0;
   if (feature.kind == ListKind::kInt64) {
     RF_RETURN_IF_ERROR(internal::VisitInt64s(feature.list, [&](int64_t v) {
@@ -79,18 +94,11 @@ Status DecodeInt64s(const FeatureView& feature, std::span<int64_t> out) {
       ++i;
     }));
   }
-  if (i != out.size()) {
-    return InternalError("expected " + std::to_string(out.size()) + " int64 values, found " +
-                         std::to_string(i));
-  }
-  return Status::OK();
+  return CheckDecodedCount(out.size(), i, "int64");
 }
 
 Status DecodeFloats(const FeatureView& feature, std::span<float> out) {
-  if (feature.kind != ListKind::kFloat && feature.kind != ListKind::kNone) {
-    return InvalidArgumentError("feature holds " + std::string(ListKindName(feature.kind)) +
-                                " values, not float32");
-  }
+  RF_RETURN_IF_ERROR(CheckListKind(feature, ListKind::kFloat));
   size_t i = 0;
   if (feature.kind == ListKind::kFloat) {
     RF_RETURN_IF_ERROR(internal::VisitFloats(
@@ -106,20 +114,13 @@ Status DecodeFloats(const FeatureView& feature, std::span<float> out) {
           ++i;
         }));
   }
-  if (i != out.size()) {
-    return InternalError("expected " + std::to_string(out.size()) + " float values, found " +
-                         std::to_string(i));
-  }
-  return Status::OK();
+  return CheckDecodedCount(out.size(), i, "float");
 }
 
 Status ForEachBytes(const FeatureView& feature,
                     const std::function<void(std::span<const std::byte>)>& fn) {
   if (feature.kind == ListKind::kNone) return Status::OK();
-  if (feature.kind != ListKind::kBytes) {
-    return InvalidArgumentError("feature holds " + std::string(ListKindName(feature.kind)) +
-                                " values, not bytes");
-  }
+  RF_RETURN_IF_ERROR(CheckListKind(feature, ListKind::kBytes));
   return internal::VisitBytes(feature.list, fn);
 }
 

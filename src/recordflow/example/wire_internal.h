@@ -2,6 +2,7 @@
 // remaining length first and reports malformed input instead of reading past the end.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -98,17 +99,13 @@ class WireReader {
         return ReadVarint(&v);
       }
       case kFixed64:
-        if (end_ - p_ < 8) return Fail("truncated fixed64");
-        p_ += 8;
-        return true;
+        return SkipFixed(8, "truncated fixed64");
       case kLengthDelimited: {
         std::span<const std::byte> s;
         return ReadLengthDelimited(&s);
       }
       case kFixed32:
-        if (end_ - p_ < 4) return Fail("truncated fixed32");
-        p_ += 4;
-        return true;
+        return SkipFixed(4, "truncated fixed32");
       case kStartGroup: {
         if (depth >= kMaxGroupDepth) return Fail("nesting too deep");
         while (true) {
@@ -124,6 +121,13 @@ class WireReader {
       default:
         return Fail("invalid wire type");
     }
+  }
+
+  // Skips a fixed-width value of `n` bytes; `truncated` is the error when fewer are left.
+  bool SkipFixed(ptrdiff_t n, const char* truncated) {
+    if (end_ - p_ < n) return Fail(truncated);
+    p_ += n;
+    return true;
   }
 
   bool Fail(const char* why) {

@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <optional>
 #include <vector>
+
+#include "recordflow/core/enum_names.h"
 
 namespace recordflow::format {
 namespace {
@@ -472,26 +475,27 @@ class ZlibOutputStream final : public OutputStream {
 
 }  // namespace
 
+// kNone's name is "" (TensorFlow's compression_type for no compression); ParseCompression also
+// takes "NONE" and any letter case.
+constexpr EnumName<Compression> kCompressionNames[] = {
+    {Compression::kNone, ""},
+    {Compression::kGzip, "GZIP"},
+    {Compression::kZlib, "ZLIB"},
+    {Compression::kNone, "NONE"},
+};
+
 Result<Compression> ParseCompression(std::string_view name) {
   std::string upper(name);
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (upper.empty() || upper == "NONE") return Compression::kNone;
-  if (upper == "GZIP") return Compression::kGzip;
-  if (upper == "ZLIB") return Compression::kZlib;
+  if (std::optional<Compression> compression = FindByName(kCompressionNames, upper)) {
+    return *compression;
+  }
   return InvalidArgumentError("unknown compression '" + std::string(name) +
                               "': expected \"\" or \"NONE\", \"GZIP\" or \"ZLIB\"");
 }
 
 std::string_view CompressionName(Compression compression) {
-  switch (compression) {
-    case Compression::kNone:
-      return "";
-    case Compression::kGzip:
-      return "GZIP";
-    case Compression::kZlib:
-      return "ZLIB";
-  }
-  return "";
+  return NameOf(kCompressionNames, compression);
 }
 
 Compression CompressionFromPath(std::string_view path) {

@@ -162,48 +162,47 @@ Result<std::unique_ptr<IndexedRecordReader>> IndexedRecordReader::Open(
       new IndexedRecordReader(std::move(file), std::move(entries)));
 }
 
-Result<std::span<const std::byte>> IndexedRecordReader::ReadRecord(
-    uint64_t index, std::vector<std::byte>* scratch) const {
+Result<const IndexEntry*> IndexedRecordReader::Entry(uint64_t index) const {
   if (index >= entries_.size()) {
     return OutOfRangeError("record " + std::to_string(index) + " requested from '" + file_->path() +
                            "', which has " + std::to_string(entries_.size()) + " records");
   }
-  const IndexEntry& e = entries_[index];
-  auto where = [&] {
-    return "'" + file_->path() + "' at byte offset " + std::to_string(e.offset) +
-           " (record index " + std::to_string(index) + ")";
-  };
+  return &entries_[index];
+}
+
+std::string IndexedRecordReader::Where(uint64_t index) const {
+  return "'" + file_->path() + "' at byte offset " + std::to_string(entries_[index].offset) +
+         " (record index " + std::to_string(index) + ")";
+}
+
+Result<std::span<const std::byte>> IndexedRecordReader::ReadRecord(
+    uint64_t index, std::vector<std::byte>* scratch) const {
+  RF_ASSIGN_OR_RETURN(const IndexEntry* entry, Entry(index));
+  const IndexEntry& e = *entry;
   if (scratch->size() < e.size) scratch->resize(e.size);
   RF_ASSIGN_OR_RETURN(size_t n, file_->ReadAt(e.offset, std::span(scratch->data(), e.size)));
-  if (n < e.size) return DataLossError("truncated record in " + where());
+  if (n < e.size) return DataLossError("truncated record in " + Where(index));
   return CheckRecord(index, std::span<const std::byte>(scratch->data(), e.size));
 }
 
 Result<std::span<const std::byte>> IndexedRecordReader::CheckRecord(
     uint64_t index, std::span<const std::byte> framed) const {
-  if (index >= entries_.size()) {
-    return OutOfRangeError("record " + std::to_string(index) + " requested from '" + file_->path() +
-                           "', which has " + std::to_string(entries_.size()) + " records");
-  }
-  const IndexEntry& e = entries_[index];
-  auto where = [&] {
-    return "'" + file_->path() + "' at byte offset " + std::to_string(e.offset) +
-           " (record index " + std::to_string(index) + ")";
-  };
+  RF_ASSIGN_OR_RETURN(const IndexEntry* entry, Entry(index));
+  const IndexEntry& e = *entry;
   if (framed.size() < e.size || e.size < kFramingOverhead) {
-    return DataLossError("truncated record in " + where());
+    return DataLossError("truncated record in " + Where(index));
   }
   const std::byte* header = framed.data();
-  if (!HeaderCrcMatches(header)) return DataLossError("length CRC mismatch in " + where());
+  if (!HeaderCrcMatches(header)) return DataLossError("length CRC mismatch in " + Where(index));
   uint64_t length = DecodeFixed64(header);
   if (length + kFramingOverhead != e.size) {
     return DataLossError("index says " + std::to_string(e.size) + " bytes but the record in " +
-                         where() + " is " + std::to_string(length + kFramingOverhead) +
+                         Where(index) + " is " + std::to_string(length + kFramingOverhead) +
                          " bytes framed (stale index?)");
   }
   std::span<const std::byte> payload(header + kHeaderSize, length);
   if (UnmaskCrc(DecodeFixed32(header + kHeaderSize + length)) != Crc32c(payload)) {
-    return DataLossError("payload CRC mismatch in " + where());
+    return DataLossError("payload CRC mismatch in " + Where(index));
   }
   return payload;
 }

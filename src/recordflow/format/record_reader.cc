@@ -8,6 +8,7 @@
 #include <new>
 #include <optional>
 
+#include "recordflow/core/enum_names.h"
 #include "recordflow/core/thread_pool.h"
 #include "recordflow/format/record_format.h"
 
@@ -22,13 +23,23 @@ std::string Hex32(uint32_t v) {
 
 }  // namespace
 
+namespace {
+
+constexpr EnumName<CorruptionPolicy> kCorruptionPolicyNames[] = {
+    {CorruptionPolicy::kRaise, "raise"},
+    {CorruptionPolicy::kSkip, "skip"},
+};
+
+}  // namespace
+
 Result<CorruptionPolicy> ParseCorruptionPolicy(std::string_view name) {
   std::string lower(name);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower == "raise") return CorruptionPolicy::kRaise;
-  if (lower == "skip") return CorruptionPolicy::kSkip;
-  return InvalidArgumentError("unknown corruption policy '" + std::string(name) +
-                              "': expected \"raise\" or \"skip\"");
+  if (std::optional<CorruptionPolicy> policy = FindByName(kCorruptionPolicyNames, lower)) {
+    return *policy;
+  }
+  return InvalidArgumentError("unknown corruption policy '" + std::string(name) + "': expected " +
+                              NameList(kCorruptionPolicyNames, "\""));
 }
 
 RecordReader::RecordReader(std::unique_ptr<InputStream> stream, RecordReaderOptions options,

@@ -625,7 +625,11 @@ bool CanDecode(ImageFormat format) {
   }
 }
 
-Result<Image> Decode(std::span<const std::byte> data, DecodeOptions options) {
+namespace {
+
+// Decode's and Decode16's checks before any pixel is decoded: the channel count asked for, the
+// header (Probe) and the pixel limit. Returns the probed header.
+Result<ImageInfo> ProbeForDecode(std::span<const std::byte> data, const DecodeOptions& options) {
   if (options.desired_channels < 0 || options.desired_channels > 4 ||
       options.desired_channels == 2) {
     return InvalidArgumentError("desired_channels must be 0, 1, 3 or 4 (got " +
@@ -637,6 +641,13 @@ Result<Image> Decode(std::span<const std::byte> data, DecodeOptions options) {
                                   std::to_string(info.height) + " pixels is over the limit of " +
                                   std::to_string(options.max_pixels) + " pixels");
   }
+  return info;
+}
+
+}  // namespace
+
+Result<Image> Decode(std::span<const std::byte> data, DecodeOptions options) {
+  RF_ASSIGN_OR_RETURN(ImageInfo info, ProbeForDecode(data, options));
   if (!CanDecode(info.format)) {
     return UnimplementedError("decoding " + std::string(ImageFormatName(info.format)) +
                               " is not built into this binary");
@@ -682,17 +693,7 @@ Result<Image> Decode(std::span<const std::byte> data, DecodeOptions options) {
 Result<Image16> Decode16(std::span<const std::byte> data, DecodeOptions options) {
   Image16 out;
   if (SniffFormat(data) == ImageFormat::kPng) {
-    if (options.desired_channels < 0 || options.desired_channels > 4 ||
-        options.desired_channels == 2) {
-      return InvalidArgumentError("desired_channels must be 0, 1, 3 or 4 (got " +
-                                  std::to_string(options.desired_channels) + ")");
-    }
-    RF_ASSIGN_OR_RETURN(ImageInfo info, Probe(data));
-    if (info.pixels() > options.max_pixels) {
-      return ResourceExhaustedError("image of " + std::to_string(info.width) + "x" +
-                                    std::to_string(info.height) + " pixels is over the limit of " +
-                                    std::to_string(options.max_pixels) + " pixels");
-    }
+    RF_RETURN_IF_ERROR(ProbeForDecode(data, options).status());
     RF_RETURN_IF_ERROR(DecodePng16Into(data, options.desired_channels, &out));
     return out;
   }

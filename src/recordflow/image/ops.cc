@@ -3,9 +3,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "kernels_internal.h"
+#include "recordflow/core/enum_names.h"
 #include "recordflow/image/ops.h"
 
 namespace recordflow::image {
@@ -218,14 +220,29 @@ Interpolation WithAntialias(Interpolation interpolation, bool antialias) {
   return interpolation;
 }
 
+namespace {
+
+constexpr EnumName<Interpolation> kInterpolationNames[] = {
+    {Interpolation::kBilinear, "bilinear"},
+    {Interpolation::kBicubic, "bicubic"},
+    {Interpolation::kArea, "area"},
+    {Interpolation::kNearest, "nearest"},
+};
+
+// Either case of each name.
+constexpr EnumName<Layout> kLayoutNames[] = {
+    {Layout::kHWC, "HWC"},
+    {Layout::kCHW, "CHW"},
+    {Layout::kHWC, "hwc"},
+    {Layout::kCHW, "chw"},
+};
+
+}  // namespace
+
 Result<Interpolation> ParseInterpolation(std::string_view name) {
-  if (name == "bilinear") return Interpolation::kBilinear;
-  if (name == "bicubic") return Interpolation::kBicubic;
-  if (name == "area") return Interpolation::kArea;
-  if (name == "nearest") return Interpolation::kNearest;
-  return InvalidArgumentError(
-      "interpolation must be \"bilinear\", \"bicubic\", \"area\" or \"nearest\", not \"" +
-      std::string(name) + "\"");
+  if (std::optional<Interpolation> value = FindByName(kInterpolationNames, name)) return *value;
+  return InvalidArgumentError("interpolation must be " + NameList(kInterpolationNames, "\"") +
+                              ", not \"" + std::string(name) + "\"");
 }
 
 namespace {
@@ -443,10 +460,9 @@ Result<TensorType> ParseTensorType(std::string_view name) {
 }
 
 Result<Layout> ParseLayout(std::string_view name) {
-  if (name == "HWC" || name == "hwc") return Layout::kHWC;
-  if (name == "CHW" || name == "chw") return Layout::kCHW;
-  return InvalidArgumentError("layout must be \"HWC\" or \"CHW\", not \"" + std::string(name) +
-                              "\"");
+  if (std::optional<Layout> layout = FindByName(kLayoutNames, name)) return *layout;
+  return InvalidArgumentError("layout must be " + NameList(kLayoutNames, "\"") + ", not \"" +
+                              std::string(name) + "\"");
 }
 
 Status NormalizeInto(std::span<const float> pixels, int width, int height,

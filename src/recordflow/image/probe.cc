@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "image_internal.h"
+#include "recordflow/core/enum_names.h"
 #include "recordflow/image/image.h"
 
 namespace recordflow::image {
@@ -281,30 +283,20 @@ Result<ImageInfo> ProbePng(std::span<const std::byte> d) {
   RF_RETURN_IF_ERROR(CheckSize("PNG", w, h));
   info.width = static_cast<int>(w);
   info.height = static_cast<int>(h);
-  switch (U8(d, 25)) {
-    case 0:
-      info.channels = 1;
-      info.colorspace = ColorSpace::kGray;
-      break;
-    case 2:
-      info.channels = 3;
-      info.colorspace = ColorSpace::kRGB;
-      break;
-    case 3:
-      info.channels = 3;
-      info.colorspace = ColorSpace::kRGB;
-      break;  // palette
-    case 4:
-      info.channels = 2;
-      info.colorspace = ColorSpace::kGrayAlpha;
-      break;
-    case 6:
-      info.channels = 4;
-      info.colorspace = ColorSpace::kRGBA;
-      break;
-    default:
-      return DataLossError("malformed PNG: bad color type " + std::to_string(U8(d, 25)));
+  // What each IHDR color type decodes to, by type: gray, -, RGB, palette (RGB), gray + alpha, -,
+  // RGBA; 0 channels for the types PNG does not define.
+  static constexpr struct {
+    int channels;
+    ColorSpace colorspace;
+  } kColorTypes[] = {{1, ColorSpace::kGray}, {0, ColorSpace::kUnknown},   {3, ColorSpace::kRGB},
+                     {3, ColorSpace::kRGB},  {2, ColorSpace::kGrayAlpha}, {0, ColorSpace::kUnknown},
+                     {4, ColorSpace::kRGBA}};
+  const uint8_t color_type = U8(d, 25);
+  if (color_type >= std::size(kColorTypes) || kColorTypes[color_type].channels == 0) {
+    return DataLossError("malformed PNG: bad color type " + std::to_string(color_type));
   }
+  info.channels = kColorTypes[color_type].channels;
+  info.colorspace = kColorTypes[color_type].colorspace;
   return info;
 }
 
@@ -520,15 +512,22 @@ Status CheckBmpStructure(std::span<const std::byte> d, const ImageInfo& info) {
   return Status::OK();
 }
 
+// GIF, BMP and WebP decode to RGB, or RGBA when the image has alpha: checks the size
+// (CheckSize) and sets it with the channels and colorspace.
+Status SetRgbSize(std::string_view format, int64_t w, int64_t h, bool alpha, ImageInfo* info) {
+  RF_RETURN_IF_ERROR(CheckSize(format, w, h));
+  info->width = static_cast<int>(w);
+  info->height = static_cast<int>(h);
+  info->channels = alpha ? 4 : 3;
+  info->colorspace = alpha ? ColorSpace::kRGBA : ColorSpace::kRGB;
+  return Status::OK();
+}
+
 Result<ImageInfo> ProbeGif(std::span<const std::byte> d) {
   if (d.size() < 13) return Truncated("GIF", "logical screen descriptor");
   ImageInfo info;
   info.format = ImageFormat::kGif;
-  RF_RETURN_IF_ERROR(CheckSize("GIF", Le16(d, 6), Le16(d, 8)));
-  info.width = static_cast<int>(Le16(d, 6));
-  info.height = static_cast<int>(Le16(d, 8));
-  info.channels = 3;
-  info.colorspace = ColorSpace::kRGB;
+  RF_RETURN_IF_ERROR(SetRgbSize("GIF", Le16(d, 6), Le16(d, 8), /*alpha=*/false, &info));
   return info;
 }
 
@@ -552,14 +551,10 @@ Result<ImageInfo> ProbeBmp(std::span<const std::byte> d) {
     return DataLossError("malformed BMP: info header size " + std::to_string(header_size));
   }
   if (h < 0) h = -h;  // top-down rows
-  RF_RETURN_IF_ERROR(CheckSize("BMP", w, h));
+  RF_RETURN_IF_ERROR(SetRgbSize("BMP", w, h, /*alpha=*/false, &info));
   if (bpp != 1 && bpp != 4 && bpp != 8 && bpp != 16 && bpp != 24 && bpp != 32) {
     return DataLossError("malformed BMP: " + std::to_string(bpp) + " bits per pixel");
   }
-  info.width = static_cast<int>(w);
-  info.height = static_cast<int>(h);
-  info.channels = 3;
-  info.colorspace = ColorSpace::kRGB;
   return info;
 }
 
@@ -591,11 +586,7 @@ Result<ImageInfo> ProbeWebp(std::span<const std::byte> d) {
   } else {
     return DataLossError("malformed WebP: unknown first chunk");
   }
-  RF_RETURN_IF_ERROR(CheckSize("WebP", w, h));
-  info.width = static_cast<int>(w);
-  info.height = static_cast<int>(h);
-  info.channels = alpha ? 4 : 3;
-  info.colorspace = alpha ? ColorSpace::kRGBA : ColorSpace::kRGB;
+  RF_RETURN_IF_ERROR(SetRgbSize("WebP", w, h, alpha, &info));
   return info;
 }
 
@@ -628,44 +619,32 @@ int CountJpegScans(std::span<const std::byte> d, int stop_after) {
 
 }  // namespace internal
 
-std::string_view ImageFormatName(ImageFormat format) {
-  switch (format) {
-    case ImageFormat::kJpeg:
-      return "JPEG";
-    case ImageFormat::kPng:
-      return "PNG";
-    case ImageFormat::kGif:
-      return "GIF";
-    case ImageFormat::kBmp:
-      return "BMP";
-    case ImageFormat::kWebp:
-      return "WEBP";
-    case ImageFormat::kUnknown:
-      break;
-  }
-  return "";
-}
+namespace {
+
+constexpr EnumName<ImageFormat> kImageFormatNames[] = {
+    {ImageFormat::kJpeg, "JPEG"}, {ImageFormat::kPng, "PNG"},   {ImageFormat::kGif, "GIF"},
+    {ImageFormat::kBmp, "BMP"},   {ImageFormat::kWebp, "WEBP"},
+};
+
+constexpr EnumName<ColorSpace> kColorSpaceNames[] = {
+    {ColorSpace::kGray, "Gray"}, {ColorSpace::kGrayAlpha, "GrayAlpha"}, {ColorSpace::kRGB, "RGB"},
+    {ColorSpace::kRGBA, "RGBA"}, {ColorSpace::kYCbCr, "YCbCr"},         {ColorSpace::kCMYK, "CMYK"},
+    {ColorSpace::kYCCK, "YCCK"},
+};
+
+constexpr EnumName<ChromaSubsampling> kChromaSubsamplingNames[] = {
+    {ChromaSubsampling::k420, "4:2:0"},
+    {ChromaSubsampling::k422, "4:2:2"},
+    {ChromaSubsampling::k444, "4:4:4"},
+};
+
+}  // namespace
+
+// kUnknown has no name.
+std::string_view ImageFormatName(ImageFormat format) { return NameOf(kImageFormatNames, format); }
 
 std::string_view ColorSpaceName(ColorSpace colorspace) {
-  switch (colorspace) {
-    case ColorSpace::kGray:
-      return "Gray";
-    case ColorSpace::kGrayAlpha:
-      return "GrayAlpha";
-    case ColorSpace::kRGB:
-      return "RGB";
-    case ColorSpace::kRGBA:
-      return "RGBA";
-    case ColorSpace::kYCbCr:
-      return "YCbCr";
-    case ColorSpace::kCMYK:
-      return "CMYK";
-    case ColorSpace::kYCCK:
-      return "YCCK";
-    case ColorSpace::kUnknown:
-      break;
-  }
-  return "";
+  return NameOf(kColorSpaceNames, colorspace);
 }
 
 int ImageInfo::decoded_channels() const {
@@ -723,23 +702,11 @@ Result<ImageInfo> Probe(std::span<const std::byte> data, ProbeOptions options) {
 }
 
 Result<ChromaSubsampling> ParseChromaSubsampling(std::string_view name) {
-  if (name == "4:2:0") return ChromaSubsampling::k420;
-  if (name == "4:2:2") return ChromaSubsampling::k422;
-  if (name == "4:4:4") return ChromaSubsampling::k444;
-  return InvalidArgumentError("unknown chroma subsampling '" + std::string(name) +
-                              "': expected '4:2:0', '4:2:2' or '4:4:4'");
+  return ParseName(kChromaSubsamplingNames, name, "chroma subsampling");
 }
 
 std::string_view ChromaSubsamplingName(ChromaSubsampling subsampling) {
-  switch (subsampling) {
-    case ChromaSubsampling::k420:
-      return "4:2:0";
-    case ChromaSubsampling::k422:
-      return "4:2:2";
-    case ChromaSubsampling::k444:
-      return "4:4:4";
-  }
-  return "4:2:0";
+  return NameOf(kChromaSubsamplingNames, subsampling, "4:2:0");
 }
 
 }  // namespace recordflow::image

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -120,27 +121,34 @@ Result<CachedToken> ParseTokenAnswer(const HttpResponse& r, const std::string& s
   return t;
 }
 
-Result<HttpResponse> PostForm(const std::string& url, const std::string& body,
-                              const RetryOptions& retry, const std::string& source) {
+// One token request, retried while the transport fails or the server answers a retryable
+// status; any other answer goes back for ParseTokenAnswer to read.
+Result<HttpResponse> RequestToken(const HttpRequest& request, const RetryOptions& retry,
+                                  const std::function<std::string()>& describe) {
   HttpResponse response;
   Status s = RunWithRetries(
       retry,
       [&]() -> Attempt {
-        HttpRequest r;
-        r.method = "POST";
-        r.url = url;
-        r.body = body;
-        r.headers = {{"Content-Type", "application/x-www-form-urlencoded"}};
-        Attempt a = HttpClient::Default().Perform(r, retry, &response);
+        Attempt a = HttpClient::Default().Perform(request, retry, &response);
         if (!a.status.ok()) return a;
         if (IsRetryableHttpStatus(response.status)) {
           return {IOError("HTTP " + std::to_string(response.status)), true};
         }
         return {};
       },
-      [&] { return "requesting a GCS access token from " + source; });
+      describe);
   if (!s.ok()) return s;
   return response;
+}
+
+Result<HttpResponse> PostForm(const std::string& url, const std::string& body,
+                              const RetryOptions& retry, const std::string& source) {
+  HttpRequest r;
+  r.method = "POST";
+  r.url = url;
+  r.body = body;
+  r.headers = {{"Content-Type", "application/x-www-form-urlencoded"}};
+  return RequestToken(r, retry, [&] { return "requesting a GCS access token from " + source; });
 }
 
 Result<CachedToken> ServiceAccountToken(const JsonValue& key, const std::string& file,
@@ -219,26 +227,16 @@ Result<CachedToken> MetadataToken(const RetryOptions& retry, bool* unreachable) 
     probe.max_attempts = 1;
     probe.connect_timeout = std::chrono::milliseconds(1000);
   }
-  HttpResponse response;
-  Status s = RunWithRetries(
-      probe,
-      [&]() -> Attempt {
-        HttpRequest r;
-        r.url = url;
-        r.headers = {{"Metadata-Flavor", "Google"}};
-        Attempt a = HttpClient::Default().Perform(r, probe, &response);
-        if (!a.status.ok()) return a;
-        if (IsRetryableHttpStatus(response.status)) {
-          return {IOError("HTTP " + std::to_string(response.status)), true};
-        }
-        return {};
-      },
-      [&] { return "requesting a GCS access token from the metadata server " + url; });
-  if (!s.ok()) {
+  HttpRequest r;
+  r.url = url;
+  r.headers = {{"Metadata-Flavor", "Google"}};
+  Result<HttpResponse> response = RequestToken(
+      r, probe, [&] { return "requesting a GCS access token from the metadata server " + url; });
+  if (!response.ok()) {
     *unreachable = !explicit_host;
-    return s;
+    return response.status();
   }
-  return ParseTokenAnswer(response, "the metadata server " + url);
+  return ParseTokenAnswer(*response, "the metadata server " + url);
 }
 
 Result<CachedToken> FetchToken(const std::string& source, const RetryOptions& retry) {

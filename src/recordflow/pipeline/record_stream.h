@@ -77,6 +77,31 @@ class RecordIterator {
   virtual Status Restore(StateReader& r) = 0;
 };
 
+// A stage whose only state is how many records it has read from its input (shard, take, skip):
+// it saves that count, then its input's state.
+class CountingRecordIterator : public RecordIterator {
+ public:
+  Status Save(StateWriter& w) final {
+    w.U64(seen_);
+    return input_->Save(w);
+  }
+  Status Restore(StateReader& r) final {
+    RF_ASSIGN_OR_RETURN(seen_, r.U64(what_));
+    return input_->Restore(r);
+  }
+
+ protected:
+  // `what` names the count in a bad checkpoint's error (a string literal).
+  CountingRecordIterator(std::unique_ptr<RecordIterator> input, const char* what)
+      : input_(std::move(input)), what_(what) {}
+
+  std::unique_ptr<RecordIterator> input_;
+  uint64_t seen_ = 0;
+
+ private:
+  const char* what_;
+};
+
 // The base seed of each unseeded stage, by node; filled on first use, saved in checkpoints.
 struct SeedTable {
   std::map<const Node*, uint64_t> seeds;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "recordflow/core/buffer_pool_internal.h"
+#include "recordflow/core/enum_names.h"
 #include "recordflow/core/thread_pool.h"
 #include "recordflow/image/augment.h"
 #include "recordflow/image/warp_internal.h"
@@ -1204,12 +1205,20 @@ Status DryRun(const OpSpec& op, const std::string& where) {
 
 }  // namespace
 
+namespace {
+
+constexpr EnumName<PadMode> kPadModeNames[] = {
+    {PadMode::kConstant, "constant"},
+    {PadMode::kEdge, "edge"},
+    {PadMode::kReflect, "reflect"},
+    {PadMode::kSymmetric, "symmetric"},
+};
+
+}  // namespace
+
 Result<PadMode> ParsePadMode(std::string_view name) {
-  if (name == "constant") return PadMode::kConstant;
-  if (name == "edge") return PadMode::kEdge;
-  if (name == "reflect") return PadMode::kReflect;
-  if (name == "symmetric") return PadMode::kSymmetric;
-  return InvalidArgumentError("padding_mode must be constant, edge, reflect or symmetric, got '" +
+  if (std::optional<PadMode> mode = FindByName(kPadModeNames, name)) return *mode;
+  return InvalidArgumentError("padding_mode must be " + NameList(kPadModeNames, "") + ", got '" +
                               std::string(name) + "'");
 }
 

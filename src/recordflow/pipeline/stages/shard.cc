@@ -5,10 +5,10 @@ namespace recordflow::pipeline::internal {
 namespace {
 
 // Keeps records num_shards * k + index.
-class ShardIterator final : public RecordIterator {
+class ShardIterator final : public CountingRecordIterator {
  public:
   ShardIterator(std::unique_ptr<RecordIterator> input, int n, int index)
-      : input_(std::move(input)), n_(n), index_(index) {}
+      : CountingRecordIterator(std::move(input), "shard count"), n_(n), index_(index) {}
   Result<bool> Next(Record* out) override {
     while (true) {
       RF_ASSIGN_OR_RETURN(bool ok, input_->Next(out));
@@ -17,19 +17,9 @@ class ShardIterator final : public RecordIterator {
       if (i % static_cast<uint64_t>(n_) == static_cast<uint64_t>(index_)) return true;
     }
   }
-  Status Save(StateWriter& w) override {
-    w.U64(seen_);
-    return input_->Save(w);
-  }
-  Status Restore(StateReader& r) override {
-    RF_ASSIGN_OR_RETURN(seen_, r.U64("shard count"));
-    return input_->Restore(r);
-  }
 
  private:
-  std::unique_ptr<RecordIterator> input_;
   int n_, index_;
-  uint64_t seen_ = 0;
 };
 
 }  // namespace

@@ -4,11 +4,14 @@
 namespace recordflow::pipeline::internal {
 namespace {
 
-class TakeSkipIterator final : public RecordIterator {
+class TakeSkipIterator final : public CountingRecordIterator {
  public:
   TakeSkipIterator(std::unique_ptr<RecordIterator> input, bool take, int64_t count,
                    const StreamContext* ctx)
-      : input_(std::move(input)), take_(take), count_(count), ctx_(ctx) {}
+      : CountingRecordIterator(std::move(input), "take/skip count"),
+        take_(take),
+        count_(count),
+        ctx_(ctx) {}
   Result<bool> Next(Record* out) override {
     if (take_) {
       if (count_ >= 0 && seen_ >= static_cast<uint64_t>(count_)) return false;
@@ -28,21 +31,11 @@ class TakeSkipIterator final : public RecordIterator {
     }
     return input_->Next(out);
   }
-  Status Save(StateWriter& w) override {
-    w.U64(seen_);
-    return input_->Save(w);
-  }
-  Status Restore(StateReader& r) override {
-    RF_ASSIGN_OR_RETURN(seen_, r.U64("take/skip count"));
-    return input_->Restore(r);
-  }
 
  private:
-  std::unique_ptr<RecordIterator> input_;
   bool take_;
   int64_t count_;
   const StreamContext* ctx_;
-  uint64_t seen_ = 0;
 };
 
 }  // namespace
