@@ -295,7 +295,8 @@ PlanStep Step(PlanStep::Kind kind, int64_t count = -1) {
   return s;
 }
 
-TEST(DiagnoseTest, ARealRunMeasuresStagesAndTheStep) {
+// Two files of 64 records, repeated, batched by 8, parsed ("x": int64) and prefetched.
+PipelinePlan RepeatBatchParsePrefetch() {
   PipelinePlan plan;
   plan.files = WriteFiles(MakeTempDir(), 2, 64);
   plan.steps = {Step(PlanStep::Kind::kRepeat), Step(PlanStep::Kind::kBatch, 8)};
@@ -303,6 +304,11 @@ TEST(DiagnoseTest, ARealRunMeasuresStagesAndTheStep) {
   parse.specs = {example::FeatureSpec::FixedLen("x", example::DType::kInt64)};
   plan.steps.push_back(parse);
   plan.steps.push_back(Step(PlanStep::Kind::kPrefetch, kAutotune));
+  return plan;
+}
+
+TEST(DiagnoseTest, ARealRunMeasuresStagesAndTheStep) {
+  PipelinePlan plan = RepeatBatchParsePrefetch();
   DiagnoseOptions options;
   options.seconds = 0.2;
   options.step_seconds = 0.002;
@@ -470,13 +476,7 @@ TEST(DiagnoseTest, InMemoryRecordsAreAPlanSource) {
 }
 
 TEST(DiagnoseTest, TheIteratorOptionsCapEveryRun) {
-  PipelinePlan plan;
-  plan.files = WriteFiles(MakeTempDir(), 2, 64);
-  plan.steps = {Step(PlanStep::Kind::kRepeat), Step(PlanStep::Kind::kBatch, 8)};
-  PlanStep parse = Step(PlanStep::Kind::kParse);
-  parse.specs = {example::FeatureSpec::FixedLen("x", example::DType::kInt64)};
-  plan.steps.push_back(parse);
-  plan.steps.push_back(Step(PlanStep::Kind::kPrefetch, kAutotune));
+  PipelinePlan plan = RepeatBatchParsePrefetch();
   DiagnoseOptions options;
   options.seconds = 0.2;
   options.try_variants = false;
