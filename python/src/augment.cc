@@ -10,6 +10,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -81,35 +82,36 @@ nb::list OpsToList(const std::vector<image::AppliedOp>& ops) {
   return out;
 }
 
-// A batch array (uint8 or float32, [B, H, W, C] C-contiguous) copied into a new array that the
-// op then modifies in place.
-struct BatchCopy {
+// A new array of the shape and sample type of a batch array (uint8 or float32, [B, H, W, C]
+// C-contiguous), not initialised: the batch ops read the input array (view.source) and write
+// all of it (no copy of the batch first, none of it under the GIL).
+struct BatchOutput {
   nb::object array;
   image::BatchView view;
 };
 
-BatchCopy CopyBatch(nb::ndarray<nb::c_contig, nb::device::cpu> a) {
+template <typename T>
+nb::object NewBatchArray(size_t n, const size_t (&shape)[4], T** data) {
+  std::unique_ptr<T[]> owned(new T[n]);  // default-initialised: no zero fill
+  nb::capsule owner(owned.get(), [](void* p) noexcept { delete[] static_cast<T*>(p); });
+  *data = owned.release();
+  return nb::cast(nb::ndarray<nb::numpy, T>(*data, 4, shape, owner));
+}
+
+BatchOutput NewBatchOutput(const nb::ndarray<nb::c_contig, nb::device::cpu>& a) {
   if (a.ndim() != 4) throw nb::value_error("expected a [B, H, W, C] batch");
-  BatchCopy b;
+  BatchOutput b;
   b.view.batch = static_cast<int>(a.shape(0));
   b.view.height = static_cast<int>(a.shape(1));
   b.view.width = static_cast<int>(a.shape(2));
   b.view.channels = static_cast<int>(a.shape(3));
-  size_t shape[4] = {a.shape(0), a.shape(1), a.shape(2), a.shape(3)};
-  const size_t n = a.size();
+  b.view.source = a.data();
+  const size_t shape[4] = {a.shape(0), a.shape(1), a.shape(2), a.shape(3)};
+  const size_t n = std::max<size_t>(a.size(), 1);
   if (a.dtype() == nb::dtype<uint8_t>()) {
-    auto* owned = new std::vector<uint8_t>(static_cast<const uint8_t*>(a.data()),
-                                           static_cast<const uint8_t*>(a.data()) + n);
-    nb::capsule owner(owned,
-                      [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
-    b.view.u8 = owned->data();
-    b.array = nb::cast(nb::ndarray<nb::numpy, uint8_t>(owned->data(), 4, shape, owner));
+    b.array = NewBatchArray(n, shape, &b.view.u8);
   } else if (a.dtype() == nb::dtype<float>()) {
-    auto* owned = new std::vector<float>(static_cast<const float*>(a.data()),
-                                         static_cast<const float*>(a.data()) + n);
-    nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
-    b.view.f32 = owned->data();
-    b.array = nb::cast(nb::ndarray<nb::numpy, float>(owned->data(), 4, shape, owner));
+    b.array = NewBatchArray(n, shape, &b.view.f32);
   } else {
     throw nb::type_error("batch must be uint8 or float32");
   }
@@ -288,7 +290,7 @@ void RegisterAugment(nb::module_& parent) {
   // from Beta(alpha, alpha) with `seed`.
   m.def("mixup", [](nb::ndarray<nb::c_contig, nb::device::cpu> batch, LabelArray labels,
                     int num_classes, double alpha, std::optional<double> lam, uint64_t seed) {
-    BatchCopy b = CopyBatch(batch);
+    BatchOutput b = NewBatchOutput(batch);
     const std::span<const int64_t> l(labels.data(), labels.size());
     std::vector<float> soft(static_cast<size_t>(b.view.batch) *
                             static_cast<size_t>(std::max(num_classes, 0)));
@@ -306,7 +308,7 @@ void RegisterAugment(nb::module_& parent) {
   m.def("cutmix",
         [](nb::ndarray<nb::c_contig, nb::device::cpu> batch, LabelArray labels, int num_classes,
            double alpha, std::optional<std::array<int, 4>> box, uint64_t seed) {
-          BatchCopy b = CopyBatch(batch);
+          BatchOutput b = NewBatchOutput(batch);
           const std::span<const int64_t> l(labels.data(), labels.size());
           std::vector<float> soft(static_cast<size_t>(b.view.batch) *
                                   static_cast<size_t>(std::max(num_classes, 0)));

@@ -225,6 +225,10 @@ struct BatchView {
   int batch = 0, height = 0, width = 0, channels = 0;
   uint8_t* u8 = nullptr;  // exactly one of u8 / f32
   float* f32 = nullptr;
+  // Optional: the input batch (same shape and sample type, not overlapping u8 / f32). Then the
+  // batch ops read it and write their whole result into u8 / f32 in one pass, so a caller that
+  // keeps its input need not copy it into the output first. Null: the ops work in place.
+  const void* source = nullptr;
 };
 
 // MixUp with a given lambda: x = lam * x + (1 - lam) * x_rolled (uint8: rounded). Errors:

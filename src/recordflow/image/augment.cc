@@ -1688,9 +1688,28 @@ Status MixUpWithLambda(const BatchView& batch, std::span<const int64_t> labels, 
   const size_t b = static_cast<size_t>(batch.batch);
   const float lam = static_cast<float>(lambda);
   const float rest = static_cast<float>(1.0 - lambda);
-  // x_i = lam x_i + (1 - lam) x_{i-1}, every x_{i-1} the original: keep the last one aside and
-  // go from the back.
-  if (batch.f32 != nullptr) {
+  // x_i = lam x_i + (1 - lam) x_{i-1}, every x_{i-1} the original: from a separate source in
+  // one pass; in place, keep the last one aside and go from the back.
+  if (batch.source != nullptr) {
+    for (size_t i = 0; i < b; ++i) {
+      const size_t j = i == 0 ? b - 1 : i - 1;
+      if (batch.f32 != nullptr) {
+        const float* src = static_cast<const float*>(batch.source);
+        const float* x = src + i * per;
+        const float* prev = src + j * per;
+        float* out = batch.f32 + i * per;
+        for (size_t k = 0; k < per; ++k) out[k] = prev[k] * rest + x[k] * lam;
+      } else {
+        const uint8_t* src = static_cast<const uint8_t*>(batch.source);
+        const uint8_t* x = src + i * per;
+        const uint8_t* prev = src + j * per;
+        uint8_t* out = batch.u8 + i * per;
+        for (size_t k = 0; k < per; ++k) {
+          out[k] = RoundU8(static_cast<float>(prev[k]) * rest + static_cast<float>(x[k]) * lam);
+        }
+      }
+    }
+  } else if (batch.f32 != nullptr) {
     std::vector<float> last(batch.f32 + (b - 1) * per, batch.f32 + b * per);
     for (size_t i = b; i-- > 0;) {
       float* x = batch.f32 + i * per;
@@ -1736,17 +1755,30 @@ Status CutMixWithBox(const BatchView& batch, std::span<const int64_t> labels, in
   const size_t b = static_cast<size_t>(batch.batch);
   const size_t off = static_cast<size_t>(box.x) * batch.channels * elem;
   const size_t len = static_cast<size_t>(box.width) * batch.channels * elem;
-  // Element 0 reads element b-1's box, which is overwritten first (going from the back): save it.
-  std::vector<uint8_t> last(static_cast<size_t>(box.height) * len);
-  for (int y = 0; y < box.height; ++y) {
-    std::memcpy(last.data() + y * len, base + (b - 1) * per + (box.y + y) * row + off, len);
-  }
-  for (size_t i = b; i-- > 0;) {
+  if (batch.source != nullptr) {  // each element copied, then its box from the one before
+    const auto* src = static_cast<const uint8_t*>(batch.source);
+    for (size_t i = 0; i < b; ++i) {
+      const size_t j = i == 0 ? b - 1 : i - 1;
+      std::memcpy(base + i * per, src + i * per, per);
+      for (int y = 0; y < box.height; ++y) {
+        const size_t at = (box.y + y) * row + off;
+        std::memcpy(base + i * per + at, src + j * per + at, len);
+      }
+    }
+  } else {
+    // Element 0 reads element b-1's box, which is overwritten first (going from the back):
+    // save it.
+    std::vector<uint8_t> last(static_cast<size_t>(box.height) * len);
     for (int y = 0; y < box.height; ++y) {
-      uint8_t* dst = base + i * per + (box.y + y) * row + off;
-      const uint8_t* src =
-          i == 0 ? last.data() + y * len : base + (i - 1) * per + (box.y + y) * row + off;
-      std::memcpy(dst, src, len);
+      std::memcpy(last.data() + y * len, base + (b - 1) * per + (box.y + y) * row + off, len);
+    }
+    for (size_t i = b; i-- > 0;) {
+      for (int y = 0; y < box.height; ++y) {
+        uint8_t* dst = base + i * per + (box.y + y) * row + off;
+        const uint8_t* src =
+            i == 0 ? last.data() + y * len : base + (i - 1) * per + (box.y + y) * row + off;
+        std::memcpy(dst, src, len);
+      }
     }
   }
   const double lam = 1.0 - static_cast<double>(box.width) * box.height /

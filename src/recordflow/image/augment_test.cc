@@ -265,6 +265,44 @@ TEST(AugmentTest, MixUpSoftLabelsAndPixels) {
   EXPECT_EQ(MixUpWithLambda(v, labels, 3, 0.5, soft).code(), StatusCode::kInvalidArgument);
 }
 
+// With a source, MixUp and CutMix leave it untouched and write into the output what they
+// write in place, for float32 and uint8 batches (CutMix with a box at the image's edge too).
+TEST(AugmentTest, BatchOpsFromASourceEqualTheInPlaceOps) {
+  constexpr int kB = 3, kH = 5, kW = 7, kC = 3;
+  constexpr size_t kN = size_t{kB} * kH * kW * kC;
+  std::vector<uint8_t> u8(kN);
+  std::vector<float> f32(kN);
+  for (size_t i = 0; i < kN; ++i) {
+    u8[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
+    f32[i] = static_cast<float>(u8[i]) / 7.0f;
+  }
+  const std::vector<int64_t> labels = {2, 0, 1};
+  for (const Rect& box : {Rect{1, 2, 4, 2}, Rect{0, 0, 7, 1}, Rect{6, 4, 1, 1}}) {
+    for (int op = 0; op < 2; ++op) {
+      std::vector<uint8_t> u8_in_place = u8, u8_out(kN, 0);
+      std::vector<float> f32_in_place = f32, f32_out(kN, 0.0f);
+      std::vector<float> soft_a(kB * 4), soft_b(kB * 4);
+      BatchView a{kB, kH, kW, kC, u8_in_place.data(), nullptr};
+      BatchView b{kB, kH, kW, kC, u8_out.data(), nullptr, u8.data()};
+      BatchView fa{kB, kH, kW, kC, nullptr, f32_in_place.data()};
+      BatchView fb{kB, kH, kW, kC, nullptr, f32_out.data(), f32.data()};
+      for (auto [in_place, from_source] : {std::pair{&a, &b}, std::pair{&fa, &fb}}) {
+        if (op == 0) {
+          ASSERT_TRUE(MixUpWithLambda(*in_place, labels, 4, 0.3, soft_a).ok());
+          ASSERT_TRUE(MixUpWithLambda(*from_source, labels, 4, 0.3, soft_b).ok());
+        } else {
+          ASSERT_TRUE(CutMixWithBox(*in_place, labels, 4, box, soft_a).ok());
+          ASSERT_TRUE(CutMixWithBox(*from_source, labels, 4, box, soft_b).ok());
+        }
+        EXPECT_EQ(soft_a, soft_b);
+      }
+      EXPECT_EQ(u8_out, u8_in_place) << "op " << op;
+      EXPECT_EQ(f32_out, f32_in_place) << "op " << op;
+      EXPECT_NE(u8_out, u8) << "op " << op << ": nothing mixed";
+    }
+  }
+}
+
 TEST(AugmentTest, CutMixPastesRolledBox) {
   std::vector<uint8_t> batch(2 * 4 * 4, 0);
   std::fill(batch.begin() + 16, batch.end(), 9);
