@@ -200,10 +200,13 @@ int main(int argc, char** argv) {
     for (double x : ms[k]) std::printf(" %.3f", x);
     std::printf(")\n");
   }
-  std::printf("ceiling of a pipeline / full decode, with no work after the decode: train %.2fx, "
-              "eval %.2fx\n", med[0] / med[2], med[0] / med[3]);
-  std::printf("{\"images\": %zu, \"passes\": %d, \"full_ms\": %.4f, \"entropy_ms\": %.4f, "
-              "\"train_ms\": %.4f, \"eval_ms\": %.4f, \"failures\": %d}\n",
-              ok.size(), passes, med[0], med[1], med[2], med[3], failures);
+  std::printf(
+      "ceiling of a pipeline / full decode, with no work after the decode: train %.2fx, "
+      "eval %.2fx\n",
+      med[0] / med[2], med[0] / med[3]);
+  std::printf(
+      "{\"images\": %zu, \"passes\": %d, \"full_ms\": %.4f, \"entropy_ms\": %.4f, "
+      "\"train_ms\": %.4f, \"eval_ms\": %.4f, \"failures\": %d}\n",
+      ok.size(), passes, med[0], med[1], med[2], med[3], failures);
   return failures == 0 ? 0 : 1;
 }
