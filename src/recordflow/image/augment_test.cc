@@ -1,10 +1,12 @@
 #include "recordflow/image/augment.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <numeric>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -89,6 +91,71 @@ TEST(AugmentTest, EqualizeFlattensHistogram) {
   const auto [lo, hi] = std::minmax_element(out.pixels.begin(), out.pixels.end());
   EXPECT_EQ(*lo, 0);
   EXPECT_GE(*hi, 240);
+}
+
+// torchvision's equalize, one channel at a time and one sample at a time: the reference for
+// the one-pass histogram (two pixels a step, a table per channel and pixel parity) and the
+// table pass.
+std::vector<uint8_t> ReferenceEqualize(const Image& img) {
+  std::vector<uint8_t> out = img.pixels;
+  const size_t ch = static_cast<size_t>(img.channels), n = img.pixels.size() / ch;
+  for (size_t c = 0; c < ch; ++c) {
+    std::array<int64_t, 256> hist{};
+    for (size_t i = 0; i < n; ++i) ++hist[img.pixels[i * ch + c]];
+    int last = 255;
+    while (last > 0 && hist[last] == 0) --last;
+    const int64_t step = (static_cast<int64_t>(n) - hist[last]) / 255;
+    if (step == 0) continue;
+    std::array<uint8_t, 256> lut{};
+    int64_t acc = step / 2;
+    for (int v = 0; v < 256; ++v) {
+      lut[v] = static_cast<uint8_t>(std::min<int64_t>(acc / step, 255));
+      acc += hist[v];
+    }
+    for (size_t i = 0; i < n; ++i) out[i * ch + c] = lut[img.pixels[i * ch + c]];
+  }
+  return out;
+}
+
+TEST(AugmentTest, EqualizeAndAutoContrastMatchASampleBySampleReferenceAtEveryTail) {
+  // Pixel counts odd and even, small and large, values spread over the whole range, in runs
+  // of one value and in a narrow band, so that every channel gets its own table.
+  for (int width : {1, 2, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 61, 300}) {
+    for (int height : {1, 3}) {
+      Image img;
+      img.width = width;
+      img.height = height;
+      img.channels = 3;
+      img.pixels.resize(static_cast<size_t>(width) * height * 3);
+      uint32_t state = 12345u + static_cast<uint32_t>(width * 7 + height);
+      for (size_t i = 0; i < img.pixels.size(); ++i) {
+        state = state * 1664525u + 1013904223u;
+        const size_t c = i % 3;
+        // Channel 0 wide, channel 1 in runs, channel 2 in a narrow band.
+        img.pixels[i] = c == 0   ? static_cast<uint8_t>(state >> 24)
+                        : c == 1 ? static_cast<uint8_t>((i / 12) * 37)
+                                 : static_cast<uint8_t>(100 + (state >> 29));
+      }
+      SCOPED_TRACE(std::to_string(width) + "x" + std::to_string(height));
+      EXPECT_EQ(Equalize(img).pixels, ReferenceEqualize(img));
+      // AutoContrast's table pass, against the same table applied sample by sample.
+      std::vector<uint8_t> expect = img.pixels;
+      for (size_t c = 0; c < 3; ++c) {
+        uint8_t lo = 255, hi = 0;
+        for (size_t i = c; i < expect.size(); i += 3) {
+          lo = std::min(lo, img.pixels[i]);
+          hi = std::max(hi, img.pixels[i]);
+        }
+        if (lo == hi) continue;
+        const float inv_scale = (static_cast<float>(hi) - lo) * static_cast<float>(1.0 / 255.0);
+        for (size_t i = c; i < expect.size(); i += 3) {
+          const float v = (static_cast<float>(img.pixels[i]) - lo) / inv_scale;
+          expect[i] = static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f));
+        }
+      }
+      EXPECT_EQ(AutoContrast(img).pixels, expect);
+    }
+  }
 }
 
 TEST(AugmentTest, GaussianBlurKeepsConstantAndMean) {
