@@ -52,6 +52,10 @@ def main() -> int:
         "spark.speculation.minTaskRuntime": "500ms",
         "spark.eventLog.enabled": "true", "spark.eventLog.dir": "file://" + event_dir,
         "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false",
+        # The wait after each write reads running tasks from the status store, which by default
+        # records a task's start only if the executor's entry was not written in the last
+        # 100 ms. 0: every task start and end is written.
+        "spark.ui.liveUpdate.period": "0",
     }
     for k, v in env.items():
         conf[f"spark.executorEnv.{k}"] = v
@@ -73,17 +77,31 @@ def main() -> int:
     # speculation threshold is a multiple of) is the write, not a Python start-up.
     spark.sparkContext.parallelize(range(4), 2).map(lambda x: x).collect()
     tracker = jsc.statusTracker()
+    jobs = spark.sparkContext.statusTracker()
     seconds = []
     for job, out in enumerate(outs):
         df = (spark.range(0, int(rows), 1, 2)
               .selectExpr("id as i", "cast(repeat('x', cast(id % 40 as int)) as binary) as b")
               .mapInArrow(slow_first_attempt(marker_dir, job), "i long, b binary"))
+        group = f"write-{job}"
+        spark.sparkContext.setJobGroup(group, group)
         t0 = time.monotonic()
         df.write.format("recordflow").mode("append").save(out)
         seconds.append(time.monotonic() - t0)
         # The losing attempt ends (killed) before the next job and before the application
-        # stops, so its end is in the event log and the folder checks see its aftermath.
+        # stops, so its end is in the event log and the folder checks see its aftermath. The
+        # status store is fed by the listener bus, which may lag the scheduler (a loaded host:
+        # 2.5 s seen): first wait until the store has the write's jobs as ended, so it has
+        # every task start of them, then until no task runs.
         deadline = time.monotonic() + STALL_LIMIT
+        while True:
+            ids = jobs.getJobIdsForGroup(group)
+            infos = [jobs.getJobInfo(i) for i in ids]
+            if ids and all(x is not None and x.status == "SUCCEEDED" for x in infos):
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the status store never saw the write's jobs end: {infos}")
+            time.sleep(0.1)
         while any(e.numRunningTasks() for e in tracker.getExecutorInfos()):
             if time.monotonic() > deadline:
                 raise SystemExit("the losing attempt still runs")
