@@ -14,7 +14,11 @@ namespace {
 }  // namespace avx2_backend
 
 const Kernels& Avx2Kernels() {
-  static const Kernels kKernels{"avx2", avx2_backend::VerticalU8, avx2_backend::Horizontal,
+  static const Kernels kKernels{"avx2",
+                                avx2_backend::VerticalU8,
+                                avx2_backend::Horizontal,
+                                avx2_backend::VerticalU8Q,
+                                avx2_backend::HorizontalQ,
                                 avx2_backend::NormalizeRow};
   return kKernels;
 }

@@ -21,12 +21,31 @@ struct Kernels {
   // floats per RGB pixel).
   void (*horizontal)(const float* in, int channels, const int32_t* start, const float* weights,
                      int taps, int out_w, float* out);
+  // The fixed-point resample of the non-negative filters (bilinear, area, nearest). Weights are
+  // Q14 (kQOne = 2^14 is 1.0), non-negative, each output's summing to kQOne. The vertical pass
+  // gives Q7 values (kQMidShift fractional bits):
+  //   mid[i] = (sum over k of weights[k] * rows[k][i] + 2^(kQMidShift - 1)) >> kQMidShift.
+  // The horizontal pass: out[x * C + c] = float(sum over k < taps of w(x, k) * in[(start[x] + k)
+  // * C + c]) * mul[c] + add[c] (C == 3; other C: * kQOutUnit), where w(x, k) is the 16-bit half
+  // k % 2 (0: low) of pairs[(k / 2) * out_w + x]. mul = kQOutUnit and add = 0 give the plain
+  // values; mul = kQOutUnit * scale and add = bias give NormalizeRow's float32 bits for
+  // (value * scale + bias), as kQOutUnit is a power of two. `in` must stay readable (and finite:
+  // zeros) for two tap pixels and two values past the last pixel a tap touches (the pairs round
+  // taps up to even, the SIMD loads read 8 values per pair).
+  void (*vertical_u8_q)(const uint8_t* const* rows, const int16_t* weights, int taps, size_t n,
+                        int16_t* mid);
+  void (*horizontal_q)(const int16_t* in, int channels, const int32_t* start, const int32_t* pairs,
+                       int taps, int out_w, const float* mul, const float* add, float* out);
   // One row of `width` RGB float pixels -> `type`: v * scale[c] + bias[c] (uint8: rounded and
   // clamped v). HWC: out points at the row's first value. CHW: out points at the row in plane 0;
   // planes are plane_stride values apart. flip: columns reversed.
   void (*normalize_row)(const float* in, int width, const float* scale, const float* bias,
                         bool flip, TensorType type, Layout layout, size_t plane_stride, void* out);
 };
+
+inline constexpr int kQOne = 1 << 14;
+inline constexpr int kQMidShift = 7;
+inline constexpr float kQOutUnit = 1.0f / static_cast<float>(1 << (14 + kQMidShift));
 
 const Kernels& ScalarKernels();
 const Kernels& Sse2Kernels();

@@ -9,7 +9,11 @@ namespace {
 }  // namespace scalar_backend
 
 const Kernels& ScalarKernels() {
-  static const Kernels kKernels{"scalar", scalar_backend::VerticalU8, scalar_backend::Horizontal,
+  static const Kernels kKernels{"scalar",
+                                scalar_backend::VerticalU8,
+                                scalar_backend::Horizontal,
+                                scalar_backend::VerticalU8Q,
+                                scalar_backend::HorizontalQ,
                                 scalar_backend::NormalizeRow};
   return kKernels;
 }

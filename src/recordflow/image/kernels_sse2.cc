@@ -14,7 +14,11 @@ namespace {
 }  // namespace sse2_backend
 
 const Kernels& Sse2Kernels() {
-  static const Kernels kKernels{"sse2", sse2_backend::VerticalU8, sse2_backend::Horizontal,
+  static const Kernels kKernels{"sse2",
+                                sse2_backend::VerticalU8,
+                                sse2_backend::Horizontal,
+                                sse2_backend::VerticalU8Q,
+                                sse2_backend::HorizontalQ,
                                 sse2_backend::NormalizeRow};
   return kKernels;
 }

@@ -98,6 +98,10 @@ bool IsCubic(Interpolation mode) {
   return mode == Interpolation::kBicubic || mode == Interpolation::kBicubicNoAntialias;
 }
 
+// The filters whose weights are never negative resample on the fixed-point kernels
+// (kernels_internal.h); the cubic's negative lobes stay on the float ones.
+bool UsesFixedPoint(Interpolation mode) { return !IsCubic(mode); }
+
 void ComputeTaps(int in_size, double box_lo, double box_len, int out_size, Interpolation mode,
                  Taps* t, std::vector<double>* scratch) {
   const double scale = box_len / out_size;
@@ -202,9 +206,31 @@ void ComputeTaps(int in_size, double box_lo, double box_len, int out_size, Inter
   t->hi = std::min(t->hi, in_size);
 }
 
+// Q14 weights of `t` (kernels_internal.h): each output's rounded, the rounding's remainder
+// added to its largest weight so that they sum to kQOne. For the non-negative filters only
+// (not the cubic's: UsesFixedPoint).
+void QuantizeTaps(const Taps& t, int out_size, std::vector<int16_t>* q) {
+  const size_t taps = static_cast<size_t>(t.taps);
+  q->resize(static_cast<size_t>(out_size) * taps);
+  for (size_t i = 0; i < static_cast<size_t>(out_size); ++i) {
+    const float* w = &t.weights[i * taps];
+    int16_t* o = &(*q)[i * taps];
+    int sum = 0;
+    size_t largest = 0;
+    for (size_t k = 0; k < taps; ++k) {
+      o[k] = static_cast<int16_t>(std::lround(std::max(w[k], 0.0f) * internal::kQOne));
+      sum += o[k];
+      if (w[k] > w[largest]) largest = k;
+    }
+    o[largest] = static_cast<int16_t>(o[largest] + internal::kQOne - sum);
+  }
+}
+
 struct ResampleScratch {
   Taps h, v;
   std::vector<double> w;
+  std::vector<int16_t> vq, hq, mid_q;  // the fixed-point path's weights and vertical output
+  std::vector<int32_t> hpairs;
   std::vector<float> acc;
   std::vector<const uint8_t*> rows;
   std::vector<uint8_t> mid;  // the cubic's horizontally resampled rows, uint8
@@ -248,10 +274,13 @@ Result<Interpolation> ParseInterpolation(std::string_view name) {
 namespace {
 
 // The resample of ResampleToFloat, one output row at a time: row y's floats go to row_out(y),
-// then row_done(y, row) runs while the row is still in cache.
+// then row_done(y, row) runs while the row is still in cache. With `affine` (3 channels and
+// UsesFixedPoint only), each value v of channel c is written as v * affine[0][c] +
+// affine[1][c], NormalizeRow's float32 bits.
 template <typename RowOut, typename RowDone>
 Status ResampleRows(const Image& image, const Box& box, int out_w, int out_h,
-                    Interpolation interpolation, bool flip, RowOut row_out, RowDone row_done) {
+                    Interpolation interpolation, bool flip, RowOut row_out, RowDone row_done,
+                    const float (*affine)[3] = nullptr) {
   if (image.width <= 0 || image.height <= 0 || image.channels < 1 || image.channels > 4 ||
       image.pixels.size() < image.row_bytes() * image.height) {
     return InvalidArgumentError("resample: empty or inconsistent image");
@@ -321,6 +350,42 @@ Status ResampleRows(const Image& image, const Box& box, int out_w, int out_h,
     }
     return Status::OK();
   }
+  if (UsesFixedPoint(interpolation)) {
+    // The fixed-point kernels: weights as Q14, the vertical pass's output as Q7 int16.
+    QuantizeTaps(s.v, out_h, &s.vq);
+    QuantizeTaps(s.h, out_w, &s.hq);
+    float mul[3], add[3];
+    for (int c = 0; c < 3; ++c) {
+      mul[c] = affine ? affine[0][c] * internal::kQOutUnit : internal::kQOutUnit;
+      add[c] = affine ? affine[1][c] : 0.0f;
+    }
+    const int ht = s.h.taps, npairs = (ht + 1) / 2;
+    s.hpairs.resize(static_cast<size_t>(npairs) * out_w);
+    for (int x = 0; x < out_w; ++x) {
+      const int16_t* w = &s.hq[static_cast<size_t>(x) * ht];
+      for (int j = 0; j < npairs; ++j) {
+        const uint32_t lo = static_cast<uint16_t>(w[2 * j]);
+        const uint32_t hi = 2 * j + 1 < ht ? static_cast<uint16_t>(w[2 * j + 1]) : 0u;
+        s.hpairs[static_cast<size_t>(j) * out_w + x] = static_cast<int32_t>(lo | hi << 16);
+      }
+    }
+    // Padding for the horizontal kernel's reads past the last tap (kernels_internal.h).
+    const size_t pad = 2 * static_cast<size_t>(C) + 8;
+    s.mid_q.resize(cols + pad);
+    std::fill(s.mid_q.begin() + static_cast<ptrdiff_t>(cols), s.mid_q.end(), int16_t{0});
+    for (int y = 0; y < out_h; ++y) {
+      for (int t = 0; t < s.v.taps; ++t) {
+        s.rows[t] = image.row(s.v.start[y] + t) + static_cast<size_t>(s.h.lo) * C;
+      }
+      k.vertical_u8_q(s.rows.data(), &s.vq[static_cast<size_t>(y) * s.v.taps], s.v.taps, cols,
+                      s.mid_q.data());
+      float* row = row_out(y);
+      k.horizontal_q(s.mid_q.data(), C, s.h.start.data(), s.hpairs.data(), ht, out_w, mul, add,
+                     row);
+      row_done(y, row);
+    }
+    return Status::OK();
+  }
   for (int y = 0; y < out_h; ++y) {
     for (int t = 0; t < s.v.taps; ++t) {
       s.rows[t] = image.row(s.v.start[y] + t) + static_cast<size_t>(s.h.lo) * C;
@@ -372,6 +437,15 @@ Status ResampleNormalizeInto(const Image& image, const Box& box, int out_w, int 
   }
   float scale[3], bias[3];
   RF_RETURN_IF_ERROR(NormalizeParams(o, scale, bias));
+  if (UsesFixedPoint(interpolation) && o.type == TensorType::kFloat32 && o.layout == Layout::kHWC) {
+    // The normalize runs in the horizontal kernel, straight into `out`.
+    const float affine[2][3] = {{scale[0], scale[1], scale[2]}, {bias[0], bias[1], bias[2]}};
+    float* dst = reinterpret_cast<float*>(out.data());
+    return ResampleRows(
+        image, box, out_w, out_h, interpolation, o.flip,
+        [&](int y) { return dst + static_cast<size_t>(y) * out_w * 3; }, [](int, const float*) {},
+        affine);
+  }
   const internal::Kernels& k = internal::ActiveKernels();
   const size_t es = DTypeSize(o.type);
   const size_t plane = static_cast<size_t>(out_w) * out_h;
