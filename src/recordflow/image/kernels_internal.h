@@ -29,9 +29,9 @@ struct Kernels {
   // * C + c]) * mul[c] + add[c] (C == 3; other C: * kQOutUnit), where w(x, k) is the 16-bit half
   // k % 2 (0: low) of pairs[(k / 2) * out_w + x]. mul = kQOutUnit and add = 0 give the plain
   // values; mul = kQOutUnit * scale and add = bias give NormalizeRow's float32 bits for
-  // (value * scale + bias), as kQOutUnit is a power of two. `in` must stay readable (and finite:
-  // zeros) for two tap pixels and two values past the last pixel a tap touches (the pairs round
-  // taps up to even, the SIMD loads read 8 values per pair).
+  // (value * scale + bias), as kQOutUnit is a power of two. `in` must stay readable (zeros) for
+  // 8 values past the last pixel a tap touches: the pairs round taps up to even and the SIMD
+  // loads read past a pair's two pixels.
   void (*vertical_u8_q)(const uint8_t* const* rows, const int16_t* weights, int taps, size_t n,
                         int16_t* mid);
   void (*horizontal_q)(const int16_t* in, int channels, const int32_t* start, const int32_t* pairs,

@@ -118,6 +118,9 @@ void ComputeTaps(int in_size, double box_lo, double box_len, int out_size, Inter
       mode == Interpolation::kBilinear || mode == Interpolation::kBilinearNoAntialias;
   const double fscale = mode == Interpolation::kBilinearNoAntialias ? 1.0 : std::max(scale, 1.0);
   const double support = triangle ? fscale : mode == Interpolation::kBicubic ? 2.0 * fscale : 0.0;
+  // Multiplies by these in the per-tap loop (a division per tap was a tenth of a resample).
+  const double inv_support = support > 0 ? 1.0 / support : 0.0;
+  const double inv_fscale = 1.0 / fscale;
   const int stride = static_cast<int>(std::ceil(2 * support + std::max(scale, 1.0))) + 3;
   w.assign(static_cast<size_t>(out_size) * stride, 0.0);
   for (int i = 0; i < out_size; ++i) {
@@ -160,10 +163,10 @@ void ComputeTaps(int in_size, double box_lo, double box_len, int out_size, Inter
       for (int j = lo; j < hi && j - lo < stride; ++j) {
         double v = 0.0;
         if (triangle) {
-          const double tv = std::abs((j + 0.5 - center) / support);
+          const double tv = std::abs((j + 0.5 - center) * inv_support);
           v = tv < 1.0 ? 1.0 - tv : 0.0;
         } else {
-          v = Cubic((j + 0.5 - center) / fscale, -0.5);
+          v = Cubic((j + 0.5 - center) * inv_fscale, -0.5);
         }
         wi[j - lo] = v;
         total += v;
@@ -173,7 +176,8 @@ void ComputeTaps(int in_size, double box_lo, double box_len, int out_size, Inter
         lo = std::clamp(static_cast<int>(center), 0, in_size - 1);
         wi[0] = 1.0, n = 1, total = 1.0;
       }
-      for (int k = 0; k < n; ++k) wi[k] /= total;
+      const double inv_total = 1.0 / total;
+      for (int k = 0; k < n; ++k) wi[k] *= inv_total;
     }
     // Trim zero weights.
     int b = 0, e = n;
@@ -218,7 +222,8 @@ void QuantizeTaps(const Taps& t, int out_size, std::vector<int16_t>* q) {
     int sum = 0;
     size_t largest = 0;
     for (size_t k = 0; k < taps; ++k) {
-      o[k] = static_cast<int16_t>(std::lround(std::max(w[k], 0.0f) * internal::kQOne));
+      // Round half up (the weights are not negative); inline, where lround is a libm call.
+      o[k] = static_cast<int16_t>(std::max(w[k], 0.0f) * internal::kQOne + 0.5f);
       sum += o[k];
       if (w[k] > w[largest]) largest = k;
     }
