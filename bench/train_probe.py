@@ -1,8 +1,9 @@
-"""One quick look at the ImageNet train pipeline of whichever recordflow this Python imports.
+"""One quick look at the ImageNet train (or eval) pipeline of whichever recordflow this Python imports.
 
 For A/B checks between two builds (run them alternately, several times: the host drifts):
 
     python bench/train_probe.py "bench/data/suite-10x300/shards/*.tfrecord" --images 3072
+    python bench/train_probe.py "bench/data/suite-10x300/shards/*.tfrecord" --preset eval
 
 Prints the time to first batch, images/s and process CPU-ms per image over the measured
 batches (after one warm-up batch), minor page faults per image, peak RSS, and how long
@@ -19,7 +20,10 @@ import time
 import recordflow as rf
 
 
-def pipeline(files):
+def pipeline(files, preset="train"):
+    if preset == "eval":  # the suite's eval pipeline, repeated
+        return (rf.Dataset.from_files(files).repeat().batch(256, drop_remainder=True)
+                .map(rf.vision.imagenet_eval(224, 256)).prefetch())
     return (rf.Dataset.from_files(files, shuffle_files=True, seed=0).interleave()
             .shuffle(2048, seed=0).repeat().batch(256, drop_remainder=True)
             .map(rf.vision.imagenet_train(224, seed=0)).prefetch())
@@ -30,12 +34,14 @@ def main():
     ap.add_argument("files", help="glob of TFRecord shards with 'image/encoded' JPEGs")
     ap.add_argument("--images", type=int, default=3072, help="images measured")
     ap.add_argument("--closes", type=int, default=5, help="iterators opened and closed")
+    ap.add_argument("--preset", choices=["train", "eval"], default="train",
+                    help="imagenet_train(224) after a shuffle, or imagenet_eval(224, 256) in order")
     a = ap.parse_args()
     files = sorted(glob.glob(a.files))
     if not files:
         sys.exit(f"no files match {a.files!r}")
     start = time.perf_counter()
-    it = iter(pipeline(files))
+    it = iter(pipeline(files, a.preset))
     next(it)
     ttfb = time.perf_counter() - start
     next(it)  # warm-up
@@ -51,7 +57,7 @@ def main():
     del batch
     closes = []
     for _ in range(a.closes):
-        it = iter(pipeline(files))
+        it = iter(pipeline(files, a.preset))
         next(it)
         t = time.perf_counter()
         it.close()
