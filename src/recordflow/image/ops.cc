@@ -311,7 +311,6 @@ Status ResampleRows(const Image& image, const Box& box, int out_w, int out_h,
   // Vertical first: it vectorises over whole rows; the horizontal pass then runs on out_h rows
   // only, over the columns [h.lo, h.hi) that it reads.
   const size_t cols = static_cast<size_t>(s.h.hi - s.h.lo) * C;
-  s.acc.resize(cols + 1);  // + 1: the horizontal kernel's 4-float loads (kernels_internal.h)
   s.rows.resize(s.v.taps);
   for (int32_t& st : s.h.start) st -= s.h.lo;
   if (flip) {
@@ -328,6 +327,7 @@ Status ResampleRows(const Image& image, const Box& box, int out_w, int out_h,
     // intermediate to uint8 (clamping its overshoot) before the vertical pass; the clamp shows
     // at strong edges, so this order is kept here, with the same kernels as below.
     const size_t out_cols = static_cast<size_t>(out_w) * C;
+    s.acc.resize(cols + 1);  // + 1: the horizontal kernel's 4-float loads (kernels_internal.h)
     s.mid.resize(static_cast<size_t>(s.v.hi - s.v.lo) * out_cols);
     s.mid_f.resize(out_cols);
     const float one = 1.0f;
@@ -355,50 +355,37 @@ Status ResampleRows(const Image& image, const Box& box, int out_w, int out_h,
     }
     return Status::OK();
   }
-  if (UsesFixedPoint(interpolation)) {
-    // The fixed-point kernels: weights as Q14, the vertical pass's output as Q7 int16.
-    QuantizeTaps(s.v, out_h, &s.vq);
-    QuantizeTaps(s.h, out_w, &s.hq);
-    float mul[3], add[3];
-    for (int c = 0; c < 3; ++c) {
-      mul[c] = affine ? affine[0][c] * internal::kQOutUnit : internal::kQOutUnit;
-      add[c] = affine ? affine[1][c] : 0.0f;
-    }
-    const int ht = s.h.taps, npairs = (ht + 1) / 2;
-    s.hpairs.resize(static_cast<size_t>(npairs) * out_w);
-    for (int x = 0; x < out_w; ++x) {
-      const int16_t* w = &s.hq[static_cast<size_t>(x) * ht];
-      for (int j = 0; j < npairs; ++j) {
-        const uint32_t lo = static_cast<uint16_t>(w[2 * j]);
-        const uint32_t hi = 2 * j + 1 < ht ? static_cast<uint16_t>(w[2 * j + 1]) : 0u;
-        s.hpairs[static_cast<size_t>(j) * out_w + x] = static_cast<int32_t>(lo | hi << 16);
-      }
-    }
-    // Padding for the horizontal kernel's reads past the last tap (kernels_internal.h).
-    const size_t pad = 2 * static_cast<size_t>(C) + 8;
-    s.mid_q.resize(cols + pad);
-    std::fill(s.mid_q.begin() + static_cast<ptrdiff_t>(cols), s.mid_q.end(), int16_t{0});
-    for (int y = 0; y < out_h; ++y) {
-      for (int t = 0; t < s.v.taps; ++t) {
-        s.rows[t] = image.row(s.v.start[y] + t) + static_cast<size_t>(s.h.lo) * C;
-      }
-      k.vertical_u8_q(s.rows.data(), &s.vq[static_cast<size_t>(y) * s.v.taps], s.v.taps, cols,
-                      s.mid_q.data());
-      float* row = row_out(y);
-      k.horizontal_q(s.mid_q.data(), C, s.h.start.data(), s.hpairs.data(), ht, out_w, mul, add,
-                     row);
-      row_done(y, row);
-    }
-    return Status::OK();
+  // Bilinear, area, nearest (UsesFixedPoint): the fixed-point kernels, weights as Q14, the
+  // vertical pass's output as Q7 int16.
+  QuantizeTaps(s.v, out_h, &s.vq);
+  QuantizeTaps(s.h, out_w, &s.hq);
+  float mul[3], add[3];
+  for (int c = 0; c < 3; ++c) {
+    mul[c] = affine ? affine[0][c] * internal::kQOutUnit : internal::kQOutUnit;
+    add[c] = affine ? affine[1][c] : 0.0f;
   }
+  const int ht = s.h.taps, npairs = (ht + 1) / 2;
+  s.hpairs.resize(static_cast<size_t>(npairs) * out_w);
+  for (int x = 0; x < out_w; ++x) {
+    const int16_t* w = &s.hq[static_cast<size_t>(x) * ht];
+    for (int j = 0; j < npairs; ++j) {
+      const uint32_t lo = static_cast<uint16_t>(w[2 * j]);
+      const uint32_t hi = 2 * j + 1 < ht ? static_cast<uint16_t>(w[2 * j + 1]) : 0u;
+      s.hpairs[static_cast<size_t>(j) * out_w + x] = static_cast<int32_t>(lo | hi << 16);
+    }
+  }
+  // Padding for the horizontal kernel's reads past the last tap (kernels_internal.h).
+  const size_t pad = 2 * static_cast<size_t>(C) + 8;
+  s.mid_q.resize(cols + pad);
+  std::fill(s.mid_q.begin() + static_cast<ptrdiff_t>(cols), s.mid_q.end(), int16_t{0});
   for (int y = 0; y < out_h; ++y) {
     for (int t = 0; t < s.v.taps; ++t) {
       s.rows[t] = image.row(s.v.start[y] + t) + static_cast<size_t>(s.h.lo) * C;
     }
-    k.vertical_u8(s.rows.data(), &s.v.weights[static_cast<size_t>(y) * s.v.taps], s.v.taps, cols,
-                  s.acc.data());
+    k.vertical_u8_q(s.rows.data(), &s.vq[static_cast<size_t>(y) * s.v.taps], s.v.taps, cols,
+                    s.mid_q.data());
     float* row = row_out(y);
-    k.horizontal(s.acc.data(), C, s.h.start.data(), s.h.weights.data(), s.h.taps, out_w, row);
+    k.horizontal_q(s.mid_q.data(), C, s.h.start.data(), s.hpairs.data(), ht, out_w, mul, add, row);
     row_done(y, row);
   }
   return Status::OK();
