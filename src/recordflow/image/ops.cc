@@ -222,8 +222,7 @@ void QuantizeTaps(const Taps& t, int out_size, std::vector<int16_t>* q) {
     int sum = 0;
     size_t largest = 0;
     for (size_t k = 0; k < taps; ++k) {
-      // Round half up (the weights are not negative); inline, where lround is a libm call.
-      o[k] = static_cast<int16_t>(std::max(w[k], 0.0f) * internal::kQOne + 0.5f);
+      o[k] = static_cast<int16_t>(std::lrint(std::max(w[k], 0.0f) * internal::kQOne));
       sum += o[k];
       if (w[k] > w[largest]) largest = k;
     }
