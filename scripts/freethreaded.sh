@@ -77,8 +77,14 @@ fi
 [[ $only_build == 1 ]] && { echo "freethreaded: interpreter and venv ready: $venv"; exit 0; }
 
 echo "freethreaded: installing recordflow into $venv"
+# ccache speeds up a rebuild where it is installed; scripts/setup.sh does not install it, so a
+# fresh machine builds without it.
+launcher=""
+if command -v ccache >/dev/null 2>&1; then
+  launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache"
+fi
 (cd "$root" &&
- CMAKE_ARGS="${CMAKE_ARGS:-} -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache" \
+ CMAKE_ARGS="${CMAKE_ARGS:-} $launcher" \
    "$venv/bin/python" -m pip install -q --no-build-isolation --disable-pip-version-check .)
 # (build-py/<wheel tag>/: the cp313t build has a folder of its own beside the GIL build's.)
 
