@@ -18,6 +18,7 @@ const Kernels& Avx2Kernels() {
                                 avx2_backend::VerticalU8,
                                 avx2_backend::Horizontal,
                                 avx2_backend::VerticalU8Q,
+                                avx2_backend::PrepareHorizontalQ,
                                 avx2_backend::HorizontalQ,
                                 avx2_backend::NormalizeRow};
   return kKernels;

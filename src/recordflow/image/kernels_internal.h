@@ -4,8 +4,11 @@
 // reduction is reordered, so every backend gives the same bits.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "recordflow/image/ops.h"
 
@@ -34,8 +37,18 @@ struct Kernels {
   // loads read past a pair's two pixels.
   void (*vertical_u8_q)(const uint8_t* const* rows, const int16_t* weights, int taps, size_t n,
                         int16_t* mid);
+  //
+  // prepare_horizontal_q fills `plan` for one set of horizontal taps (once per resample, not per
+  // row), or leaves it empty; horizontal_q then takes plan->data(), or nullptr when empty. Only
+  // the AVX2 backend plans: on a CPU with AVX-512 BW and VBMI (and Avx512Allowed), for C == 3
+  // when every group of 8 outputs reads within 64 consecutive values, it gathers each group's
+  // tap pairs with two byte permutes of a 128-byte window. With a plan, `in` must stay readable
+  // for kHorizontalQPad values past the last pixel a tap touches (without one, 8 suffice).
+  void (*prepare_horizontal_q)(const int32_t* start, const int32_t* pairs, int taps, int out_w,
+                               int channels, std::vector<uint8_t>* plan);
   void (*horizontal_q)(const int16_t* in, int channels, const int32_t* start, const int32_t* pairs,
-                       int taps, int out_w, const float* mul, const float* add, float* out);
+                       const uint8_t* plan, int taps, int out_w, const float* mul, const float* add,
+                       float* out);
   // One row of `width` RGB float pixels -> `type`: v * scale[c] + bias[c] (uint8: rounded and
   // clamped v). HWC: out points at the row's first value. CHW: out points at the row in plane 0;
   // planes are plane_stride values apart. flip: columns reversed.
@@ -46,11 +59,16 @@ struct Kernels {
 inline constexpr int kQOne = 1 << 14;
 inline constexpr int kQMidShift = 7;
 inline constexpr float kQOutUnit = 1.0f / static_cast<float>(1 << (14 + kQMidShift));
+inline constexpr size_t kHorizontalQPad = 72;
 
 const Kernels& ScalarKernels();
 const Kernels& Sse2Kernels();
 const Kernels& Avx2Kernels();  // only when the CPU has AVX2 and FMA
 bool CpuHasAvx2();
+// The AVX2 backend's AVX-512 horizontal pass: the CPU has AVX-512 F, BW and VBMI, and tests have
+// not turned it off (SetAvx512Allowed(false) exercises the AVX2 path on such a CPU).
+bool Avx512Usable();
+void SetAvx512Allowed(bool allowed);
 
 // The backend in use (SetKernelBackend).
 const Kernels& ActiveKernels();

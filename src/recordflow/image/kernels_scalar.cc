@@ -13,6 +13,7 @@ const Kernels& ScalarKernels() {
                                 scalar_backend::VerticalU8,
                                 scalar_backend::Horizontal,
                                 scalar_backend::VerticalU8Q,
+                                scalar_backend::PrepareHorizontalQ,
                                 scalar_backend::HorizontalQ,
                                 scalar_backend::NormalizeRow};
   return kKernels;

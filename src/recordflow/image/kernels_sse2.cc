@@ -18,6 +18,7 @@ const Kernels& Sse2Kernels() {
                                 sse2_backend::VerticalU8,
                                 sse2_backend::Horizontal,
                                 sse2_backend::VerticalU8Q,
+                                sse2_backend::PrepareHorizontalQ,
                                 sse2_backend::HorizontalQ,
                                 sse2_backend::NormalizeRow};
   return kKernels;

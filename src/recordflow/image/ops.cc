@@ -23,6 +23,25 @@ bool CpuHasAvx2() {
 }
 
 namespace {
+std::atomic<bool> g_avx512_allowed{true};
+}  // namespace
+
+bool Avx512Usable() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vbmi");
+  }();
+  return has && g_avx512_allowed.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+void SetAvx512Allowed(bool allowed) { g_avx512_allowed.store(allowed, std::memory_order_relaxed); }
+
+namespace {
 const Kernels* BestKernels() {
 #if defined(__x86_64__) || defined(__i386__)
   if (CpuHasAvx2()) return &Avx2Kernels();
@@ -122,7 +141,8 @@ void ComputeTaps(int in_size, double box_lo, double box_len, int out_size, Inter
   const double inv_support = support > 0 ? 1.0 / support : 0.0;
   const double inv_fscale = 1.0 / fscale;
   const int stride = static_cast<int>(std::ceil(2 * support + std::max(scale, 1.0))) + 3;
-  w.assign(static_cast<size_t>(out_size) * stride, 0.0);
+  // Not cleared: every weight read below is written first (only the cubic's taps accumulate).
+  w.resize(static_cast<size_t>(out_size) * stride);
   for (int i = 0; i < out_size; ++i) {
     double* wi = &w[static_cast<size_t>(i) * stride];
     int lo = 0, n = 0;
@@ -152,6 +172,7 @@ void ComputeTaps(int in_size, double box_lo, double box_len, int out_size, Inter
       const int x0 = static_cast<int>(fl) - 1;
       lo = std::clamp(x0, 0, in_size - 1);
       n = std::clamp(x0 + 3, 0, in_size - 1) + 1 - lo;
+      std::fill(wi, wi + n, 0.0);
       for (int k = 0; k < 4; ++k) {
         wi[std::clamp(x0 + k, 0, in_size - 1) - lo] += Cubic(frac + 1.0 - k, -0.75);
       }
@@ -222,7 +243,10 @@ void QuantizeTaps(const Taps& t, int out_size, std::vector<int16_t>* q) {
     int sum = 0;
     size_t largest = 0;
     for (size_t k = 0; k < taps; ++k) {
-      o[k] = static_cast<int16_t>(std::lrint(std::max(w[k], 0.0f) * internal::kQOne));
+      // Rounded to nearest, ties to even, as lrint (which is a libm call here): below 2^22, adding
+      // and subtracting 2^23 in float leaves the rounded value.
+      const float v = std::max(w[k], 0.0f) * internal::kQOne;
+      o[k] = static_cast<int16_t>((v + 8388608.0f) - 8388608.0f);
       sum += o[k];
       if (w[k] > w[largest]) largest = k;
     }
@@ -235,6 +259,7 @@ struct ResampleScratch {
   std::vector<double> w;
   std::vector<int16_t> vq, hq, mid_q;  // the fixed-point path's weights and vertical output
   std::vector<int32_t> hpairs;
+  std::vector<uint8_t> hplan;  // HorizontalQ's plan (kernels_internal.h)
   std::vector<float> acc;
   std::vector<const uint8_t*> rows;
   std::vector<uint8_t> mid;  // the cubic's horizontally resampled rows, uint8
@@ -373,8 +398,10 @@ Status ResampleRows(const Image& image, const Box& box, int out_w, int out_h,
       s.hpairs[static_cast<size_t>(j) * out_w + x] = static_cast<int32_t>(lo | hi << 16);
     }
   }
+  k.prepare_horizontal_q(s.h.start.data(), s.hpairs.data(), ht, out_w, C, &s.hplan);
+  const uint8_t* plan = s.hplan.empty() ? nullptr : s.hplan.data();
   // Padding for the horizontal kernel's reads past the last tap (kernels_internal.h).
-  const size_t pad = 2 * static_cast<size_t>(C) + 8;
+  const size_t pad = 2 * static_cast<size_t>(C) + internal::kHorizontalQPad;
   s.mid_q.resize(cols + pad);
   std::fill(s.mid_q.begin() + static_cast<ptrdiff_t>(cols), s.mid_q.end(), int16_t{0});
   for (int y = 0; y < out_h; ++y) {
@@ -384,7 +411,8 @@ Status ResampleRows(const Image& image, const Box& box, int out_w, int out_h,
     k.vertical_u8_q(s.rows.data(), &s.vq[static_cast<size_t>(y) * s.v.taps], s.v.taps, cols,
                     s.mid_q.data());
     float* row = row_out(y);
-    k.horizontal_q(s.mid_q.data(), C, s.h.start.data(), s.hpairs.data(), ht, out_w, mul, add, row);
+    k.horizontal_q(s.mid_q.data(), C, s.h.start.data(), s.hpairs.data(), plan, ht, out_w, mul, add,
+                   row);
     row_done(y, row);
   }
   return Status::OK();

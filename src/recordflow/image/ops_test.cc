@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -613,6 +614,49 @@ INSTANTIATE_TEST_SUITE_P(Backends, BackendTest,
                          ::testing::Values(KernelBackend::kScalar, KernelBackend::kSse2,
                                            KernelBackend::kAvx2),
                          BackendName);
+
+// The AVX2 backend's AVX-512 horizontal pass (a plan of byte permutes, kernels_internal.h), on
+// and off, against the scalar bits: shrinks on both sides of the plan's window limit, outputs
+// around multiples of its 8-output groups, flipped and not.
+TEST(Avx512HorizontalTest, PlannedPassGivesTheScalarBitsAndIsUsedWhereItFits) {
+  if (!internal::CpuHasAvx2()) GTEST_SKIP() << "this CPU lacks AVX2";
+  const internal::Kernels& avx2 = internal::Avx2Kernels();
+  // Plan or not, as the CPU and the window decide: eval's shrink (~1.5x, 4 taps) fits; a 3x
+  // shrink (7 taps) does not.
+  for (const auto& [step, taps, fits] : {std::tuple{1.5, 4, true}, std::tuple{3.0, 7, false}}) {
+    std::vector<int32_t> start(224), pairs(224 * ((taps + 1) / 2), 0x20002000);
+    for (int x = 0; x < 224; ++x) start[x] = static_cast<int32_t>(x * step);
+    std::vector<uint8_t> plan;
+    avx2.prepare_horizontal_q(start.data(), pairs.data(), taps, 224, 3, &plan);
+    EXPECT_EQ(!plan.empty(), fits && internal::Avx512Usable()) << step;
+    avx2.prepare_horizontal_q(start.data(), pairs.data(), taps, 224, 1, &plan);
+    EXPECT_TRUE(plan.empty()) << "one channel";
+  }
+  const Image img = Photo(480, 61, 3, 21);
+  std::vector<float> mine, ref;
+  for (bool allowed : {true, false}) {
+    internal::SetAvx512Allowed(allowed);
+    for (Interpolation m :
+         {Interpolation::kBilinear, Interpolation::kArea, Interpolation::kNearest}) {
+      for (double bw : {100.25, 197.5, 331.0, 388.75, 430.0, 470.5}) {
+        for (int ow : {7, 8, 9, 16, 23, 224, 231}) {
+          for (bool flip : {false, true}) {
+            const Box box{5.5, 2.0, bw, 55.0};
+            ASSERT_TRUE(SetKernelBackend(KernelBackend::kAvx2).ok());
+            ASSERT_TRUE(ResampleToFloat(img, box, ow, 9, m, &mine, flip).ok());
+            ASSERT_TRUE(SetKernelBackend(KernelBackend::kScalar).ok());
+            ASSERT_TRUE(ResampleToFloat(img, box, ow, 9, m, &ref, flip).ok());
+            ASSERT_EQ(mine.size(), ref.size());
+            ASSERT_EQ(std::memcmp(mine.data(), ref.data(), mine.size() * 4), 0)
+                << "AVX-512 " << allowed << " width " << bw << " -> " << ow << " flip " << flip;
+          }
+        }
+      }
+    }
+  }
+  internal::SetAvx512Allowed(true);
+  ASSERT_TRUE(SetKernelBackend(KernelBackend::kAuto).ok());
+}
 
 TEST(HalfTest, RoundToNearestEvenKnownAnswers) {
   using internal::FloatToBFloat16Bits;
