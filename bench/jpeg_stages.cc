@@ -13,6 +13,10 @@
 //             above it entropy-decoded only, rows below never read
 //   eval      the same for the centre box Resize(256) + CenterCrop(224) keeps, plus the 3-pixel
 //             filter margin the eval preset decodes around it
+//   eval_m8   eval at the smallest DCT scale M/8 (M = 1..8) that keeps the box at >= 224 pixels
+//             a side: what scaling by M/8, not only 1/2, 1/4, 1/8, would save (libjpeg-turbo's
+//             scaled IDCTs other than 4x4, 2x2 and 1x1 are C, not SIMD)
+//   eval_fast eval with fancy upsampling off (libjpeg's merged upsample + color conversion)
 // No resize, normalisation, reading or parsing: a pipeline's ratio to "full" cannot exceed
 // full / (its decode variant + what it does after the decode).
 //
@@ -44,6 +48,7 @@ struct Jpeg {
   std::vector<unsigned char> bytes;
   int width = 0, height = 0;
   Crop train, eval;
+  int eval_m = 8;  // eval_m8's scale numerator (denominator 8)
 };
 
 struct ErrorJump {
@@ -88,7 +93,15 @@ Crop EvalBox(int W, int H) {
   return Crop{x0, y0, x1 - x0, y1 - y0};
 }
 
-enum class Variant { kFull, kEntropy, kTrain, kEval };
+// The smallest M/8 scale at which the eval box keeps >= 224 pixels a side.
+int EvalScaleNumerator(const Crop& c) {
+  for (int m = 1; m < 8; ++m) {
+    if (c.w * m / 8 >= 224 && c.h * m / 8 >= 224) return m;
+  }
+  return 8;
+}
+
+enum class Variant { kFull, kEntropy, kTrain, kEval, kEvalM8, kEvalFast };
 
 // Decodes one image as `v` says; false on a libjpeg error.
 bool Decode(jpeg_decompress_struct& ci, ErrorJump& err, const Jpeg& j, Variant v,
@@ -101,20 +114,25 @@ bool Decode(jpeg_decompress_struct& ci, ErrorJump& err, const Jpeg& j, Variant v
   jpeg_read_header(&ci, TRUE);
   ci.out_color_space = JCS_RGB;
   ci.dct_method = JDCT_ISLOW;
-  ci.do_fancy_upsampling = TRUE;
+  ci.do_fancy_upsampling = v == Variant::kEvalFast ? FALSE : TRUE;
+  const int m = v == Variant::kEvalM8 ? j.eval_m : 8;
+  ci.scale_num = static_cast<unsigned>(m);
+  ci.scale_denom = 8;
   jpeg_start_decompress(&ci);
   const int H = static_cast<int>(ci.output_height);
   int first = 0, last = H;
   if (v == Variant::kEntropy) {
     first = H - 1;
-  } else if (v == Variant::kTrain || v == Variant::kEval) {
-    const Crop& c = v == Variant::kTrain ? j.train : j.eval;
+  } else if (v != Variant::kFull) {
+    Crop c = v == Variant::kTrain ? j.train : j.eval;
+    c = Crop{c.x * m / 8, c.y * m / 8, (c.w * m + 7) / 8, (c.h * m + 7) / 8};
     // One pixel each side, as the presets decode (the upsampler's edge must not reach the crop).
     JDIMENSION x = static_cast<JDIMENSION>(std::max(0, c.x - 1));
-    JDIMENSION w = static_cast<JDIMENSION>(std::min(j.width, c.x + c.w + 1)) - x;
+    JDIMENSION w =
+        static_cast<JDIMENSION>(std::min(static_cast<int>(ci.output_width), c.x + c.w + 1)) - x;
     jpeg_crop_scanline(&ci, &x, &w);
     first = c.y;
-    last = c.y + c.h;
+    last = std::min(H, c.y + c.h);
   }
   if (first > 0) jpeg_skip_scanlines(&ci, static_cast<JDIMENSION>(first));
   const size_t stride = size_t{ci.output_width} * 3;
@@ -177,26 +195,36 @@ int main(int argc, char** argv) {
     jpeg_abort_decompress(&ci);
     j.train = RandomResizedCrop(j.width, j.height, rng);
     j.eval = EvalBox(j.width, j.height);
+    j.eval_m = EvalScaleNumerator(j.eval);
     ok.push_back(std::move(j));
   }
-  const char* names[] = {"full", "entropy", "train", "eval"};
-  const Variant variants[] = {Variant::kFull, Variant::kEntropy, Variant::kTrain, Variant::kEval};
-  std::vector<double> ms[4];
+  constexpr int kVariants = 6;
+  const char* names[kVariants] = {"full", "entropy", "train", "eval", "eval_m8", "eval_fast"};
+  const Variant variants[kVariants] = {Variant::kFull, Variant::kEntropy, Variant::kTrain,
+                                       Variant::kEval, Variant::kEvalM8,  Variant::kEvalFast};
+  std::vector<double> ms[kVariants];
   std::vector<unsigned char> rows;
   int failures = 0;
   for (int p = 0; p < passes; ++p) {
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < kVariants; ++k) {
       const double t0 = CpuSeconds();
       for (const Jpeg& j : ok) failures += Decode(ci, err, j, variants[k], rows) ? 0 : 1;
       ms[k].push_back((CpuSeconds() - t0) * 1e3 / double(ok.size()));
     }
   }
   jpeg_destroy_decompress(&ci);
-  double med[4];
-  for (int k = 0; k < 4; ++k) med[k] = Median(ms[k]);
+  double med[kVariants];
+  for (int k = 0; k < kVariants; ++k) med[k] = Median(ms[k]);
   std::printf("%zu JPEGs, %d passes, CPU-ms per image (median; every pass):\n", ok.size(), passes);
-  for (int k = 0; k < 4; ++k) {
-    std::printf("  %-8s %.3f  (%.2f of full;", names[k], med[k], med[k] / med[0]);
+  int numerators[9] = {};
+  for (const Jpeg& j : ok) ++numerators[j.eval_m];
+  std::printf("eval_m8's scales (M/8: images):");
+  for (int m = 1; m <= 8; ++m) {
+    if (numerators[m] > 0) std::printf(" %d/8: %d", m, numerators[m]);
+  }
+  std::printf("\n");
+  for (int k = 0; k < kVariants; ++k) {
+    std::printf("  %-9s %.3f  (%.2f of full;", names[k], med[k], med[k] / med[0]);
     for (double x : ms[k]) std::printf(" %.3f", x);
     std::printf(")\n");
   }
@@ -206,7 +234,8 @@ int main(int argc, char** argv) {
       med[0] / med[2], med[0] / med[3]);
   std::printf(
       "{\"images\": %zu, \"passes\": %d, \"full_ms\": %.4f, \"entropy_ms\": %.4f, "
-      "\"train_ms\": %.4f, \"eval_ms\": %.4f, \"failures\": %d}\n",
-      ok.size(), passes, med[0], med[1], med[2], med[3], failures);
+      "\"train_ms\": %.4f, \"eval_ms\": %.4f, \"eval_m8_ms\": %.4f, \"eval_fast_ms\": %.4f, "
+      "\"failures\": %d}\n",
+      ok.size(), passes, med[0], med[1], med[2], med[3], med[4], med[5], failures);
   return failures == 0 ? 0 : 1;
 }
