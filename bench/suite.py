@@ -21,7 +21,9 @@ Sections (elapsed time printed for each):
     tf.data, PyTorch DataLoader + tfrecord + torchvision, NVIDIA DALI (CPU), and bare
     libjpeg-turbo full decode on all cores. Every run is a fresh process (bench/suite_worker.py)
     so peak memory is per contender; runs alternate in rotating order; warm-up batches are
-    excluded; medians of --runs runs.
+    excluded (6 by default: a pipeline's first batches include one-time costs, such as the
+    kernel zeroing the fresh pages of each new 154 MB batch buffer, that training at steady
+    state does not pay); medians of --runs runs.
  5. microbenchmarks: bench_records, record_read_report (the C++ record_read_bench, built with
     CMake into bench/data/build-bench on first use), bench_parse, bench_pipeline, bench_image,
     bench_overhead, bench_convert in bounded modes; their tables are collected.
@@ -667,7 +669,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, help="measured runs per contender (default 5; quick 3)")
     ap.add_argument("--images", type=int, help="dataset size (default 3000; quick 600)")
     ap.add_argument("--batches", type=int, help="measured batches of 256 per run (default 8; quick 2)")
-    ap.add_argument("--warmup-batches", type=int, help="unmeasured batches after the first (default 2; quick 1)")
+    ap.add_argument("--warmup-batches", type=int, help="unmeasured batches after the first (default 6; quick 1)")
     ap.add_argument("--shuffle", type=int, help="shuffle buffer in records (default 2048; quick 512)")
     ap.add_argument("--contenders", nargs="+", choices=CONTENDERS + ["bare"],
                     help="only these (default: all)")
@@ -679,7 +681,7 @@ def main() -> int:
     args = ap.parse_args()
     q = args.quick
     benchlib.fill_defaults(args, runs=(5, 3), images=(3000, 600), batches=(8, 2),
-                           warmup_batches=(2, 1), shuffle=(2048, 512))
+                           warmup_batches=(6, 1), shuffle=(2048, 512))
     classes = 10
     per_class = max(1, args.images // classes)
     args.images = classes * per_class

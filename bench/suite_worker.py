@@ -673,7 +673,7 @@ def main() -> int:
     ap.add_argument("contender", choices=sorted(STREAMS))
     ap.add_argument("mode", choices=["train", "eval", "check"])
     ap.add_argument("--files", nargs="+", required=True)
-    ap.add_argument("--warmup-batches", type=int, default=2)
+    ap.add_argument("--warmup-batches", type=int, default=6)
     ap.add_argument("--batches", type=int, default=10)
     ap.add_argument("--shuffle", type=int, default=2048, help="shuffle buffer (records)")
     ap.add_argument("--check-out", help="check mode: where to write the eval outputs (.npz)")
