@@ -7,6 +7,7 @@
 #include <functional>
 #include <new>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -23,9 +24,16 @@ namespace recordflow {
 //
 // Thread safety: thread-safe.
 // Lifetime: the destructor finishes queued work, then joins every thread.
+// Names the calling thread (at most 15 characters are kept; longer names are cut). Threads the
+// engine starts carry an "rf-" name: "rf-pool-<i>" (the process-wide pool), "rf-cap-<i>" (an
+// iterator's capped pool), "rf-producer", "rf-fetch-<i>" (remote reads), "rf-shuffle-<i>".
+void SetCurrentThreadName(std::string_view name);
+
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_threads);
+  // Workers are named "<name>-<i>" (cut to the 15 characters Linux keeps), so top -H, perf,
+  // gdb and py-spy show which pool a busy thread belongs to.
+  explicit ThreadPool(int num_threads, std::string_view name = "rf-pool");
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <string>
 
 #include <pthread.h>
 
@@ -17,9 +18,19 @@ namespace {
 thread_local ThreadPool* current_pool = nullptr;
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) {
-  for (int i = 0; i < std::max(1, num_threads); ++i)
-    threads_.emplace_back([this] { WorkerLoop(); });
+void SetCurrentThreadName(std::string_view name) {
+  char cut[16] = {};
+  name.copy(cut, sizeof(cut) - 1);
+  pthread_setname_np(pthread_self(), cut);  // fails only for a name over 15 bytes
+}
+
+ThreadPool::ThreadPool(int num_threads, std::string_view name) {
+  for (int i = 0; i < std::max(1, num_threads); ++i) {
+    threads_.emplace_back([this, worker = std::string(name) + "-" + std::to_string(i)] {
+      SetCurrentThreadName(worker);
+      WorkerLoop();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -1,6 +1,7 @@
 #include "recordflow/core/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <new>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace recordflow {
@@ -19,6 +21,45 @@ size_t SumOnDefaultPool(size_t n) {
     for (size_t i = begin; i < end; ++i) sum += i;
   });
   return sum.load();
+}
+
+std::string CurrentThreadName() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+// top -H, perf and py-spy tell the engine's threads apart by name.
+TEST(ThreadPoolTest, WorkersAreNamedAfterTheirPool) {
+  std::string seen[2];
+  {
+    ThreadPool pool(2, "rf-test");
+    std::atomic<int> done{0};
+    // Both tasks wait for each other, so each runs on its own worker.
+    for (int i = 0; i < 2; ++i) {
+      pool.Schedule([&, i] {
+        seen[i] = CurrentThreadName();
+        done.fetch_add(1);
+        while (done.load() < 2) std::this_thread::yield();
+      });
+    }
+  }  // the destructor finishes the tasks and joins
+  EXPECT_TRUE((seen[0] == "rf-test-0" && seen[1] == "rf-test-1") ||
+              (seen[0] == "rf-test-1" && seen[1] == "rf-test-0"))
+      << seen[0] << ", " << seen[1];
+  std::string default_name;
+  std::atomic<bool> named{false};
+  ThreadPool::Default().Schedule([&] {
+    default_name = CurrentThreadName();
+    named.store(true);
+  });
+  while (!named.load()) std::this_thread::yield();
+  EXPECT_EQ(default_name.rfind("rf-pool-", 0), 0u) << default_name;
+  // Linux keeps 15 characters; a longer name is cut, not refused.
+  std::thread([] {
+    SetCurrentThreadName("rf-a-name-longer-than-fifteen");
+    EXPECT_EQ(CurrentThreadName(), "rf-a-name-longe");
+  }).join();
 }
 
 TEST(ThreadPoolTest, ParallelForCoversEveryIndexOnce) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "recordflow/core/thread_pool.h"
+
 namespace recordflow::io::internal {
 
 RemoteRandomAccessFile::RemoteRandomAccessFile(std::string url, uint64_t size, RangeFetcher fetch,
@@ -52,7 +54,12 @@ void RemoteRandomAccessFile::AdviseSequential() const {
   sequential_ = true;
   const uint64_t parts = (size() + options_.part_size - 1) / options_.part_size;
   const uint64_t threads = std::min<uint64_t>(parts, options_.read_ahead_parts);
-  for (uint64_t i = 0; i < threads; ++i) workers_.emplace_back([this] { Worker(); });
+  for (uint64_t i = 0; i < threads; ++i) {
+    workers_.emplace_back([this, i] {
+      SetCurrentThreadName("rf-fetch-" + std::to_string(i));
+      Worker();
+    });
+  }
   // The reader starts at the front: fetch the parts after the head now, not at its first miss.
   Schedule(head_size_ / options_.part_size);
 }

@@ -55,7 +55,7 @@ PipelineIterator::PipelineIterator(Plan plan, IteratorOptions options)
   const int pool_threads = ThreadPool::Default().num_threads();
   const int cores = EffectiveThreads(options, pool_threads);
   if (cores < pool_threads) {
-    own_pool_ = std::make_unique<ThreadPool>(cores);
+    own_pool_ = std::make_unique<ThreadPool>(cores, "rf-cap");
     ctx_.pool = own_pool_.get();
   }
   parallelism_ = plan_.num_parallel == kAutotune ? cores : std::max(plan_.num_parallel, 1);
@@ -78,7 +78,10 @@ Status PipelineIterator::Start(SeedTable seeds, StateReader* restore_from) {
     RF_ASSIGN_OR_RETURN(stream_,
                         MakeRecordIterator(plan_.stream_end, SeedEpoch(epoch_), &ctx_, &seeds_));
   }
-  producer_ = std::thread([this] { ProduceLoop(); });
+  producer_ = std::thread([this] {
+    SetCurrentThreadName("rf-producer");
+    ProduceLoop();
+  });
   return Status();
 }
 

@@ -217,7 +217,12 @@ class GlobalShuffleIterator final : public RecordIterator {
     };
     const size_t threads = std::min(kFetchThreads, ranges_.size());
     std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    for (size_t t = 1; t < threads; ++t) {
+      pool.emplace_back([&work, t] {
+        SetCurrentThreadName("rf-shuffle-" + std::to_string(t));
+        work();
+      });
+    }
     work();
     for (std::thread& t : pool) t.join();
     for (const Range& r : ranges_) {
