@@ -40,10 +40,13 @@ struct Kernels {
   //
   // prepare_horizontal_q fills `plan` for one set of horizontal taps (once per resample, not per
   // row), or leaves it empty; horizontal_q then takes plan->data(), or nullptr when empty. Only
-  // the AVX2 backend plans: on a CPU with AVX-512 BW and VBMI (and Avx512Allowed), for C == 3
-  // when every group of 8 outputs reads within 64 consecutive values, it gathers each group's
-  // tap pairs with two byte permutes of a 128-byte window. With a plan, `in` must stay readable
-  // for kHorizontalQPad values past the last pixel a tap touches (without one, 8 suffice).
+  // the AVX2 backend plans, for C == 3 (the plan's first byte is its HorizontalQPlanKind): on a
+  // CPU with AVX-512 BW and VBMI (and Avx512Allowed), when every group of 8 outputs reads
+  // within 64 consecutive values, it gathers each group's tap pairs with two byte permutes of a
+  // 128-byte window (kAvx512); else it lays each 4 outputs' weight pairs out as the 256-bit
+  // pass multiplies them, so no row permutes them again (kAvx2). With a plan, `in` must stay
+  // readable for kHorizontalQPad values past the last pixel a tap touches (without one, 8
+  // suffice).
   void (*prepare_horizontal_q)(const int32_t* start, const int32_t* pairs, int taps, int out_w,
                                int channels, std::vector<uint8_t>* plan);
   void (*horizontal_q)(const int16_t* in, int channels, const int32_t* start, const int32_t* pairs,
@@ -55,6 +58,11 @@ struct Kernels {
   void (*normalize_row)(const float* in, int width, const float* scale, const float* bias,
                         bool flip, TensorType type, Layout layout, size_t plane_stride, void* out);
 };
+
+enum class HorizontalQPlanKind : uint8_t { kNone = 0, kAvx512 = 1, kAvx2 = 2 };
+inline HorizontalQPlanKind PlanKind(const std::vector<uint8_t>& plan) {
+  return plan.empty() ? HorizontalQPlanKind::kNone : static_cast<HorizontalQPlanKind>(plan[0]);
+}
 
 inline constexpr int kQOne = 1 << 14;
 inline constexpr int kQMidShift = 7;

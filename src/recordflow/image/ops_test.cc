@@ -475,7 +475,8 @@ TEST_P(BackendTest, EveryBlockTailAndTapCountGivesTheScalarBits) {
     const Box box{0, 0, static_cast<double>(iw), 19.0};
     for (Interpolation m : {Interpolation::kBilinear, Interpolation::kArea}) {
       for (int ow : {1, 3, 4, 5, 7, 8, 9, 13, 2 * iw + 1}) {
-        for (int oh : {1, 2, 7, 40}) {
+        // 19 rows to oh: 1 to about 20 pairs of vertical taps (12: 2 pairs, 9: 3, 7: 4).
+        for (int oh : {1, 2, 7, 9, 12, 40}) {
           ASSERT_TRUE(SetKernelBackend(GetParam()).ok());
           ASSERT_TRUE(ResampleToFloat(img, box, ow, oh, m, &mine, /*flip=*/ow % 2 == 1).ok());
           ASSERT_TRUE(SetKernelBackend(KernelBackend::kScalar).ok());
@@ -621,16 +622,24 @@ INSTANTIATE_TEST_SUITE_P(Backends, BackendTest,
 TEST(Avx512HorizontalTest, PlannedPassGivesTheScalarBitsAndIsUsedWhereItFits) {
   if (!internal::CpuHasAvx2()) GTEST_SKIP() << "this CPU lacks AVX2";
   const internal::Kernels& avx2 = internal::Avx2Kernels();
-  // Plan or not, as the CPU and the window decide: eval's shrink (~1.5x, 4 taps) fits; a 3x
-  // shrink (7 taps) does not.
+  // The AVX-512 plan or the AVX2 one, as the CPU and the window decide: eval's shrink (~1.5x,
+  // 4 taps) fits the window; a 3x shrink (7 taps) does not.
+  using Kind = internal::HorizontalQPlanKind;
   for (const auto& [step, taps, fits] : {std::tuple{1.5, 4, true}, std::tuple{3.0, 7, false}}) {
     std::vector<int32_t> start(224), pairs(224 * ((taps + 1) / 2), 0x20002000);
     for (int x = 0; x < 224; ++x) start[x] = static_cast<int32_t>(x * step);
     std::vector<uint8_t> plan;
     avx2.prepare_horizontal_q(start.data(), pairs.data(), taps, 224, 3, &plan);
-    EXPECT_EQ(!plan.empty(), fits && internal::Avx512Usable()) << step;
+    EXPECT_EQ(internal::PlanKind(plan),
+              fits && internal::Avx512Usable() ? Kind::kAvx512 : Kind::kAvx2)
+        << step;
+    avx2.prepare_horizontal_q(start.data(), pairs.data(), taps, 3, 3, &plan);
+    EXPECT_EQ(internal::PlanKind(plan), Kind::kNone) << "fewer than 4 outputs";
     avx2.prepare_horizontal_q(start.data(), pairs.data(), taps, 224, 1, &plan);
-    EXPECT_TRUE(plan.empty()) << "one channel";
+    EXPECT_EQ(internal::PlanKind(plan), Kind::kNone) << "one channel";
+    // The scalar and SSE2 backends never plan.
+    internal::Sse2Kernels().prepare_horizontal_q(start.data(), pairs.data(), taps, 224, 3, &plan);
+    EXPECT_EQ(internal::PlanKind(plan), Kind::kNone) << "sse2";
   }
   const Image img = Photo(480, 61, 3, 21);
   std::vector<float> mine, ref;
