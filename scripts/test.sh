@@ -19,25 +19,48 @@ ROOT=$PWD
 PY=${PYTHON:-python3}
 JOBS=$(nproc)
 
+# Each stage prints its start as minutes:seconds since the run began, and the run ends with the
+# time of every stage (the whole run is meant to stay under an hour on 2 cores).
+stage_names=()
+stage_starts=()
+stage() {
+  stage_names+=("$1")
+  stage_starts+=("$SECONDS")
+  printf '== [%dm%02ds] %s ==\n' $((SECONDS / 60)) $((SECONDS % 60)) "$1"
+}
+stage_report() {
+  local i end
+  echo "== Time per stage (s) =="
+  for i in "${!stage_names[@]}"; do
+    end=${stage_starts[$((i + 1))]:-$SECONDS}
+    printf '%6d  %s\n' $((end - stage_starts[i])) "${stage_names[i]}"
+  done
+  printf '%6d  total\n' "$SECONDS"
+}
+trap stage_report EXIT
+
+stage "Setup: system packages and Python dependencies (scripts/setup.sh)"
+
 bash scripts/setup.sh --test --wheel
 
-echo "== Lint: clang-format and ruff (check only; scripts/lint.sh --fix applies) =="
+stage "Lint: clang-format and ruff (check only; scripts/lint.sh --fix applies)"
 bash scripts/lint.sh
 
 # Every build below is a preset of CMakePresets.json (cmake --list-presets); the same commands
 # work by hand.
-echo "== C++: build and unit tests (Release) =="
+stage "C++: build and unit tests (Release)"
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$JOBS"
+stage "C++: unit tests (Release), with the S3 and GCS servers up"
 # With a real S3 server (SeaweedFS on loopback) and the GCS emulator up, so the S3IntegrationTest
 # and GcsIntegrationTest suites run (and fail, not skip, if the emulator is missing).
 KINDS="s3 gcs" RF_REQUIRE_REMOTE_SERVERS=1 bash scripts/servers/with-remote-servers.sh ctest --preset release -j "$JOBS"
 
-echo "== Soak: epochs and iterator churn for ${RF_SOAK_SECONDS:-60}s; RSS must stay flat =="
+stage "Soak: epochs and iterator churn for ${RF_SOAK_SECONDS:-60}s; RSS must stay flat"
 RF_SOAK_SECONDS="${RF_SOAK_SECONDS:-60}" ./build/release/recordflow_tests --gtest_brief=1 \
     --gtest_filter='SoakTest.*:MemoryBoundTest.*'
 
-echo "== clang-tidy over every C++ source of the release build (.clang-tidy; warnings are errors) =="
+stage "clang-tidy over every C++ source of the release build (.clang-tidy; warnings are errors)"
 tidy_start=$SECONDS
 # Library, CLI, tests, fuzz targets and their replay driver, the example and the C++ bench: every
 # file in build/release/compile_commands.json (the Python binding is built by pip, not here).
@@ -46,7 +69,7 @@ run-clang-tidy -quiet -j "$JOBS" -p build/release "^$ROOT/(src|tools|fuzz|exampl
   { grep -E "error:|warning:" -A3 build/clang-tidy.log | head -n 80; exit 1; }
 echo "clang-tidy: clean in $((SECONDS - tidy_start))s"
 
-echo "== clang -Wthread-safety: the lock annotations of the engine (pipeline, thread pool) =="
+stage "clang -Wthread-safety: the lock annotations of the engine (pipeline, thread pool)"
 # Compile-only, and only the annotated objects (RF_THREAD_SAFETY_ANALYSIS sets
 # -Werror=thread-safety on them): a few seconds with ccache.
 cmake --preset thread-safety >/dev/null
@@ -56,19 +79,21 @@ mapfile -t tsa_objects < <(cd build/tsa && ninja -t targets all |
 (cd build/tsa && ninja -j "$JOBS" "${tsa_objects[@]}")
 
 if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
-  echo "== C++: unit tests under AddressSanitizer + UndefinedBehaviorSanitizer =="
+  stage "C++: unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
   cmake --preset asan >/dev/null
   cmake --build --preset asan -j "$JOBS"
+  stage "C++: run the unit tests under ASan+UBSan"
   ctest --preset asan -j "$JOBS"
 
-  echo "== C++: pipeline and threaded tests under ThreadSanitizer =="
+  stage "C++: pipeline and threaded tests under ThreadSanitizer"
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "$JOBS"
+  stage "C++: run the pipeline and threaded tests under TSan"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" RF_SOAK_SECONDS=5 \
       ./build/tsan/recordflow_tests --gtest_brief=1 --gtest_repeat=2 \
       --gtest_filter='PipelineTest.*:InterleaveReadAheadTest.*:CheckpointIntegrityTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*:VisionTest.*:SoakTest.*:GlobReliabilityTest.*:MemoryBoundTest.*Exhausted:MemoryBoundTest.BudgetSmaller*'
 
-  echo "== Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-15}s (clang, ASan+UBSan) =="
+  stage "Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-15}s (clang, ASan+UBSan)"
   cmake --preset fuzz >/dev/null
   # Every fuzz/<target>_fuzzer.cc (CMakeLists.txt: rf_add_fuzzer).
   for source in fuzz/*_fuzzer.cc; do
@@ -89,14 +114,15 @@ if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
   done
 fi
 
-echo "== Python: install the package and run pytest =="
+stage "Python: install the package and run pytest"
 $PY -m pip install -q --disable-pip-version-check --no-build-isolation "$ROOT"
+stage "Python: pytest"
 cd "$ROOT/python/tests"
 # The remote-storage tests start their servers once per run; one that cannot start fails here.
 RF_REQUIRE_REMOTE_SERVERS=1 $PY -m pytest -q -p no:cacheprovider "$ROOT/python/tests"
 
 if [[ "${RF_SKIP_FREETHREADED:-0}" != 1 ]]; then
-  echo "== Python on free-threaded CPython 3.13t: map/filter on threads without the GIL =="
+  stage "Python on free-threaded CPython 3.13t: map/filter on threads without the GIL"
   # Builds the interpreter once into ~/.cache/recordflow (about 6 min cold on 2 cores), then
   # installs recordflow into its venv and runs python/tests/test_freethreaded.py and the
   # thread-path tests of test_map_workers.py (scripts/freethreaded.sh). Bounded against hangs.
@@ -105,7 +131,7 @@ if [[ "${RF_SKIP_FREETHREADED:-0}" != 1 ]]; then
 fi
 
 if [[ "${RF_SKIP_WHEEL:-0}" != 1 ]]; then
-  echo "== Wheel: self-contained (auditwheel), installed and smoke-tested on a clean Debian 12 =="
+  stage "Wheel: self-contained (auditwheel), installed and smoke-tested on a clean Debian 12"
   cd "$ROOT"
   # Reuses the build of the pip install above (build-py/), so only the repair is new work.
   RF_WHEEL_NO_ISOLATION=1 bash scripts/wheel.sh
