@@ -192,9 +192,13 @@ void SetUpFiles() {
   std::fprintf(stderr, "record_read_bench: input files in %s (page cache warmed)\n", c.dir.c_str());
 }
 
+// How each record reaches the caller: a view into the reader's buffer, or a copy in a string
+// (as the pipeline's stages hold records), through the buffer or read straight into it.
+enum class Into { kView, kStringBuffered, kStringDirect };
+
 // Reads every record of one file per iteration.
 void BM_ReadRecords(benchmark::State& state, bool large, bool gzip, bool verify_checksums,
-                    size_t buffer_size, Inflater inflater) {
+                    size_t buffer_size, Inflater inflater, Into into) {
   // Files are written on first use (outside the timed loop), so a run filtered down to the
   // CRC benchmarks writes nothing.
   static std::once_flag once;
@@ -205,6 +209,7 @@ void BM_ReadRecords(benchmark::State& state, bool large, bool gzip, bool verify_
   options.verify_checksums = verify_checksums;
   options.buffer_size = buffer_size;
   options.inflater = inflater;
+  if (into == Into::kStringBuffered) options.direct_read_bytes = 0;
   for (auto _ : state) {
     auto reader = RecordReader::Open(f.path, options);
     if (!reader.ok()) {
@@ -212,18 +217,25 @@ void BM_ReadRecords(benchmark::State& state, bool large, bool gzip, bool verify_
       return;
     }
     std::span<const std::byte> record;
+    std::string copy;
     uint64_t records = 0;
     uint64_t bytes = 0;
     while (true) {
-      auto more = (*reader)->ReadRecord(&record);
+      auto more = into == Into::kView ? (*reader)->ReadRecord(&record)
+                                      : (*reader)->ReadRecord(&copy);
       if (!more.ok()) {
         state.SkipWithError(more.status().ToString().c_str());
         return;
       }
       if (!*more) break;
       ++records;
-      bytes += record.size();
-      benchmark::DoNotOptimize(record.data());
+      if (into == Into::kView) {
+        bytes += record.size();
+        benchmark::DoNotOptimize(record.data());
+      } else {
+        bytes += copy.size();
+        benchmark::DoNotOptimize(copy.data());
+      }
     }
     if (records != f.records || bytes != f.payload_bytes) {
       state.SkipWithError("wrong record count");
@@ -241,7 +253,7 @@ void BM_ReadRecords(benchmark::State& state, bool large, bool gzip, bool verify_
 }
 
 void RegisterRead(bool large, bool gzip, bool crc, size_t buffer_size = size_t{1} << 20,
-                  Inflater inflater = Inflater::kAuto) {
+                  Inflater inflater = Inflater::kAuto, Into into = Into::kView) {
   std::string name = std::string("BM_ReadRecords/") + (large ? "large_100KiB" : "small_100B");
   if (!gzip) {
     name += "/none";
@@ -254,8 +266,10 @@ void RegisterRead(bool large, bool gzip, bool crc, size_t buffer_size = size_t{1
   if (buffer_size != (size_t{1} << 20)) {
     name += "/buffer_" + std::to_string(buffer_size >> 10) + "KiB";
   }
+  if (into == Into::kStringBuffered) name += "/into_string_buffered";
+  if (into == Into::kStringDirect) name += "/into_string_direct";
   benchmark::RegisterBenchmark(name.c_str(), BM_ReadRecords, large, gzip, crc, buffer_size,
-                               inflater)
+                               inflater, into)
       ->Unit(benchmark::kMillisecond);
 }
 
@@ -268,6 +282,12 @@ void RegisterReadBenchmarks() {
     if (recordflow::format::IsalInflaterAvailable()) {
       RegisterRead(large, /*gzip=*/true, /*crc=*/true, size_t{1} << 20, Inflater::kZlib);
     }
+  }
+  // Records copied out, as the pipeline holds them: through the buffer, or read straight into
+  // the record (RecordReaderOptions::direct_read_bytes).
+  for (Into into : {Into::kStringBuffered, Into::kStringDirect}) {
+    RegisterRead(/*large=*/true, /*gzip=*/false, /*crc=*/true, size_t{1} << 20, Inflater::kAuto,
+                 into);
   }
   // How much the read size matters for large records (syscall count vs. cache residency).
   for (size_t buffer_size : {size_t{256} << 10, size_t{4} << 20}) {

@@ -74,6 +74,9 @@ struct RecordReaderOptions {
   CorruptionReporter* reporter = nullptr;
   // Size of each read from the file. Records larger than this grow the buffer.
   size_t buffer_size = 1 << 20;
+  // ReadRecord(std::string*) reads a payload of at least this many bytes (and at most
+  // buffer_size) that is not yet buffered straight into the string; 0: never.
+  size_t direct_read_bytes = 32 * 1024;
   // Optional; must outlive the reader. Consulted before the record buffer grows.
   ReadBufferBudget* buffer_budget = nullptr;
   // DEFLATE decoder for GZIP/ZLIB files (see Inflater).
@@ -89,7 +92,8 @@ struct RecordReaderOptions {
 // Reads records front to back from one TFRecord file.
 //
 // Reads the file in large blocks (one read per `buffer_size` bytes, not one per record) and
-// returns each payload as a view into its buffer, without copying.
+// returns each payload as a view into its buffer, without copying (or, into a string, with one
+// copy: see ReadRecord(std::string*)).
 //
 // Errors: kDataLoss for a bad CRC, a truncated record, or a length larger than what is left of
 // the file, a file that shrinks below its size at open while it is read, or a damaged or
@@ -119,6 +123,12 @@ class RecordReader {
   // Sets `*record` to the next payload and returns true; returns false at the end of the
   // file (end of sequence is not an error). Errors: see the class comment.
   Result<bool> ReadRecord(std::span<const std::byte>* record);
+  // The same, with the payload copied into `*out` (its old bytes replaced; on false or an
+  // error its content is unspecified). A payload of at least options.direct_read_bytes (and
+  // at most buffer_size) that is not already in the buffer is read from the stream straight
+  // into `*out`, with the framing after it, instead of through the buffer and a second copy:
+  // a run of large records then costs one read each and no copy but the read's own.
+  Result<bool> ReadRecord(std::string* out);
 
   // Continues reading at `offset` (a record boundary from offset() of an earlier reader of the
   // same file), counting records from `record_index`. Only before the first ReadRecord.
@@ -143,11 +153,14 @@ class RecordReader {
  private:
   RecordReader(std::unique_ptr<InputStream> stream, RecordReaderOptions options,
                Compression compression);
+  Result<bool> Next(std::span<const std::byte>* record, std::string* out);
+  Result<std::optional<bool>> ReadDirect(uint64_t offset, uint64_t length, std::string* out);
   Result<size_t> Fill(size_t n);
   Status GrowBuffer(size_t size);
   Status Corruption(uint64_t offset, uint64_t bytes, std::string reason);
   Result<bool> Resynchronize(uint64_t bad_offset);
   Result<bool> StreamFailure(uint64_t offset, const Status& status);
+  Result<bool> StreamFailure(uint64_t offset, uint64_t bytes, const Status& status);
   std::string Where(uint64_t offset) const;
 
   std::unique_ptr<InputStream> stream_;

@@ -186,6 +186,11 @@ Status RecordReader::Corruption(uint64_t offset, uint64_t bytes, std::string rea
 // A failure of the byte stream itself (I/O error, or a damaged / truncated compressed stream)
 // while reading the record that starts at `offset`.
 Result<bool> RecordReader::StreamFailure(uint64_t offset, const Status& status) {
+  return StreamFailure(offset, end_ - pos_, status);
+}
+
+// The same, with `bytes` of the record read before the failure.
+Result<bool> RecordReader::StreamFailure(uint64_t offset, uint64_t bytes, const Status& status) {
   if (status.code() != StatusCode::kDataLoss) {
     error_ = status;
     return error_;
@@ -193,7 +198,7 @@ Result<bool> RecordReader::StreamFailure(uint64_t offset, const Status& status) 
   if (options_.on_corruption == CorruptionPolicy::kSkip) {
     // A deflate stream cannot be resynchronised: drop the rest of the file, counted.
     RF_RETURN_IF_ERROR(
-        Corruption(offset, end_ - pos_, status.message() + "; the rest of the file is skipped"));
+        Corruption(offset, bytes, status.message() + "; the rest of the file is skipped"));
     pos_ = end_;
     eof_ = true;
     return false;
@@ -228,6 +233,74 @@ Result<bool> RecordReader::Resynchronize(uint64_t bad_offset) {
 }
 
 Result<bool> RecordReader::ReadRecord(std::span<const std::byte>* record) {
+  return Next(record, nullptr);
+}
+
+Result<bool> RecordReader::ReadRecord(std::string* out) {
+  std::span<const std::byte> view;
+  return Next(&view, out);
+}
+
+// The record at `offset` (its header at pos_, its payload of `length` <= buffer_size bytes
+// not all buffered), read into `out`: the buffered part copied, the rest of the payload and
+// its footer read from the stream into `out`, in the same read as up to the next 12 bytes,
+// which become the buffer (so that a next large record is read the same way). Returns true
+// for a record, false after a record skipped (kSkip), nullopt at the end of the stream.
+Result<std::optional<bool>> RecordReader::ReadDirect(uint64_t offset, uint64_t length,
+                                                     std::string* out) {
+  const size_t body = static_cast<size_t>(length) + kFooterSize;
+  const size_t have = end_ - pos_ - kHeaderSize;  // of the body, already buffered (< body)
+  out->resize(body + kHeaderSize);
+  std::memcpy(out->data(), buffer_.data() + pos_ + kHeaderSize, have);
+  buffer_offset_ += end_;
+  pos_ = end_ = 0;
+  size_t got = have;
+  while (got < body) {
+    Result<size_t> n = stream_->Read(std::as_writable_bytes(std::span(*out)).subspan(got));
+    if (!n.ok()) {
+      // An error, or (kSkip) the rest of the stream skipped.
+      RF_RETURN_IF_ERROR(StreamFailure(offset, kHeaderSize + got, n.status()).status());
+      return std::optional<bool>();
+    }
+    if (*n == 0) {
+      eof_ = true;
+      break;
+    }
+    got += *n;
+    buffer_offset_ += *n;
+  }
+  if (got < body) {
+    RF_RETURN_IF_ERROR(Corruption(offset, kHeaderSize + got,
+                                  "truncated record: it claims " + std::to_string(length) +
+                                      " payload bytes but the stream ends after " +
+                                      std::to_string(kHeaderSize + got) + " bytes (with framing)"));
+    return std::optional<bool>();
+  }
+  // What was read past the footer starts the next record: it is the buffer now.
+  const size_t extra = got - body;
+  std::memcpy(buffer_.data(), out->data() + body, extra);
+  end_ = extra;
+  buffer_offset_ -= extra;
+  const auto* payload = reinterpret_cast<const std::byte*>(out->data());
+  if (options_.verify_checksums) {
+    uint32_t stored = UnmaskCrc(DecodeFixed32(payload + length));
+    uint32_t actual = Crc32c(std::span(payload, length));
+    if (stored != actual) {
+      RF_RETURN_IF_ERROR(Corruption(offset, length + kFramingOverhead,
+                                    "payload CRC mismatch (stored " + Hex32(stored) +
+                                        ", computed " + Hex32(actual) + ", payload " +
+                                        std::to_string(length) + " bytes)"));
+      return std::optional<bool>(false);
+    }
+  }
+  out->resize(length);
+  last_record_offset_ = offset;
+  ++record_index_;
+  ++records_read_;
+  return std::optional<bool>(true);
+}
+
+Result<bool> RecordReader::Next(std::span<const std::byte>* record, std::string* out) {
   if (!error_.ok()) return error_;
   while (true) {
     const uint64_t offset = buffer_offset_ + pos_;
@@ -281,6 +354,14 @@ Result<bool> RecordReader::ReadRecord(std::span<const std::byte>* record) {
       return error_;
     }
     const uint64_t framed = length + kFramingOverhead;
+    if (out != nullptr && options_.direct_read_bytes > 0 && length >= options_.direct_read_bytes &&
+        length <= options_.buffer_size && end_ - pos_ < framed) {
+      RF_ASSIGN_OR_RETURN(std::optional<bool> direct, ReadDirect(offset, length, out));
+      if (!direct.has_value()) return false;
+      if (!*direct) continue;  // skipped
+      *record = std::as_bytes(std::span(*out));
+      return true;
+    }
     filled = Fill(framed);
     if (!filled.ok()) return StreamFailure(offset, filled.status());
     avail = *filled;
@@ -311,6 +392,7 @@ Result<bool> RecordReader::ReadRecord(std::span<const std::byte>* record) {
     ++record_index_;
     ++records_read_;
     *record = std::span<const std::byte>(payload, length);
+    if (out != nullptr) out->assign(reinterpret_cast<const char*>(payload), length);
     return true;
   }
 }

@@ -96,10 +96,8 @@ class CountedReader {
 
   // Reads the next record into `out` (position: `file`), then re-syncs the charge.
   Result<bool> ReadInto(uint32_t file, Record* out) {
-    std::span<const std::byte> data;
-    Result<bool> ok = reader_->ReadRecord(&data);
+    Result<bool> ok = reader_->ReadRecord(&out->data);
     if (ok.ok() && *ok) {
-      out->data.assign(reinterpret_cast<const char*>(data.data()), data.size());
       out->position = {file, reader_->last_record_offset(), reader_->records_read() - 1};
     }
     Sync();
