@@ -221,8 +221,8 @@ void BM_ReadRecords(benchmark::State& state, bool large, bool gzip, bool verify_
     uint64_t records = 0;
     uint64_t bytes = 0;
     while (true) {
-      auto more = into == Into::kView ? (*reader)->ReadRecord(&record)
-                                      : (*reader)->ReadRecord(&copy);
+      auto more =
+          into == Into::kView ? (*reader)->ReadRecord(&record) : (*reader)->ReadRecord(&copy);
       if (!more.ok()) {
         state.SkipWithError(more.status().ToString().c_str());
         return;

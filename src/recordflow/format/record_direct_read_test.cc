@@ -86,10 +86,18 @@ std::vector<std::string> MixedPayloads(std::mt19937& rng, int n) {
   for (int i = 0; i < n; ++i) {
     size_t len = 0;
     switch (rng() % 4) {
-      case 0: len = rng() % 200; break;
-      case 1: len = 2000 + rng() % 6000; break;        // above a small direct threshold
-      case 2: len = 30000 + rng() % 40000; break;      // around the default threshold
-      default: len = 100000 + rng() % 50000; break;    // an ImageNet JPEG's size
+      case 0:
+        len = rng() % 200;
+        break;
+      case 1:
+        len = 2000 + rng() % 6000;
+        break;  // above a small direct threshold
+      case 2:
+        len = 30000 + rng() % 40000;
+        break;  // around the default threshold
+      default:
+        len = 100000 + rng() % 50000;
+        break;  // an ImageNet JPEG's size
     }
     std::string p(len, '\0');
     for (auto& c : p) c = static_cast<char>(rng());
@@ -111,8 +119,8 @@ TEST(RecordDirectReadTest, IntactFilesGiveTheBufferedReadersRecordsAndOffsets) {
           o.buffer_size = buffer;
           o.direct_read_bytes = direct;
           SCOPED_TRACE("round " + std::to_string(round) + " compression " +
-                       std::to_string(static_cast<int>(c)) + " buffer " +
-                       std::to_string(buffer) + " direct " + std::to_string(direct));
+                       std::to_string(static_cast<int>(c)) + " buffer " + std::to_string(buffer) +
+                       " direct " + std::to_string(direct));
           const Trace reference = ReadTrace(file, c, o, false);
           ASSERT_EQ(reference.records, payloads);
           ASSERT_TRUE(reference.status.empty()) << reference.status;
