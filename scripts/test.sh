@@ -119,7 +119,7 @@ $PY -m pip install -q --disable-pip-version-check --no-build-isolation "$ROOT"
 stage "Python: pytest"
 cd "$ROOT/python/tests"
 # The remote-storage tests start their servers once per run; one that cannot start fails here.
-RF_REQUIRE_REMOTE_SERVERS=1 $PY -m pytest -q -p no:cacheprovider "$ROOT/python/tests"
+RF_REQUIRE_REMOTE_SERVERS=1 $PY -m pytest -q -p no:cacheprovider --durations=20 "$ROOT/python/tests"
 
 if [[ "${RF_SKIP_FREETHREADED:-0}" != 1 ]]; then
   stage "Python on free-threaded CPython 3.13t: map/filter on threads without the GIL"
