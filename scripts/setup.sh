@@ -29,6 +29,7 @@ if [[ $with_test == 1 ]]; then
   apt_packages+=(clang libclang-rt-14-dev)  # libFuzzer and sanitizer runtimes
   apt_packages+=(clang-tidy)  # static checks (.clang-tidy; scripts/test.sh)
   apt_packages+=(clang-format)  # scripts/lint.sh (.clang-format)
+  apt_packages+=(ccache)  # scripts/test.sh: the pip and free-threaded builds reuse the release build's objects
   apt_packages+=(opencv-doc)  # sample photos for the ImageNet-like demo/benchmark data
   apt_packages+=(openjdk-17-jre-headless)  # Spark 4's JVM for python/tests/test_spark.py
   apt_packages+=(nginx curl)  # remote-storage tests: HTTP(S) server with byte ranges; pipe: peer

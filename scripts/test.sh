@@ -43,6 +43,26 @@ stage "Setup: system packages and Python dependencies (scripts/setup.sh)"
 
 bash scripts/setup.sh --test --wheel
 
+# ccache under every build of this run: the library and CLI objects of the release build are
+# the same compile as those of the pip install and of the free-threaded install (same flags; the
+# paths are made relative to the checkout), so those two builds reuse them. The cache lives in
+# build/ (this run's own: a run's time does not depend on an earlier run) unless CCACHE_DIR is set.
+export CCACHE_DIR=${CCACHE_DIR:-$ROOT/build/ccache} CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
+export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+# One name for the compiler in every build (ccache keys on it; CMake's own search finds c++ or
+# g++ depending on its version): the presets that need clang name it themselves.
+export CC=${CC:-gcc} CXX=${CXX:-g++}
+ccache --zero-stats >/dev/null
+
+# The wheel test's clean Debian root filesystem (cached; a first run downloads it, a few
+# minutes of network rather than CPU) is made in the background while the builds run.
+rootfs_pid=""
+if [[ "${RF_SKIP_WHEEL:-0}" != 1 ]]; then
+  mkdir -p build
+  bash scripts/wheel_test.sh --prepare >build/rootfs.log 2>&1 &
+  rootfs_pid=$!
+fi
+
 stage "Lint: clang-format and ruff (check only; scripts/lint.sh --fix applies)"
 bash scripts/lint.sh
 
@@ -89,16 +109,29 @@ if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "$JOBS"
   stage "C++: run the pipeline and threaded tests under TSan"
+  tsan_filter='PipelineTest.*:InterleaveReadAheadTest.*:CheckpointIntegrityTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*:VisionTest.*:SoakTest.*:GlobReliabilityTest.*:MemoryBoundTest.*Exhausted:MemoryBoundTest.BudgetSmaller*'
+  # The TSan build compiles only the test files of these suites (RF_TEST_SOURCES_ONLY in
+  # CMakePresets.json): it must hold every test the filter picks from the whole suite.
+  tsan_tests() {  # binary: the Suite.Test names its filter picks, sorted
+    "$1" --gtest_list_tests --gtest_filter="$tsan_filter" |
+      awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}' | sort
+  }
+  if ! diff <(tsan_tests ./build/release/recordflow_tests) <(tsan_tests ./build/tsan/recordflow_tests); then
+    echo "the TSan build lacks tests of its filter: add their files to RF_TEST_SOURCES_ONLY"
+    exit 1
+  fi
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" RF_SOAK_SECONDS=5 \
-      ./build/tsan/recordflow_tests --gtest_brief=1 --gtest_repeat=2 \
-      --gtest_filter='PipelineTest.*:InterleaveReadAheadTest.*:CheckpointIntegrityTest.*:Stages/BatteryTest.*:ExampleParserTest.*:RecordIndexTest.*:VisionTest.*:SoakTest.*:GlobReliabilityTest.*:MemoryBoundTest.*Exhausted:MemoryBoundTest.BudgetSmaller*'
+      ./build/tsan/recordflow_tests --gtest_brief=1 --gtest_repeat=2 --gtest_filter="$tsan_filter"
 
-  stage "Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-15}s (clang, ASan+UBSan)"
+  stage "Fuzz: each libFuzzer target for ${RF_FUZZ_SECONDS:-15}s (clang, ASan+UBSan), $JOBS at a time"
   cmake --preset fuzz >/dev/null
-  # Every fuzz/<target>_fuzzer.cc (CMakeLists.txt: rf_add_fuzzer).
-  for source in fuzz/*_fuzzer.cc; do
-    target=$(basename "$source" _fuzzer.cc)
-    cmake --build --preset fuzz -j "$JOBS" --target "${target}_fuzzer"
+  # Every fuzz/<target>_fuzzer.cc (CMakeLists.txt: rf_add_fuzzer), built together, then run
+  # $JOBS at once (each libFuzzer run is one thread).
+  fuzz_targets=()
+  for source in fuzz/*_fuzzer.cc; do fuzz_targets+=("$(basename "$source" _fuzzer.cc)"); done
+  cmake --build --preset fuzz -j "$JOBS" --target "${fuzz_targets[@]/%/_fuzzer}"
+  fuzz_one() {  # target: runs it on a copy of its corpus; a failing input stays in the work folder
+    local target=$1 fuzz_work
     fuzz_work=$(mktemp -d)
     mkdir "$fuzz_work/corpus"
     cp "fuzz/corpus/$target"/* "$fuzz_work/corpus/"
@@ -107,11 +140,24 @@ if [[ "${RF_SKIP_SANITIZERS:-0}" != 1 ]]; then
           "$fuzz_work/corpus" >"$fuzz_work/log" 2>&1; then
       tail -n 60 "$fuzz_work/log"
       echo "${target}_fuzzer found a failing input (kept in $fuzz_work): add it to fuzz/corpus/$target"
-      exit 1
+      return 1
     fi
     echo "${target}_fuzzer: $(grep -E "stat::number_of_executed_units" "$fuzz_work/log")"
     rm -rf "$fuzz_work"
+  }
+  fuzz_pids=()
+  fuzz_failed=0
+  for target in "${fuzz_targets[@]}"; do
+    fuzz_one "$target" >"build/fuzz/$target.run.log" 2>&1 &
+    fuzz_pids+=($!)
+    if [[ ${#fuzz_pids[@]} -ge $JOBS ]]; then
+      wait "${fuzz_pids[0]}" || fuzz_failed=1
+      fuzz_pids=("${fuzz_pids[@]:1}")
+    fi
   done
+  for pid in "${fuzz_pids[@]}"; do wait "$pid" || fuzz_failed=1; done
+  for target in "${fuzz_targets[@]}"; do cat "build/fuzz/$target.run.log"; done
+  [[ $fuzz_failed == 0 ]] || exit 1
 fi
 
 stage "Python: install the package and run pytest"
@@ -130,10 +176,15 @@ if [[ "${RF_SKIP_FREETHREADED:-0}" != 1 ]]; then
   timeout 1800 bash scripts/freethreaded.sh
 fi
 
+echo "ccache: $(ccache --print-stats | awk -F'\t' '$1 ~ /^(direct_cache_hit|preprocessed_cache_hit|cache_miss)$/ {printf "%s=%s ", $1, $2}')"
+
 if [[ "${RF_SKIP_WHEEL:-0}" != 1 ]]; then
   stage "Wheel: self-contained (auditwheel), installed and smoke-tested on a clean Debian 12"
   cd "$ROOT"
   # Reuses the build of the pip install above (build-py/), so only the repair is new work.
   RF_WHEEL_NO_ISOLATION=1 bash scripts/wheel.sh
+  # (a failed background preparation is retried by wheel_test.sh itself)
+  wait "$rootfs_pid" || echo "wheel_test --prepare failed: $(tail -n 5 build/rootfs.log)"
+  cat build/rootfs.log
   bash scripts/wheel_test.sh
 fi

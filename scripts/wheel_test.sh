@@ -6,6 +6,8 @@
 # scripts/wheel_smoke.py and the `recordflow` CLI from the wheel's entry point.
 #
 #   scripts/wheel_test.sh [WHEEL]    default: the newest dist/recordflow-*manylinux*.whl
+#   scripts/wheel_test.sh --prepare  only create the cached root filesystem (scripts/test.sh
+#                                    does this in the background while it builds)
 #
 # Needs root (debootstrap, chroot) and Debian's mirror. The root filesystem is cached in
 # $RF_ROOTFS_CACHE (default /var/cache/recordflow/rootfs-bookworm): the first run creates it (a few minutes), later runs
@@ -16,11 +18,8 @@ ROOT=$PWD
 CACHE=${RF_ROOTFS_CACHE:-/var/cache/recordflow/rootfs-bookworm}
 MIRROR=${RF_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
-wheel=${1:-$(ls -t dist/recordflow-*manylinux*.whl 2>/dev/null | head -n 1 || true)}
-if [[ -z "$wheel" || ! -f "$wheel" ]]; then
-  echo "wheel_test: no wheel given and none in dist/ (build one with scripts/wheel.sh)" >&2
-  exit 2
-fi
+prepare=0
+[[ "${1:-}" == "--prepare" ]] && prepare=1 && shift
 if [[ $(id -u) -ne 0 ]]; then
   echo "wheel_test: needs root for debootstrap and chroot" >&2
   exit 2
@@ -43,6 +42,14 @@ if [[ ! -f "$CACHE/.complete" ]]; then
   rm -rf "$CACHE"
   mv "$CACHE.tmp" "$CACHE"
   echo "root filesystem created in $((SECONDS - start))s"
+fi
+
+[[ $prepare == 1 ]] && { echo "wheel_test: root filesystem ready in $CACHE"; exit 0; }
+
+wheel=${1:-$(ls -t dist/recordflow-*manylinux*.whl 2>/dev/null | head -n 1 || true)}
+if [[ -z "$wheel" || ! -f "$wheel" ]]; then
+  echo "wheel_test: no wheel given and none in dist/ (build one with scripts/wheel.sh)" >&2
+  exit 2
 fi
 
 scratch=$(mktemp -d /var/tmp/recordflow-wheel-test.XXXXXX)
