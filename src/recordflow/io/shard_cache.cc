@@ -209,7 +209,7 @@ class ShardCache {
     if (local->size() != size) {  // replaced between stat and open
       return std::unique_ptr<RandomAccessFile>();
     }
-    MarkUsed(entry);
+    internal::MarkUsed(entry);
     if (count) Stats().hits++;
     return std::unique_ptr<RandomAccessFile>(std::make_unique<CachedFile>(url, std::move(local)));
   }
@@ -265,28 +265,10 @@ class ShardCache {
       return ErrnoToStatus(errno, "cannot commit cache file", entry);
     }
     remover.keep = true;
-    MarkUsed(entry);
+    internal::MarkUsed(entry);
     Fd dir(::open(options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (dir.get() >= 0) ::fsync(dir.get());
     return Status::OK();
-  }
-
-  // The last use, for LRU, as the entry's mtime: the clock's own nanoseconds, strictly rising in
-  // this process. (A write or utimensat(nullptr) stamps the kernel's coarse time, one tick of
-  // several milliseconds: a commit and a hit inside one tick would tie, and eviction could take
-  // the entry just used.)
-  static void MarkUsed(const std::string& entry) {
-    static std::atomic<int64_t> last_ns{0};
-    timespec now{};
-    ::clock_gettime(CLOCK_REALTIME, &now);
-    int64_t ns = static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-    int64_t prev = last_ns.load();
-    while (!last_ns.compare_exchange_weak(prev, std::max(ns, prev + 1))) {
-    }
-    ns = std::max(ns, prev + 1);
-    const timespec times[2] = {{ns / 1'000'000'000, ns % 1'000'000'000},
-                               {ns / 1'000'000'000, ns % 1'000'000'000}};
-    ::utimensat(AT_FDCWD, entry.c_str(), times, 0);
   }
 
   // Under the directory lock: removes other versions of this URL, orphaned temporary files,
@@ -399,6 +381,23 @@ ShardCacheStats GetShardCacheStats() {
 }
 
 namespace internal {
+
+// The last use, for LRU, as the entry's mtime: the clock's own nanoseconds, strictly rising in
+// this process. (A write or utimensat(nullptr) stamps the kernel's coarse time, one tick of
+// several milliseconds: a commit and a hit inside one tick would tie, and eviction could take
+// the entry just used.)
+void MarkUsed(const std::string& entry) {
+  static std::atomic<int64_t> last_ns{0};
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const int64_t ns_now = static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+  int64_t prev = last_ns.load();
+  int64_t ns = std::max(ns_now, prev + 1);
+  while (!last_ns.compare_exchange_weak(prev, ns)) ns = std::max(ns_now, prev + 1);
+  const timespec t{ns / 1'000'000'000, ns % 1'000'000'000};
+  const timespec times[2] = {t, t};
+  ::utimensat(AT_FDCWD, entry.c_str(), times, 0);
+}
 
 bool ShardCacheEnabled() {
   std::lock_guard lock(cache_mu);

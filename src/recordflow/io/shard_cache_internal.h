@@ -12,5 +12,8 @@ namespace recordflow::io::internal {
 bool ShardCacheEnabled();
 // Opens the remote `url` through the cache (shard_cache.h has the contract).
 Result<std::unique_ptr<RandomAccessFile>> OpenThroughShardCache(const std::string& url);
+// Stamps `entry`'s last use (its mtime, which eviction sorts by): later than any stamp this
+// process made before, even inside one tick of the kernel's coarse file clock.
+void MarkUsed(const std::string& entry);
 
 }  // namespace recordflow::io::internal

@@ -4,6 +4,11 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+
+#include <sys/stat.h>
+
+#include "shard_cache_internal.h"
 
 namespace recordflow::io {
 namespace {
@@ -36,6 +41,31 @@ TEST(ShardCacheTest, SetShardCacheCreatesTheFolderAndRefusesZeroSize) {
   EXPECT_EQ(GetShardCache().max_bytes, 1u << 20);
   ASSERT_TRUE(SetShardCache(saved).ok());
   std::filesystem::remove_all(::testing::TempDir() + "/rf-shard-cache-test");
+}
+
+int64_t MtimeNs(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+// Eviction takes the entry with the oldest mtime. Uses in quick succession (a commit, then a
+// hit of another entry) fall inside one tick of the kernel's coarse file clock: each must still
+// stamp a time later than every stamp before it, or the entry just used can tie and be evicted.
+TEST(ShardCacheTest, EachUseStampsALaterTimeThanAnyUseBeforeIt) {
+  const std::string dir = ::testing::TempDir() + "/rf-shard-cache-stamp";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string a = dir + "/a", b = dir + "/b";
+  std::ofstream(a) << "a";
+  std::ofstream(b) << "b";
+  for (int i = 0; i < 500; ++i) {
+    const std::string& used = i % 2 == 0 ? a : b;
+    const std::string& other = i % 2 == 0 ? b : a;
+    internal::MarkUsed(used);
+    ASSERT_GT(MtimeNs(used), MtimeNs(other)) << "use " << i;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
