@@ -5,6 +5,7 @@
     python bench/scale.py [--max-n 1000000] [--shards 10,1000] [--no-tf]
                           [--timeout 600] [--tf-read-prefix 0]
                           [--markdown scale.md] [--png scale.png] [--work /tmp/rf_scale]
+                          [--json rows.json] [--include earlier.json ...]
 
 Each measurement runs in a fresh subprocess (so peak RSS, `ru_maxrss`, is that point's alone):
 
@@ -269,6 +270,9 @@ def main() -> None:
     ap.add_argument("--markdown")
     ap.add_argument("--png")
     ap.add_argument("--json")
+    ap.add_argument("--include", nargs="+", default=[], metavar="JSON",
+                    help="rows of earlier runs' --json, put before this run's in the table and "
+                         "the chart (a run at 10^7 beside a grid up to 10^6)")
     a = ap.parse_args()
     if a.point:
         spec = json.loads(a.point)
@@ -309,6 +313,9 @@ def main() -> None:
             row["load"] = [min(load0, os.getloadavg()[0]), max(load0, os.getloadavg()[0])]
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
+    for earlier in reversed(a.include):
+        with open(earlier) as f:
+            rows = json.load(f) + rows
     md = table(rows)
     load = os.getloadavg()  # at the end of the run; each row carries its own (row["load"])
     header = (f"`{' '.join(['python', 'bench/scale.py'] + sys.argv[1:])}` on {os.cpu_count()} "
