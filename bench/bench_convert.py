@@ -130,7 +130,8 @@ def main() -> int:
     from recordflow import datasets
 
     src = os.path.join(args.data_dir, f"imagenet-like-{args.classes}x{args.images_per_class}")
-    marker = os.path.join(src, ".complete.json")
+    # Beside the folder, not in it: convert lists a file inside it as a skipped input (exit 4).
+    marker = src + ".complete.json"
     if not os.path.exists(marker):
         shutil.rmtree(src, ignore_errors=True)
         t = time.perf_counter()
