@@ -466,6 +466,27 @@ TEST_P(BackendTest, FusedResampleNormalizeEqualsTheTwoStepsBitForBit) {
       StatusCode::kInvalidArgument);
 }
 
+// The horizontal pass stores each pixel's four-value lane, the fourth landing on the next pixel;
+// the row's last quad must not store past the row, so that the image after it in a batch
+// (another thread's) is never touched: the bytes after the output stay as they were.
+TEST_P(BackendTest, ResampleNormalizeWritesNothingPastItsOutput) {
+  const Image img = Photo(173, 129, 3, 21);
+  const Box box{1.5, 6.25, 150.0, 111.0};
+  ASSERT_TRUE(SetKernelBackend(GetParam()).ok());
+  for (int w : {1, 3, 4, 5, 7, 8, 9, 12, 224}) {
+    const size_t bytes = static_cast<size_t>(w) * 5 * 3 * 4;
+    std::vector<std::byte> buf(bytes + 64, std::byte{0xA5});
+    NormalizeOptions o;
+    ASSERT_TRUE(ResampleNormalizeInto(img, box, w, 5, Interpolation::kBilinear, o,
+                                      std::span(buf).first(bytes))
+                    .ok());
+    for (size_t i = bytes; i < buf.size(); ++i) {
+      ASSERT_EQ(buf[i], std::byte{0xA5}) << "width " << w << ", byte " << i - bytes << " past";
+    }
+  }
+  ASSERT_TRUE(SetKernelBackend(KernelBackend::kAuto).ok());
+}
+
 // The SIMD kernels sum 16 values (vertical) and 4 pixels (horizontal) a step with all taps in
 // registers: every tail length and tap count (1 to ~20) must still give the scalar bits.
 TEST_P(BackendTest, EveryBlockTailAndTapCountGivesTheScalarBits) {
