@@ -104,7 +104,8 @@ CONFIGS = """Configurations (bench/suite_worker.py; each its library's documente
   full-size RGB, one thread per core, no reading, parsing, cropping or resizing.
 
 CPU-s / 1000 img: CPU time of the contender's process and all its children (DataLoader
-workers) during the measured batches. Peak PSS: the largest sum over the process tree of the
+workers) during the measured batches, less the CPU time of the harness's own thread that samples
+the tree (~1.4% of a core). Peak PSS: the largest sum over the process tree of the
 proportional set size (shared pages split between processes, so forked workers are not counted
 twice), sampled every 0.1 s from start to end; RSS summed the same way in brackets. Other
 processes (cores): the machine's busy CPU time during the measured batches less the
