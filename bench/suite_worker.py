@@ -84,7 +84,7 @@ def _pss_rss_of(pid: int) -> tuple[int, int]:
 
 
 # The key of a CPU snapshot that holds minus the monitor's own CPU time: the samples read /proc
-# from a thread of the measured process (~1.5% of a core at 0.1 s), which is harness work, not
+# from a thread of the measured process (~1.4% of a core at 0.1 s), which is harness work, not
 # the contender's, so cpu_between subtracts it. No process of the tree has pid 0.
 MONITOR_KEY = 0
 
