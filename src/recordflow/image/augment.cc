@@ -481,7 +481,7 @@ RF_AUGMENT_CLONES void ChannelMinMax(const uint8_t* in, size_t pixels, int ch,
 __attribute__((target("avx2"))) size_t ChannelMinMaxAvx2(const uint8_t* in, size_t pixels, int ch,
                                                          std::array<uint8_t, 4>* lo,
                                                          std::array<uint8_t, 4>* hi) {
-  std::array<__m256i, 4> low, high;
+  __m256i low[4], high[4];  // std::array would drop __m256i's alignment attribute
   for (int k = 0; k < ch; ++k) {
     low[k] = _mm256_set1_epi8(-1);
     high[k] = _mm256_setzero_si256();

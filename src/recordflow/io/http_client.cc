@@ -138,8 +138,7 @@ Attempt HttpClient::Perform(const HttpRequest& request, const RetryOptions& opti
   if (curl == nullptr) return {ResourceExhaustedError("cannot create an HTTP handle"), false};
   // Reset keeps the handle's live connections, so the next request reuses them.
   curl_easy_reset(curl);
-  Transfer t{curl, response, &sink};
-  t.upload = request.body;
+  Transfer t{.curl = curl, .response = response, .sink = &sink, .upload = request.body};
   curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
@@ -207,8 +206,8 @@ uint64_t AutotunedPartSize(const RemoteOptions& options) {
 bool IsRetryableHttpStatus(long status) { return status >= 500 || status == 408 || status == 429; }
 
 std::string XmlValue(std::string_view xml, std::string_view tag, size_t* pos) {
-  const std::string open = "<" + std::string(tag) + ">";
-  const std::string close = "</" + std::string(tag) + ">";
+  const std::string open = std::string("<").append(tag).append(">");
+  const std::string close = std::string("</").append(tag).append(">");
   const size_t from = pos != nullptr ? *pos : 0;
   const size_t a = xml.find(open, from);
   if (a == std::string_view::npos) {
